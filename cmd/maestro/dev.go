@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/dbconn"
+)
+
+// runDev runs everything in one process against DATABASE_URL, or against a
+// throwaway PostgreSQL under .maestro/ when it is unset.
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "address the REST API listens on")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger := newLogger(false)
+	if err := dev(ctx, *addr, stdout, logger); err != nil {
+		fmt.Fprintln(stderr, "maestro dev:", err)
+		return 1
+	}
+	return 0
+}
+
+func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger) error {
+	dsn, stopPG, err := resolveDSN(ctx, logger, true)
+	if err != nil {
+		return err
+	}
+	defer stopPG()
+	if err := migrate(ctx, dsn, logger); err != nil {
+		return err
+	}
+	pool, err := dbconn.Open(ctx, dsn, dbconn.PoolOptions{ApplicationName: "maestro-dev"})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	eng, err := startEngine(ctx, pool, logger)
+	if err != nil {
+		return err
+	}
+	defer eng.Stop()
+
+	handler, err := api.New(api.Config{DB: pool, Logger: logger, TrustUserHeader: true})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "maestro dev: REST API on http://%s/api/v3 (health: http://%s/api/v3/health)\n", ln.Addr(), ln.Addr())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdownCtx)
+	logger.Info("maestro dev stopped")
+	return nil
+}

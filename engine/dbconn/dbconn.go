@@ -1,0 +1,140 @@
+// Package dbconn resolves where the Maestro database is and opens a pool on
+// it. The same rules serve `maestro dev`, the engine task and every Lambda:
+//
+//  1. DATABASE_URL, a libpq URL or key/value string;
+//  2. DB_SECRET_ARN, a Secrets Manager secret in the shape RDS generates
+//     ({host, port, username, password, dbname}); used by the Lambdas;
+//  3. DB_HOST, DB_PORT, DB_NAME, DB_USER, DB_PASSWORD; ECS injects these from
+//     the same secret into the engine task.
+package dbconn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrNotConfigured reports that none of the variables above is set.
+var ErrNotConfigured = errors.New("no database configured: set DATABASE_URL, DB_SECRET_ARN or DB_HOST")
+
+// SecretFetcher returns the string value of a Secrets Manager secret.
+type SecretFetcher func(ctx context.Context, arn string) (string, error)
+
+// Secret is the JSON shape of an RDS-generated database secret.
+type Secret struct {
+	Host     string          `json:"host"`
+	Port     json.RawMessage `json:"port"`
+	Username string          `json:"username"`
+	Password string          `json:"password"`
+	DBName   string          `json:"dbname"`
+}
+
+// FromEnv resolves the connection string from getenv. fetch is only called
+// when DB_SECRET_ARN is the source; it may be nil otherwise.
+func FromEnv(ctx context.Context, getenv func(string) string, fetch SecretFetcher) (string, error) {
+	if dsn := getenv("DATABASE_URL"); dsn != "" {
+		return dsn, nil
+	}
+	if arn := getenv("DB_SECRET_ARN"); arn != "" {
+		if fetch == nil {
+			return "", fmt.Errorf("DB_SECRET_ARN is set but no secret fetcher is configured")
+		}
+		raw, err := fetch(ctx, arn)
+		if err != nil {
+			return "", fmt.Errorf("read database secret: %w", err)
+		}
+		var s Secret
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			return "", fmt.Errorf("decode database secret: %w", err)
+		}
+		port := string(s.Port)
+		if unq, err := strconv.Unquote(port); err == nil {
+			port = unq
+		}
+		return BuildURL(s.Host, port, s.DBName, s.Username, s.Password), nil
+	}
+	if host := getenv("DB_HOST"); host != "" {
+		return BuildURL(host, getenv("DB_PORT"), getenv("DB_NAME"), getenv("DB_USER"), getenv("DB_PASSWORD")), nil
+	}
+	return "", ErrNotConfigured
+}
+
+// BuildURL assembles a postgres:// URL, escaping every part. Remote hosts get
+// sslmode=require; loopback hosts sslmode=disable.
+func BuildURL(host, port, dbname, user, password string) string {
+	if port == "" {
+		port = "5432"
+	}
+	if dbname == "" {
+		dbname = "postgres"
+	}
+	sslmode := "require"
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		sslmode = "disable"
+	}
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword(user, password),
+		Host:     net.JoinHostPort(host, port),
+		Path:     "/" + dbname,
+		RawQuery: "sslmode=" + sslmode,
+	}
+	return u.String()
+}
+
+// PoolOptions tune Open.
+type PoolOptions struct {
+	// MaxConns caps the pool; 0 keeps pgx's default (max(4, cores)).
+	MaxConns int32
+	// ApplicationName shows in pg_stat_activity.
+	ApplicationName string
+}
+
+// Open opens a pool and checks that the database answers.
+func Open(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.ApplicationName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database: %w", err)
+	}
+	return pool, nil
+}
+
+// SecretsManager is the SecretFetcher that reads the secret from AWS Secrets
+// Manager with the default credential chain.
+func SecretsManager(ctx context.Context, arn string) (string, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return "", fmt.Errorf("load aws config: %w", err)
+	}
+	out, err := secretsmanager.NewFromConfig(cfg).GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	if err != nil {
+		return "", fmt.Errorf("get secret %s: %w", arn, err)
+	}
+	return aws.ToString(out.SecretString), nil
+}

@@ -1,0 +1,25 @@
+// Command api is the API Lambda: it serves Maestro's REST API for API
+// Gateway REST API proxy events.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/maestro-aws/maestro/functions/internal/apigateway"
+	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
+)
+
+func main() {
+	ctx := context.Background()
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	handler, err := lambdaenv.APIHandler(ctx, logger)
+	if err != nil {
+		logger.Error("cold start failed", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(apigateway.New(handler).Handle)
+}
