@@ -1,0 +1,146 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestAPIStack(t *testing.T) {
+	f := loadFixture(t)
+	tmpl := f.api
+	dataStack := *f.stacks.Data.StackName()
+	secretAttachment := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
+
+	t.Run("resource counts", func(t *testing.T) {
+		for typ, n := range map[string]float64{
+			"AWS::Lambda::Function":    1,
+			"AWS::ApiGateway::RestApi": 1,
+			"AWS::ApiGateway::Stage":   1,
+			"AWS::ApiGateway::Method":  2, // ANY on / and on /{proxy+}
+			"AWS::Logs::LogGroup":      2, // function logs, access logs
+		} {
+			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+		}
+	})
+
+	t.Run("go lambda on arm64", func(t *testing.T) {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+				"Runtime":       "provided.al2023",
+				"Architectures": []any{"arm64"},
+				"Handler":       "bootstrap",
+				"Timeout":       29,
+			})
+		})
+	})
+
+	t.Run("lambda in the vpc with the function group", func(t *testing.T) {
+		functionSG := logicalID(t, f.stacks.Network.Stack, "FunctionSecurityGroup")
+		_, p := tmpl.one(t, "AWS::Lambda::Function")
+		vpc, _ := p["VpcConfig"].(map[string]any)
+		sgs, _ := vpc["SecurityGroupIds"].([]any)
+		if len(sgs) != 1 || !importsFrom(sgs[0], *f.stacks.Network.StackName(), functionSG) {
+			t.Errorf("SecurityGroupIds = %s, want the function group", asJSON(sgs))
+		}
+		subnets, _ := vpc["SubnetIds"].([]any)
+		if len(subnets) != 2 {
+			t.Errorf("SubnetIds = %s, want 2", asJSON(subnets))
+		}
+		for _, s := range subnets {
+			if !strings.Contains(asJSON(s), subnetPrivate+"Subnet") {
+				t.Errorf("function subnet %s is not private", asJSON(s))
+			}
+		}
+	})
+
+	t.Run("DB_SECRET_ARN", func(t *testing.T) {
+		_, p := tmpl.one(t, "AWS::Lambda::Function")
+		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+		if len(vars) != 1 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) {
+			t.Errorf("environment = %s, want only DB_SECRET_ARN of the database secret", asJSON(vars))
+		}
+	})
+
+	t.Run("IAM auth on every method", func(t *testing.T) {
+		check(t, func() {
+			tmpl.AllResourcesProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
+				"AuthorizationType": "AWS_IAM",
+			})
+		})
+		for id, r := range tmpl.ofType("AWS::ApiGateway::Method") {
+			if got := props(r)["AuthorizationType"]; got != "AWS_IAM" {
+				t.Errorf("method %s AuthorizationType = %v", id, got)
+			}
+		}
+	})
+
+	t.Run("stage throttling and access logs", func(t *testing.T) {
+		accessLogs := logicalID(t, f.stacks.API.Stack, "AccessLogs")
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::Stage"), map[string]any{
+				"StageName": APIStageName,
+				"AccessLogSetting": map[string]any{
+					"DestinationArn": map[string]any{"Fn::GetAtt": []any{accessLogs, "Arn"}},
+					"Format":         assertions.Match_StringLikeRegexp(jsii.String(`"requestId":"\$context\.requestId"`)),
+				},
+				"MethodSettings": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"HttpMethod":           "*",
+					"ResourcePath":         "/*",
+					"ThrottlingRateLimit":  f.cfg.APIThrottlingRateLimit,
+					"ThrottlingBurstLimit": f.cfg.APIThrottlingBurstLimit,
+				})}),
+			})
+		})
+	})
+
+	t.Run("log retention", func(t *testing.T) {
+		check(t, func() {
+			tmpl.AllResourcesProperties(jsii.String("AWS::Logs::LogGroup"), map[string]any{
+				"RetentionInDays": f.cfg.LogRetentionDays,
+			})
+		})
+		fnLogs := logicalID(t, f.stacks.API.Stack, "Api", "Logs")
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+				"LoggingConfig": map[string]any{"LogGroup": map[string]any{"Ref": fnLogs}},
+			})
+		})
+	})
+
+	t.Run("least privilege", func(t *testing.T) {
+		fnRole := logicalID(t, f.stacks.API.Stack, "Api", "Role")
+		fnLogs := logicalID(t, f.stacks.API.Stack, "Api", "Logs")
+		managed := asJSON(props(tmpl.Resources[fnRole])["ManagedPolicyArns"])
+		if strings.Contains(managed, "AWSLambdaBasicExecutionRole") || !strings.Contains(managed, "AWSLambdaVPCAccessExecutionRole") {
+			t.Errorf("function role managed policies = %s, want only VPC access", managed)
+		}
+		var granted []string
+		for id, r := range tmpl.ofType("AWS::IAM::Policy") {
+			p := props(r)
+			if !strings.Contains(asJSON(p["Roles"]), fnRole) {
+				continue
+			}
+			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				st := st.(map[string]any)
+				res := st["Resource"]
+				switch {
+				case res == "*":
+					t.Errorf("policy %s grants %s on *", id, asJSON(st["Action"]))
+				case importsFrom(res, dataStack, secretAttachment):
+					granted = append(granted, "secret:"+asJSON(st["Action"]))
+				case asJSON(res) == asJSON(map[string]any{"Fn::GetAtt": []any{fnLogs, "Arn"}}):
+					granted = append(granted, "logs:"+asJSON(st["Action"]))
+				default:
+					t.Errorf("policy %s grants %s on unexpected %s", id, asJSON(st["Action"]), asJSON(res))
+				}
+			}
+		}
+		if got := strings.Join(granted, " "); !strings.Contains(got, "secretsmanager:GetSecretValue") ||
+			!strings.Contains(got, "logs:PutLogEvents") {
+			t.Errorf("function grants = %s, want secret read and log writes", got)
+		}
+	})
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// ContextPrefix prefixes every context key the app reads, in cdk.json or
+// with `cdk synth -c maestro:key=value`.
+const ContextPrefix = "maestro:"
+
+// Config is everything about the deployment that can change without a code
+// change. It is read once from the CDK context by ConfigFromContext; the zero
+// value is not useful, start from DefaultConfig.
+type Config struct {
+	// DBMinCapacity is the Aurora Serverless v2 minimum, in ACUs (0 allows
+	// auto-pause, though the engine's LISTEN connections keep it awake).
+	// Context key maestro:dbMinCapacity, default 0.5.
+	DBMinCapacity float64
+	// DBMaxCapacity is the Aurora Serverless v2 maximum, in ACUs.
+	// Context key maestro:dbMaxCapacity, default 4.
+	DBMaxCapacity float64
+	// DBReaders is the number of Serverless v2 reader instances (failover
+	// targets) besides the writer. Context key maestro:dbReaders, default 0.
+	DBReaders int
+	// DBDeletionProtection turns on the cluster's deletion protection.
+	// Context key maestro:dbDeletionProtection, default true.
+	DBDeletionProtection bool
+	// DBRemovalPolicy says what happens to the cluster and its secret when the
+	// data stack is deleted: "snapshot" (default), "retain" or "destroy".
+	// Context key maestro:dbRemovalPolicy.
+	DBRemovalPolicy string
+
+	// EngineDesiredCount is the number of engine tasks.
+	// Context key maestro:engineDesiredCount, default 2.
+	EngineDesiredCount int
+	// EngineCPU is the Fargate task CPU in CPU units (1024 = 1 vCPU).
+	// Context key maestro:engineCpu, default 512.
+	EngineCPU int
+	// EngineMemoryMiB is the Fargate task memory in MiB; it must be a valid
+	// Fargate pairing with EngineCPU. Context key maestro:engineMemoryMiB,
+	// default 1024.
+	EngineMemoryMiB int
+
+	// APICodePath is the Lambda deployment package of the API function,
+	// relative to the repository root (`make build` writes it).
+	// Context key maestro:apiCodePath, default build/lambda/api.zip.
+	APICodePath string
+	// APIThrottlingRateLimit is the stage's steady-state request rate (req/s).
+	// Context key maestro:apiThrottlingRateLimit, default 100.
+	APIThrottlingRateLimit float64
+	// APIThrottlingBurstLimit is the stage's burst size.
+	// Context key maestro:apiThrottlingBurstLimit, default 200.
+	APIThrottlingBurstLimit int
+	// APICloudWatchRole creates the account-wide role API Gateway needs to
+	// write access logs. Turn it off when the account already has one set.
+	// Context key maestro:apiCloudWatchRole, default true.
+	APICloudWatchRole bool
+
+	// LogRetentionDays applies to every log group the app creates. It must be
+	// one CloudWatch Logs accepts (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180,
+	// 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653) or 0 for
+	// never expire. Context key maestro:logRetentionDays, default 30.
+	LogRetentionDays int
+}
+
+// DefaultConfig returns the configuration used for every key the context
+// does not set.
+func DefaultConfig() Config {
+	return Config{
+		DBMinCapacity:           0.5,
+		DBMaxCapacity:           4,
+		DBReaders:               0,
+		DBDeletionProtection:    true,
+		DBRemovalPolicy:         "snapshot",
+		EngineDesiredCount:      2,
+		EngineCPU:               512,
+		EngineMemoryMiB:         1024,
+		APICodePath:             "build/lambda/api.zip",
+		APIThrottlingRateLimit:  100,
+		APIThrottlingBurstLimit: 200,
+		APICloudWatchRole:       true,
+		LogRetentionDays:        30,
+	}
+}
+
+// ConfigFromContext reads the maestro:* keys through get (normally
+// Node().TryGetContext) over DefaultConfig and validates the result. Values
+// may be JSON typed (cdk.json) or strings (`-c key=value`).
+func ConfigFromContext(get func(key string) any) (Config, error) {
+	c := DefaultConfig()
+	var errs []error
+	num := func(key string, dst *float64) {
+		if v := get(ContextPrefix + key); v != nil {
+			f, err := toFloat(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("context %s%s: %w", ContextPrefix, key, err))
+				return
+			}
+			*dst = f
+		}
+	}
+	integer := func(key string, dst *int) {
+		f := float64(*dst)
+		num(key, &f)
+		if f != math.Trunc(f) {
+			errs = append(errs, fmt.Errorf("context %s%s: %v is not a whole number", ContextPrefix, key, f))
+			return
+		}
+		*dst = int(f)
+	}
+	boolean := func(key string, dst *bool) {
+		if v := get(ContextPrefix + key); v != nil {
+			b, err := toBool(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("context %s%s: %w", ContextPrefix, key, err))
+				return
+			}
+			*dst = b
+		}
+	}
+	str := func(key string, dst *string) {
+		if v := get(ContextPrefix + key); v != nil {
+			s, ok := deref(v).(string)
+			if !ok {
+				errs = append(errs, fmt.Errorf("context %s%s: want a string, got %T", ContextPrefix, key, v))
+				return
+			}
+			*dst = s
+		}
+	}
+
+	num("dbMinCapacity", &c.DBMinCapacity)
+	num("dbMaxCapacity", &c.DBMaxCapacity)
+	integer("dbReaders", &c.DBReaders)
+	boolean("dbDeletionProtection", &c.DBDeletionProtection)
+	str("dbRemovalPolicy", &c.DBRemovalPolicy)
+	integer("engineDesiredCount", &c.EngineDesiredCount)
+	integer("engineCpu", &c.EngineCPU)
+	integer("engineMemoryMiB", &c.EngineMemoryMiB)
+	str("apiCodePath", &c.APICodePath)
+	num("apiThrottlingRateLimit", &c.APIThrottlingRateLimit)
+	integer("apiThrottlingBurstLimit", &c.APIThrottlingBurstLimit)
+	boolean("apiCloudWatchRole", &c.APICloudWatchRole)
+	integer("logRetentionDays", &c.LogRetentionDays)
+
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// NodeContext returns a getter for ConfigFromContext that reads the context
+// of node (cdk.json, `-c` flags, the App's Context prop).
+func NodeContext(node constructs.Node) func(key string) any {
+	return func(key string) any {
+		return node.TryGetContext(jsii.String(key))
+	}
+}
+
+// Validate reports every value that cannot be deployed.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DBMinCapacity < 0 || math.Mod(c.DBMinCapacity*2, 1) != 0 {
+		errs = append(errs, fmt.Errorf("dbMinCapacity %v: want 0 or more in steps of 0.5", c.DBMinCapacity))
+	}
+	if c.DBMaxCapacity < 1 || c.DBMaxCapacity > 256 || math.Mod(c.DBMaxCapacity*2, 1) != 0 {
+		errs = append(errs, fmt.Errorf("dbMaxCapacity %v: want 1 to 256 in steps of 0.5", c.DBMaxCapacity))
+	}
+	if c.DBMaxCapacity < c.DBMinCapacity {
+		errs = append(errs, fmt.Errorf("dbMaxCapacity %v is below dbMinCapacity %v", c.DBMaxCapacity, c.DBMinCapacity))
+	}
+	if c.DBReaders < 0 || c.DBReaders > 15 {
+		errs = append(errs, fmt.Errorf("dbReaders %d: want 0 to 15", c.DBReaders))
+	}
+	if _, err := c.removalPolicy(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.EngineDesiredCount < 0 {
+		errs = append(errs, fmt.Errorf("engineDesiredCount %d: want 0 or more", c.EngineDesiredCount))
+	}
+	if c.EngineCPU < 256 || c.EngineMemoryMiB < 512 {
+		errs = append(errs, fmt.Errorf("engineCpu %d / engineMemoryMiB %d: want at least 256 / 512", c.EngineCPU, c.EngineMemoryMiB))
+	}
+	if strings.TrimSpace(c.APICodePath) == "" {
+		errs = append(errs, errors.New("apiCodePath is empty"))
+	}
+	if c.APIThrottlingRateLimit <= 0 || c.APIThrottlingBurstLimit <= 0 {
+		errs = append(errs, fmt.Errorf("apiThrottlingRateLimit %v / apiThrottlingBurstLimit %d: want both above 0",
+			c.APIThrottlingRateLimit, c.APIThrottlingBurstLimit))
+	}
+	if _, err := c.logRetention(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removalPolicy maps DBRemovalPolicy to the CDK value.
+func (c Config) removalPolicy() (awscdk.RemovalPolicy, error) {
+	switch strings.ToLower(c.DBRemovalPolicy) {
+	case "snapshot":
+		return awscdk.RemovalPolicy_SNAPSHOT, nil
+	case "retain":
+		return awscdk.RemovalPolicy_RETAIN, nil
+	case "destroy":
+		return awscdk.RemovalPolicy_DESTROY, nil
+	}
+	return "", fmt.Errorf("dbRemovalPolicy %q: want snapshot, retain or destroy", c.DBRemovalPolicy)
+}
+
+// retentionByDays lists the retention periods CloudWatch Logs accepts.
+var retentionByDays = map[int]awslogs.RetentionDays{
+	0:    awslogs.RetentionDays_INFINITE,
+	1:    awslogs.RetentionDays_ONE_DAY,
+	3:    awslogs.RetentionDays_THREE_DAYS,
+	5:    awslogs.RetentionDays_FIVE_DAYS,
+	7:    awslogs.RetentionDays_ONE_WEEK,
+	14:   awslogs.RetentionDays_TWO_WEEKS,
+	30:   awslogs.RetentionDays_ONE_MONTH,
+	60:   awslogs.RetentionDays_TWO_MONTHS,
+	90:   awslogs.RetentionDays_THREE_MONTHS,
+	120:  awslogs.RetentionDays_FOUR_MONTHS,
+	150:  awslogs.RetentionDays_FIVE_MONTHS,
+	180:  awslogs.RetentionDays_SIX_MONTHS,
+	365:  awslogs.RetentionDays_ONE_YEAR,
+	400:  awslogs.RetentionDays_THIRTEEN_MONTHS,
+	545:  awslogs.RetentionDays_EIGHTEEN_MONTHS,
+	731:  awslogs.RetentionDays_TWO_YEARS,
+	1096: awslogs.RetentionDays_THREE_YEARS,
+	1827: awslogs.RetentionDays_FIVE_YEARS,
+	2192: awslogs.RetentionDays_SIX_YEARS,
+	2557: awslogs.RetentionDays_SEVEN_YEARS,
+	2922: awslogs.RetentionDays_EIGHT_YEARS,
+	3288: awslogs.RetentionDays_NINE_YEARS,
+	3653: awslogs.RetentionDays_TEN_YEARS,
+}
+
+// logRetention maps LogRetentionDays to the CDK value.
+func (c Config) logRetention() (awslogs.RetentionDays, error) {
+	r, ok := retentionByDays[c.LogRetentionDays]
+	if !ok {
+		return "", fmt.Errorf("logRetentionDays %d: not a period CloudWatch Logs accepts", c.LogRetentionDays)
+	}
+	return r, nil
+}
+
+func deref(v any) any {
+	switch p := v.(type) {
+	case *string:
+		if p != nil {
+			return *p
+		}
+	case *float64:
+		if p != nil {
+			return *p
+		}
+	case *bool:
+		if p != nil {
+			return *p
+		}
+	}
+	return v
+}
+
+func toFloat(v any) (float64, error) {
+	switch x := deref(v).(type) {
+	case float64:
+		return x, nil
+	case int:
+		return float64(x), nil
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(x), 64)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a number", x)
+		}
+		return f, nil
+	}
+	return 0, fmt.Errorf("want a number, got %T", v)
+}
+
+func toBool(v any) (bool, error) {
+	switch x := deref(v).(type) {
+	case bool:
+		return x, nil
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(x))
+		if err != nil {
+			return false, fmt.Errorf("%q is not a boolean", x)
+		}
+		return b, nil
+	}
+	return false, fmt.Errorf("want a boolean, got %T", v)
+}

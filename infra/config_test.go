@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestConfigFromContext(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		ctx     map[string]any
+		want    func(*Config)
+		wantErr string
+	}{
+		{name: "defaults", ctx: nil, want: func(*Config) {}},
+		{
+			name: "json typed values",
+			ctx: map[string]any{
+				"maestro:dbMinCapacity": 1.0, "maestro:dbMaxCapacity": 8.0, "maestro:dbReaders": 1.0,
+				"maestro:dbDeletionProtection": false, "maestro:dbRemovalPolicy": "destroy",
+				"maestro:engineDesiredCount": 3.0, "maestro:logRetentionDays": 7.0,
+			},
+			want: func(c *Config) {
+				c.DBMinCapacity, c.DBMaxCapacity, c.DBReaders = 1, 8, 1
+				c.DBDeletionProtection, c.DBRemovalPolicy = false, "destroy"
+				c.EngineDesiredCount, c.LogRetentionDays = 3, 7
+			},
+		},
+		{
+			name: "strings from -c",
+			ctx: map[string]any{
+				"maestro:dbMaxCapacity": "16", "maestro:dbDeletionProtection": "false",
+				"maestro:apiCodePath": "out/api.zip", "maestro:apiCloudWatchRole": "false",
+			},
+			want: func(c *Config) {
+				c.DBMaxCapacity, c.DBDeletionProtection = 16, false
+				c.APICodePath, c.APICloudWatchRole = "out/api.zip", false
+			},
+		},
+		{name: "not a number", ctx: map[string]any{"maestro:dbMaxCapacity": "lots"}, wantErr: "maestro:dbMaxCapacity"},
+		{name: "not a boolean", ctx: map[string]any{"maestro:dbDeletionProtection": "maybe"}, wantErr: "maestro:dbDeletionProtection"},
+		{name: "fractional count", ctx: map[string]any{"maestro:engineDesiredCount": 1.5}, wantErr: "whole number"},
+		{name: "max below min", ctx: map[string]any{"maestro:dbMinCapacity": 8.0, "maestro:dbMaxCapacity": 4.0}, wantErr: "below dbMinCapacity"},
+		{name: "capacity step", ctx: map[string]any{"maestro:dbMaxCapacity": 4.25}, wantErr: "steps of 0.5"},
+		{name: "removal policy", ctx: map[string]any{"maestro:dbRemovalPolicy": "keep"}, wantErr: "dbRemovalPolicy"},
+		{name: "retention", ctx: map[string]any{"maestro:logRetentionDays": 10.0}, wantErr: "logRetentionDays 10"},
+		{name: "empty code path", ctx: map[string]any{"maestro:apiCodePath": " "}, wantErr: "apiCodePath"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ConfigFromContext(func(key string) any { return tt.ctx[key] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := DefaultConfig()
+			tt.want(&want)
+			if got != want {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestCDKJSON checks the repository's cdk.json: it runs this package, and its
+// maestro:* keys are exactly the defaults, so that the file documents them.
+func TestCDKJSON(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", "cdk.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		App     string         `json:"app"`
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.App != "go run ./infra" {
+		t.Errorf("app = %q, want %q", doc.App, "go run ./infra")
+	}
+	got, err := ConfigFromContext(func(key string) any { return doc.Context[key] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != DefaultConfig() {
+		t.Errorf("cdk.json config = %+v\nwant defaults %+v", got, DefaultConfig())
+	}
+	keys := 0
+	for k := range doc.Context {
+		if strings.HasPrefix(k, ContextPrefix) {
+			keys++
+		}
+	}
+	if keys != 13 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 13", keys)
+	}
+	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
+		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/jsii-runtime-go"
+)
+
+func TestEngineStack(t *testing.T) {
+	f := loadFixture(t)
+	tmpl := f.engine
+	dataStack := *f.stacks.Data.StackName()
+	secretAttachment := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
+
+	t.Run("resource counts", func(t *testing.T) {
+		for typ, n := range map[string]float64{
+			"AWS::ECS::Cluster":        1,
+			"AWS::ECS::Service":        1,
+			"AWS::ECS::TaskDefinition": 1,
+			"AWS::Logs::LogGroup":      1,
+		} {
+			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
+		}
+	})
+
+	t.Run("fargate service", func(t *testing.T) {
+		engineSG := logicalID(t, f.stacks.Network.Stack, "EngineSecurityGroup")
+		_, p := tmpl.one(t, "AWS::ECS::Service")
+		if p["LaunchType"] != "FARGATE" {
+			t.Errorf("LaunchType = %v, want FARGATE", p["LaunchType"])
+		}
+		if p["DesiredCount"] != float64(f.cfg.EngineDesiredCount) || f.cfg.EngineDesiredCount != 2 {
+			t.Errorf("DesiredCount = %v, want 2", p["DesiredCount"])
+		}
+		vpc, _ := p["NetworkConfiguration"].(map[string]any)["AwsvpcConfiguration"].(map[string]any)
+		if vpc["AssignPublicIp"] != "DISABLED" {
+			t.Errorf("AssignPublicIp = %v, want DISABLED", vpc["AssignPublicIp"])
+		}
+		sgs, _ := vpc["SecurityGroups"].([]any)
+		if len(sgs) != 1 || !importsFrom(sgs[0], *f.stacks.Network.StackName(), engineSG) {
+			t.Errorf("SecurityGroups = %s, want the engine group", asJSON(sgs))
+		}
+		for _, s := range vpc["Subnets"].([]any) {
+			if !strings.Contains(asJSON(s), subnetPrivate+"Subnet") {
+				t.Errorf("service subnet %s is not private", asJSON(s))
+			}
+		}
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::ECS::Service"), map[string]any{
+				"DeploymentConfiguration": map[string]any{
+					"DeploymentCircuitBreaker": map[string]any{"Enable": true, "Rollback": true},
+				},
+			})
+		})
+	})
+
+	t.Run("arm64 task running engine", func(t *testing.T) {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::ECS::TaskDefinition"), map[string]any{
+				"RequiresCompatibilities": []any{"FARGATE"},
+				"RuntimePlatform":         map[string]any{"CpuArchitecture": "ARM64", "OperatingSystemFamily": "LINUX"},
+				"Cpu":                     "512",
+				"Memory":                  "1024",
+				"ContainerDefinitions": []any{assertions.Match_ObjectLike(&map[string]any{
+					"Name":        EngineContainerName,
+					"Command":     []any{"engine"},
+					"Environment": []any{map[string]any{"Name": "LOG_FORMAT", "Value": "json"}},
+					"Image": map[string]any{
+						"Fn::Sub": assertions.Match_StringLikeRegexp(jsii.String("container-assets")),
+					},
+				})},
+			})
+		})
+	})
+
+	t.Run("database settings from the secret", func(t *testing.T) {
+		_, p := tmpl.one(t, "AWS::ECS::TaskDefinition")
+		container := p["ContainerDefinitions"].([]any)[0].(map[string]any)
+		got := map[string]string{}
+		for _, s := range container["Secrets"].([]any) {
+			s := s.(map[string]any)
+			join := s["ValueFrom"].(map[string]any)["Fn::Join"].([]any)[1].([]any)
+			if len(join) != 2 || !importsFrom(join[0], dataStack, secretAttachment) {
+				t.Errorf("%v comes from %s, want the database secret", s["Name"], asJSON(join))
+				continue
+			}
+			field := strings.TrimSuffix(strings.TrimPrefix(join[1].(string), ":"), "::")
+			got[s["Name"].(string)] = field
+		}
+		want := map[string]string{
+			"DB_HOST": "host", "DB_PORT": "port", "DB_NAME": "dbname", "DB_USER": "username", "DB_PASSWORD": "password",
+		}
+		if asJSON(got) != asJSON(want) {
+			t.Errorf("secrets = %v, want %v", got, want)
+		}
+		for _, env := range container["Environment"].([]any) {
+			if name := env.(map[string]any)["Name"].(string); strings.HasPrefix(name, "DB_") {
+				t.Errorf("%s is plain environment, want it from the secret", name)
+			}
+		}
+	})
+
+	t.Run("logs with retention", func(t *testing.T) {
+		logs, _ := tmpl.one(t, "AWS::Logs::LogGroup")
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Logs::LogGroup"), map[string]any{
+				"RetentionInDays": f.cfg.LogRetentionDays,
+			})
+		})
+		_, p := tmpl.one(t, "AWS::ECS::TaskDefinition")
+		lc := p["ContainerDefinitions"].([]any)[0].(map[string]any)["LogConfiguration"].(map[string]any)
+		if lc["LogDriver"] != "awslogs" || asJSON(lc["Options"].(map[string]any)["awslogs-group"]) != asJSON(map[string]any{"Ref": logs}) {
+			t.Errorf("LogConfiguration = %s, want awslogs to %s", asJSON(lc), logs)
+		}
+	})
+
+	t.Run("least privilege", func(t *testing.T) {
+		taskRole := logicalID(t, f.stacks.Engine.Stack, "Task", "TaskRole")
+		execRole := logicalID(t, f.stacks.Engine.Stack, "Task", "ExecutionRole")
+		for id, r := range tmpl.ofType("AWS::IAM::Role") {
+			if ps := props(r)["ManagedPolicyArns"]; ps != nil {
+				t.Errorf("role %s has managed policies %s", id, asJSON(ps))
+			}
+		}
+		for id, r := range tmpl.ofType("AWS::IAM::Policy") {
+			p := props(r)
+			roles := asJSON(p["Roles"])
+			if strings.Contains(roles, taskRole) {
+				t.Errorf("policy %s grants the task role %s; it needs nothing yet", id, asJSON(p["PolicyDocument"]))
+			}
+			if !strings.Contains(roles, execRole) {
+				continue
+			}
+			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				st := st.(map[string]any)
+				actions := asJSON(st["Action"])
+				if st["Resource"] == "*" && actions != `"ecr:GetAuthorizationToken"` {
+					t.Errorf("execution role may %s on *", actions)
+				}
+				if strings.Contains(actions, "secretsmanager:") && !importsFrom(st["Resource"], dataStack, secretAttachment) {
+					t.Errorf("execution role reads secrets %s, want only the database secret", asJSON(st["Resource"]))
+				}
+			}
+		}
+	})
+}
+
+// TestEngineImageContext checks what synth stages as the engine image's
+// build context: the Dockerfile and sources, none of ImageExcludes.
+func TestEngineImageContext(t *testing.T) {
+	f := loadFixture(t)
+	dirs, err := filepath.Glob(filepath.Join(f.outdir, "asset.*", "Dockerfile"))
+	if err != nil || len(dirs) != 1 {
+		t.Fatalf("want one staged image context, got %v (%v)", dirs, err)
+	}
+	root := filepath.Dir(dirs[0])
+	var staged []string
+	err = filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		staged = append(staged, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(staged)
+	want := []string{"Dockerfile", "cmd/maestro/x.go", "go.mod"}
+	if strings.Join(staged, ",") != strings.Join(want, ",") {
+		t.Errorf("staged %v, want %v", staged, want)
+	}
+}
+
+// TestDockerignoreMatchesImageExcludes keeps the root .dockerignore (used by
+// a plain `docker build`) in step with ImageExcludes (used by the CDK).
+func TestDockerignoreMatchesImageExcludes(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", ".dockerignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			got = append(got, line)
+		}
+	}
+	want := append([]string(nil), ImageExcludes...)
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf(".dockerignore = %v, ImageExcludes = %v", got, want)
+	}
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// The stack tests share one App, synthesized once, built by NewMaestro from
+// the repository's cdk.json context exactly as main builds it, but with
+// stand-in assets: a directory holding a dummy bootstrap for the Lambda and
+// a directory holding a Dockerfile for the engine image. Nothing is built,
+// no AWS account or Docker engine is needed.
+
+// testRoot holds the fixture's temporary directories; TestMain removes it.
+var testRoot string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "maestro-infra-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testRoot = dir
+	code := m.Run()
+	if !raceDetector {
+		// Under -race jsii.Close is skipped: in jsii-runtime-go v1.139.0 it
+		// waits on the node child concurrently with the runtime's own Wait
+		// goroutine, which the race detector reports. The child exits anyway
+		// when this process ends; only the runtime's unpacked copy (about
+		// 2 MB in $TMPDIR/jsii-runtime.*) is left behind.
+		jsii.Close()
+	}
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// fixture is the shared synthesized app.
+type fixture struct {
+	cfg    Config
+	stacks *Stacks
+	outdir string
+
+	network, data, engine, api *stackTemplate
+}
+
+// stackTemplate is one stack's synthesized template, both as the assertions
+// API sees it and as plain Go values for checks easier written in Go.
+type stackTemplate struct {
+	assertions.Template
+	stack awscdk.Stack
+	// Resources maps logical id to the resource (Type, Properties, ...).
+	Resources map[string]map[string]any
+}
+
+var (
+	fixtureOnce sync.Once
+	sharedFix   *fixture
+	fixtureErr  error
+)
+
+// loadFixture returns the shared app, building it on first use.
+func loadFixture(t *testing.T) *fixture {
+	t.Helper()
+	fixtureOnce.Do(func() {
+		sharedFix, fixtureErr = buildFixture()
+	})
+	if fixtureErr != nil {
+		t.Fatalf("build app: %v", fixtureErr)
+	}
+	return sharedFix
+}
+
+func buildFixture() (f *fixture, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	ctx, err := cdkJSONContext()
+	if err != nil {
+		return nil, err
+	}
+	outdir := filepath.Join(testRoot, "cdk.out")
+	app := awscdk.NewApp(&awscdk.AppProps{
+		Context: &ctx,
+		Outdir:  jsii.String(outdir),
+	})
+	cfg, err := ConfigFromContext(NodeContext(app.Node()))
+	if err != nil {
+		return nil, err
+	}
+	code, err := dummyLambdaCode(filepath.Join(testRoot, "lambda"))
+	if err != nil {
+		return nil, err
+	}
+	imageDir, err := dummyImageContext(filepath.Join(testRoot, "image"))
+	if err != nil {
+		return nil, err
+	}
+	stacks, err := NewMaestro(app, cfg, Assets{APICode: code, EngineImage: EngineImageFromDir(imageDir)})
+	if err != nil {
+		return nil, err
+	}
+	app.Synth(nil)
+
+	f = &fixture{cfg: cfg, stacks: stacks, outdir: outdir}
+	for _, s := range []struct {
+		dst   **stackTemplate
+		stack awscdk.Stack
+	}{
+		{&f.network, stacks.Network.Stack},
+		{&f.data, stacks.Data.Stack},
+		{&f.engine, stacks.Engine.Stack},
+		{&f.api, stacks.API.Stack},
+	} {
+		if *s.dst, err = newStackTemplate(s.stack); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func newStackTemplate(stack awscdk.Stack) (*stackTemplate, error) {
+	tmpl := assertions.Template_FromStack(stack, nil)
+	raw, err := json.Marshal(tmpl.ToJSON())
+	if err != nil {
+		return nil, fmt.Errorf("%s template: %w", *stack.StackName(), err)
+	}
+	var doc struct {
+		Resources map[string]map[string]any
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%s template: %w", *stack.StackName(), err)
+	}
+	return &stackTemplate{Template: tmpl, stack: stack, Resources: doc.Resources}, nil
+}
+
+// cdkJSONContext reads the context of the repository's cdk.json so that the
+// tests see the same feature flags and defaults as `cdk synth`.
+func cdkJSONContext() (map[string]any, error) {
+	raw, err := os.ReadFile(filepath.Join("..", "cdk.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read cdk.json: %w", err)
+	}
+	var doc struct {
+		App     string         `json:"app"`
+		Context map[string]any `json:"context"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("parse cdk.json: %w", err)
+	}
+	return doc.Context, nil
+}
+
+// dummyLambdaCode stands in for build/lambda/api.zip.
+func dummyLambdaCode(dir string) (awslambda.Code, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bootstrap"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		return nil, err
+	}
+	return awslambda.Code_FromAsset(jsii.String(dir), nil), nil
+}
+
+// dummyImageContext makes a build context with a Dockerfile, a source file
+// and files under every excluded path, to check that staging drops them.
+func dummyImageContext(dir string) (string, error) {
+	files := map[string]string{
+		"Dockerfile":       "FROM scratch\n",
+		"go.mod":           "module example.com/x\n",
+		"cmd/maestro/x.go": "package main\n",
+	}
+	for _, ex := range ImageExcludes {
+		files[filepath.Join(ex, "excluded")] = "x"
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
+
+// check runs f, turning a failed assertion (a panic from jsii) into a test
+// error instead of a crash of the whole test binary.
+func check(t *testing.T, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		if r := recover(); r != nil {
+			t.Errorf("%v", r)
+		}
+	}()
+	f()
+}
+
+// ofType returns the resources of type typ, by logical id.
+func (s *stackTemplate) ofType(typ string) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for id, r := range s.Resources {
+		if r["Type"] == typ {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// one returns the only resource of type typ, failing the test otherwise.
+func (s *stackTemplate) one(t *testing.T, typ string) (string, map[string]any) {
+	t.Helper()
+	rs := s.ofType(typ)
+	if len(rs) != 1 {
+		t.Fatalf("%s: want 1 %s, got %d", *s.stack.StackName(), typ, len(rs))
+	}
+	for id, r := range rs {
+		return id, props(r)
+	}
+	panic("unreachable")
+}
+
+// logicalID is the logical id of the construct at path (relative to stack)
+// in stack's template.
+func logicalID(t *testing.T, stack awscdk.Stack, path ...string) string {
+	t.Helper()
+	var node = stack.Node()
+	for _, p := range path {
+		child := node.TryFindChild(jsii.String(p))
+		if child == nil {
+			t.Fatalf("%s: no construct %q under %s", *stack.StackName(), p, *node.Path())
+		}
+		node = child.Node()
+	}
+	el, ok := node.DefaultChild().(awscdk.CfnElement)
+	if !ok {
+		t.Fatalf("%s: %s has no CloudFormation resource", *stack.StackName(), *node.Path())
+	}
+	return *stack.GetLogicalId(el)
+}
+
+func props(r map[string]any) map[string]any {
+	p, _ := r["Properties"].(map[string]any)
+	return p
+}
+
+// asJSON renders v for substring checks on references.
+func asJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// importsFrom reports whether v is an Fn::ImportValue of an output of the
+// producer stack that names the resource with logical id id.
+func importsFrom(v any, producer string, id string) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	name, ok := m["Fn::ImportValue"].(string)
+	return ok && strings.HasPrefix(name, producer+":") && strings.Contains(name, id)
+}

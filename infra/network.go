@@ -1,0 +1,96 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Subnet group names of the VPC. The database lives in the isolated subnets
+// (no route out), everything else in the private ones (egress through NAT).
+const (
+	subnetPublic   = "public"
+	subnetPrivate  = "private"
+	subnetIsolated = "data"
+)
+
+// NetworkStackProps configures NewNetworkStack.
+type NetworkStackProps struct {
+	awscdk.StackProps
+	// MaxAzs is the number of availability zones; 2 when zero.
+	MaxAzs int
+	// NatGateways is the number of NAT gateways; 1 when zero.
+	NatGateways int
+}
+
+// NetworkStack holds the VPC and the security groups of the database's
+// clients. Every stack that runs code in the VPC takes what it needs from
+// here through its Props.
+type NetworkStack struct {
+	awscdk.Stack
+	// Vpc has public, private (egress through NAT) and isolated subnets.
+	Vpc awsec2.IVpc
+	// EngineSecurityGroup is attached to the engine's Fargate tasks. Its
+	// egress is open: step runtimes call AWS APIs and arbitrary HTTP endpoints.
+	EngineSecurityGroup awsec2.ISecurityGroup
+	// FunctionSecurityGroup is attached to every Lambda function that talks to
+	// the database (api now; signals, timetrigger and publisher later). Its
+	// egress is HTTPS to anywhere (AWS APIs through NAT) plus whatever the
+	// data stack opens towards the database.
+	FunctionSecurityGroup awsec2.ISecurityGroup
+}
+
+// NewNetworkStack builds the VPC (2 AZs, 1 NAT gateway, an S3 gateway
+// endpoint for image layers, default security group locked down) and the
+// client security groups.
+func NewNetworkStack(scope constructs.Construct, id string, props *NetworkStackProps) *NetworkStack {
+	if props == nil {
+		props = &NetworkStackProps{}
+	}
+	stack := awscdk.NewStack(scope, &id, &props.StackProps)
+
+	maxAzs, nats := props.MaxAzs, props.NatGateways
+	if maxAzs == 0 {
+		maxAzs = 2
+	}
+	if nats == 0 {
+		nats = 1
+	}
+
+	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
+		IpAddresses:                  awsec2.IpAddresses_Cidr(jsii.String("10.40.0.0/16")),
+		MaxAzs:                       jsii.Number(maxAzs),
+		NatGateways:                  jsii.Number(nats),
+		RestrictDefaultSecurityGroup: jsii.Bool(true),
+		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{
+			{Name: jsii.String(subnetPublic), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(24)},
+			{Name: jsii.String(subnetPrivate), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(20)},
+			{Name: jsii.String(subnetIsolated), SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED, CidrMask: jsii.Number(24)},
+		},
+		GatewayEndpoints: &map[string]*awsec2.GatewayVpcEndpointOptions{
+			"S3": {Service: awsec2.GatewayVpcEndpointAwsService_S3()},
+		},
+	})
+
+	engineSG := awsec2.NewSecurityGroup(stack, jsii.String("EngineSecurityGroup"), &awsec2.SecurityGroupProps{
+		Vpc:              vpc,
+		Description:      jsii.String("Maestro engine tasks"),
+		AllowAllOutbound: jsii.Bool(true),
+	})
+
+	functionSG := awsec2.NewSecurityGroup(stack, jsii.String("FunctionSecurityGroup"), &awsec2.SecurityGroupProps{
+		Vpc:              vpc,
+		Description:      jsii.String("Maestro Lambda functions"),
+		AllowAllOutbound: jsii.Bool(false),
+	})
+	functionSG.AddEgressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(443)),
+		jsii.String("HTTPS to AWS APIs"), nil)
+
+	return &NetworkStack{
+		Stack:                 stack,
+		Vpc:                   vpc,
+		EngineSecurityGroup:   engineSG,
+		FunctionSecurityGroup: functionSG,
+	}
+}
