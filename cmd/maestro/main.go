@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // time zones for triggers, even in images without zoneinfo
 )
 
 const usage = `usage: maestro <command> [flags]

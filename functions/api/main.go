@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	_ "time/tzdata" // time zones for triggers, even in images without zoneinfo
 
 	"github.com/aws/aws-lambda-go/lambda"
 

@@ -1,0 +1,69 @@
+package workflow
+
+import "encoding/json"
+
+// Param is a parameter definition: a typed literal value or a SEL expression evaluated at run
+// time. Exactly one of Value and Expression is set.
+//
+// Value holds plain JSON values: string, json.Number, bool, []any, map[string]any (STRING_MAP),
+// except for MAP parameters, whose value is a map[string]Param of nested definitions.
+type Param struct {
+	Value        any       `json:"value,omitzero" wf:"skip"`
+	Expression   *string   `json:"expression,omitzero"`
+	Type         ParamType `json:"type"`
+	Validator    string    `json:"validator,omitzero"`
+	Tags         Tags      `json:"tags,omitzero"`
+	Mode         ParamMode `json:"mode,omitzero"`
+	Source       string    `json:"source,omitzero"`        // set by Maestro after merging
+	InternalMode string    `json:"internal_mode,omitzero"` // set by Maestro after merging
+}
+
+// Params maps parameter names to definitions.
+type Params = map[string]Param
+
+// LiteralParam returns a parameter with a literal value.
+func LiteralParam(t ParamType, value any) Param { return Param{Type: t, Value: value} }
+
+// ExpressionParam returns a parameter computed by a SEL expression.
+func ExpressionParam(t ParamType, expr string) Param { return Param{Type: t, Expression: &expr} }
+
+// IsLiteral reports whether the parameter has a literal value rather than an expression.
+func (p Param) IsLiteral() bool { return p.Value != nil }
+
+// EffectiveMode returns the mode, or DefaultParamMode when unset.
+func (p Param) EffectiveMode() ParamMode {
+	if p.Mode == "" {
+		return DefaultParamMode
+	}
+	return p.Mode
+}
+
+// MapValue returns the nested definitions of a MAP parameter with a literal value.
+func (p Param) MapValue() (map[string]Param, bool) {
+	m, ok := p.Value.(map[string]Param)
+	return m, ok
+}
+
+// UnmarshalJSON decodes strictly.
+func (p *Param) UnmarshalJSON(data []byte) error { return decodeStrict(data, p, "") }
+
+// postBind decodes the value according to the declared type: nested definitions for MAP.
+func (p *Param) postBind(b *binder, n *node, path string) {
+	v := n.get("value")
+	if v == nil || v.kind == kindNull {
+		return
+	}
+	if p.Type == ParamTypeMap && v.kind == kindObject {
+		m := make(map[string]Param, len(v.keys))
+		for i, k := range v.keys {
+			var child Param
+			b.bindInto(v.vals[i], &child, joinKey(joinKey(path, "value"), k))
+			m[k] = child
+		}
+		p.Value = m
+		return
+	}
+	p.Value = v.toAny()
+}
+
+var _ json.Unmarshaler = (*Param)(nil)

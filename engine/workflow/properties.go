@@ -1,0 +1,168 @@
+package workflow
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// Properties are the workflow settings kept across versions (owner, run strategy, concurrency,
+// alerting, trigger switches). They are versioned by snapshots of their own: a properties
+// document is a change set, and an unset (nil) field means "no change" (see Merge).
+type Properties struct {
+	Owner                 *Owner          `json:"owner,omitzero"`
+	AccessControl         json.RawMessage `json:"access_control,omitzero"` // opaque object
+	RunStrategy           *RunStrategy    `json:"run_strategy,omitzero"`
+	StepConcurrency       *int64          `json:"step_concurrency,omitzero"`
+	Alerting              json.RawMessage `json:"alerting,omitzero"` // opaque object
+	AlertingDisabled      *bool           `json:"alerting_disabled,omitzero"`
+	SignalTriggerDisabled *bool           `json:"signal_trigger_disabled,omitzero"`
+	TimeTriggerDisabled   *bool           `json:"time_trigger_disabled,omitzero"`
+	Description           *string         `json:"description,omitzero"`
+	Tags                  Tags            `json:"tags,omitzero"`
+}
+
+// Defaults and limits for properties, as in Maestro.
+const (
+	DefaultWorkflowConcurrency = 20   // PARALLEL without workflow_concurrency
+	MaxWorkflowConcurrency     = 1000 // upper bound of workflow_concurrency
+	DefaultStepConcurrency     = 20   // step_concurrency when unset
+	MaxStepConcurrency         = 1000 // upper bound of step_concurrency
+)
+
+// Merge returns a new snapshot: the fields set in change over the ones in p. p may be nil.
+func (p *Properties) Merge(change *Properties) *Properties {
+	if p == nil {
+		if change == nil {
+			return nil
+		}
+		c := *change
+		return &c
+	}
+	out := *p
+	if change == nil {
+		return &out
+	}
+	pick(&out.Owner, change.Owner)
+	pickRaw(&out.AccessControl, change.AccessControl)
+	pick(&out.RunStrategy, change.RunStrategy)
+	pick(&out.StepConcurrency, change.StepConcurrency)
+	pickRaw(&out.Alerting, change.Alerting)
+	pick(&out.AlertingDisabled, change.AlertingDisabled)
+	pick(&out.SignalTriggerDisabled, change.SignalTriggerDisabled)
+	pick(&out.TimeTriggerDisabled, change.TimeTriggerDisabled)
+	pick(&out.Description, change.Description)
+	if change.Tags != nil {
+		out.Tags = change.Tags
+	}
+	return &out
+}
+
+func pick[T any](dst **T, v *T) {
+	if v != nil {
+		*dst = v
+	}
+}
+
+func pickRaw(dst *json.RawMessage, v json.RawMessage) {
+	if v != nil {
+		*dst = v
+	}
+}
+
+// UnmarshalJSON decodes strictly; see DecodeProperties.
+func (p *Properties) UnmarshalJSON(data []byte) error { return decodeStrict(data, p, "") }
+
+// Owner is the workflow owner. In JSON it is a user name ("tester") or an object with a name and
+// further details, which are kept as they are.
+type Owner struct {
+	Name   string                     `json:"name"`
+	Extra  map[string]json.RawMessage `json:"-" wf:"extra"`
+	object bool
+}
+
+// NewOwner returns an owner written as a bare name.
+func NewOwner(name string) *Owner { return &Owner{Name: name} }
+
+// MarshalJSON writes a bare name unless the owner was given as an object or has details.
+func (o Owner) MarshalJSON() ([]byte, error) {
+	if !o.object && len(o.Extra) == 0 {
+		return appendJSONString(nil, o.Name), nil
+	}
+	type plain Owner
+	return marshalWithExtra(plain(o), o.Extra)
+}
+
+func (o *Owner) bindNode(b *binder, n *node, path string) {
+	switch n.kind {
+	case kindString:
+		*o = Owner{Name: n.text}
+	case kindObject:
+		type plain Owner
+		var v plain
+		b.bindStruct(n, reflectValueOf(&v), path)
+		v.object = true
+		*o = Owner(v)
+	default:
+		b.addf(path, "expected a user name or an owner object, got %s%s", n.kind, n.pos())
+	}
+}
+
+// RunStrategy decides whether a new instance runs, queues or replaces a running one. In JSON it
+// is a rule name ("sequential"), a number (PARALLEL with that concurrency), or an object
+// {"rule": ..., "workflow_concurrency": ...}; it is written back in the form it was given.
+type RunStrategy struct {
+	Rule                RunStrategyRule `json:"rule"`
+	WorkflowConcurrency *int64          `json:"workflow_concurrency,omitzero"` // 0 pauses the workflow
+	form                runStrategyForm
+}
+
+type runStrategyForm uint8
+
+const (
+	runStrategyObject runStrategyForm = iota
+	runStrategyName
+	runStrategyNumber
+)
+
+// Concurrency returns the effective workflow concurrency: the configured one, or
+// DefaultWorkflowConcurrency for PARALLEL and 1 for the other rules.
+func (r RunStrategy) Concurrency() int64 {
+	if r.WorkflowConcurrency != nil {
+		return *r.WorkflowConcurrency
+	}
+	if r.Rule == RunStrategyParallel {
+		return DefaultWorkflowConcurrency
+	}
+	return 1
+}
+
+// MarshalJSON writes the strategy in the form it was given.
+func (r RunStrategy) MarshalJSON() ([]byte, error) {
+	switch {
+	case r.form == runStrategyName && r.WorkflowConcurrency == nil:
+		return appendJSONString(nil, string(r.Rule)), nil
+	case r.form == runStrategyNumber && r.WorkflowConcurrency != nil && r.Rule == RunStrategyParallel:
+		return strconv.AppendInt(nil, *r.WorkflowConcurrency, 10), nil
+	}
+	type plain RunStrategy
+	return marshalNoEscape(plain(r))
+}
+
+func (r *RunStrategy) bindNode(b *binder, n *node, path string) {
+	switch n.kind {
+	case kindString:
+		*r = RunStrategy{Rule: RunStrategyRule(n.text), form: runStrategyName}
+		r.Rule.normalize()
+	case kindNumber:
+		if i, ok := b.integer(n, path); ok {
+			*r = RunStrategy{Rule: RunStrategyParallel, WorkflowConcurrency: &i, form: runStrategyNumber}
+		}
+	case kindObject:
+		type plain RunStrategy
+		var v plain
+		b.bindStruct(n, reflectValueOf(&v), path)
+		*r = RunStrategy(v)
+	default:
+		b.addf(path, "expected a rule name, a number or an object, got %s%s", n.kind, n.pos())
+	}
+}

@@ -1,0 +1,93 @@
+package workflow
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+)
+
+// Tag labels a workflow, step or parameter. In JSON it is a bare name ("etl") or an object
+// {"name": ..., "namespace": ..., "permit": ...}; other fields of the object are kept as
+// attributes, as Maestro does.
+type Tag struct {
+	Name      string                     `json:"name"`
+	Namespace TagNamespace               `json:"namespace,omitzero"`
+	Permit    *int64                     `json:"permit,omitzero"`
+	Attrs     map[string]json.RawMessage `json:"-" wf:"extra"`
+	short     bool                       // written as a bare string
+}
+
+// Tags is a list of tags; names must be unique.
+type Tags []Tag
+
+// NewTag returns a tag written as a bare name.
+func NewTag(name string) Tag { return Tag{Name: name, short: true} }
+
+// Names returns the tag names in order.
+func (ts Tags) Names() []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// MarshalJSON writes a bare name when the tag was given as one and carries nothing else.
+func (t Tag) MarshalJSON() ([]byte, error) {
+	if t.short && t.Namespace == "" && t.Permit == nil && len(t.Attrs) == 0 {
+		return appendJSONString(nil, t.Name), nil
+	}
+	type plain Tag
+	return marshalWithExtra(plain(t), t.Attrs)
+}
+
+func (t *Tag) bindNode(b *binder, n *node, path string) {
+	switch n.kind {
+	case kindString:
+		*t = NewTag(n.text)
+	case kindObject:
+		type plain Tag
+		var p plain
+		b.bindStruct(n, reflectValueOf(&p), path)
+		*t = Tag(p)
+	default:
+		b.addf(path, "expected a tag name or a tag object, got %s%s", n.kind, n.pos())
+	}
+}
+
+// marshalWithExtra encodes v (a struct) and appends the extra fields, sorted by key, to the
+// object.
+func marshalWithExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
+	b, err := marshalNoEscape(v)
+	if err != nil || len(extra) == 0 {
+		return b, err
+	}
+	out := b[:len(b)-1] // drop '}'
+	first := len(out) == 1
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = appendJSONString(out, k)
+		out = append(out, ':')
+		raw := extra[k]
+		if len(raw) == 0 {
+			raw = json.RawMessage("null")
+		}
+		out = append(out, raw...)
+	}
+	return append(out, '}'), nil
+}
+
+// marshalNoEscape encodes v compactly without escaping <, > and &, which SEL conditions use.
+func marshalNoEscape(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,454 @@
+package workflow
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// reservedParamNames may not be used as parameter names; Maestro keeps them for itself.
+var reservedParamNames = map[string]bool{
+	"maestro": true, "Maestro": true, "MAESTRO": true,
+	"scheduler": true, "Scheduler": true, "SCHEDULER": true,
+	"util": true, "Util": true, "UTIL": true,
+	"params": true, "Params": true, "PARAMS": true,
+	"AUTH_BLOB": true, "AUTH_DATA": true, "AUTH_ACTING_ON_BEHALF_OF_BLOB": true,
+	"AUTH_TRIGGERING_ON_BEHALF_OF_BLOB": true, "AUTHORIZED_MANAGERS": true,
+}
+
+// workflowID checks a workflow id: [_a-zA-Z0-9][.\-_a-zA-Z0-9]*, at most 128 characters, no
+// reserved prefix or suffix.
+func (s *validation) workflowID(id string, at *loc) {
+	switch {
+	case id == "":
+		s.report(at, "workflow id is required")
+		return
+	case len(id) > MaxIDLength:
+		s.reportf(at, "id is %d characters long, more than the limit of %d", len(id), MaxIDLength)
+		return
+	case !idChars(id, false):
+		s.reportf(at, "id %q may contain only letters, digits, '.', '-' and '_', and must not start with '.' or '-'", id)
+		return
+	}
+	s.reserved(id, at, true)
+}
+
+// referenceID checks a step id or parameter name: [_a-zA-Z][.\-_a-zA-Z0-9]*, at most 128
+// characters, no "__", no reserved prefix.
+func (s *validation) referenceID(id string, at *loc, what string) bool {
+	switch {
+	case id == "":
+		s.reportf(at, "%s is required", what)
+	case len(id) > MaxIDLength:
+		s.reportf(at, "%s is %d characters long, more than the limit of %d", what, len(id), MaxIDLength)
+	case !idChars(id, true):
+		s.reportf(at, "%s %q must start with a letter or '_' and contain only letters, digits, '.', '-' and '_'", what, id)
+	case strings.Contains(id, "__"):
+		s.reportf(at, "%s %q must not contain '__'", what, id)
+	default:
+		return s.reserved(id, at, false)
+	}
+	return false
+}
+
+func (s *validation) reserved(id string, at *loc, suffix bool) bool {
+	lower := strings.ToLower(id)
+	if strings.HasPrefix(lower, ReservedPrefix) {
+		s.reportf(at, "%q must not start with the reserved prefix %q", id, ReservedPrefix)
+		return false
+	}
+	if suffix && strings.HasSuffix(lower, ReservedSuffix) {
+		s.reportf(at, "%q must not end with the reserved suffix %q", id, ReservedSuffix)
+		return false
+	}
+	return true
+}
+
+// idChars checks the id character set; reference ids must not start with a digit.
+func idChars(id string, reference bool) bool {
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		case isDigit(c):
+			if i == 0 && reference {
+				return false
+			}
+		case c == '.' || c == '-':
+			if i == 0 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (s *validation) tags(ts Tags, at *loc) {
+	var seen map[string]bool
+	for i, t := range ts {
+		tp := at.at(i)
+		if strings.TrimSpace(t.Name) == "" {
+			s.report(tp.child("name"), "tag name is required")
+			continue
+		}
+		s.maxLen(t.Name, MaxNameLength, tp.child("name"))
+		if t.Namespace != "" && !t.Namespace.Valid() {
+			s.reportf(tp.child("namespace"), "unknown tag namespace %q", t.Namespace)
+		}
+		if seen == nil {
+			seen = make(map[string]bool, len(ts))
+		}
+		if seen[t.Name] {
+			s.reportf(tp.child("name"), "duplicate tag name %q", t.Name)
+		}
+		seen[t.Name] = true
+	}
+}
+
+// timeout checks a timeout or delay: positive and at most 120 days unless it refers to params.
+func (s *validation) timeout(d *Duration, at *loc) {
+	if d == nil || d.HasParams() {
+		return
+	}
+	v, err := d.Resolve()
+	if err != nil {
+		s.report(at, err.Error())
+		return
+	}
+	if v <= 0 || v > MaxTimeoutSeconds*time.Second {
+		s.reportf(at, "must be positive and at most 120 days, got %s", durationText(d))
+	}
+}
+
+func durationText(d *Duration) string {
+	if d.IsText() {
+		return fmt.Sprintf("%q", d.Text)
+	}
+	return fmt.Sprintf("%d seconds", d.Seconds)
+}
+
+// long checks a ParsableLong against a range unless it refers to params.
+func (s *validation) long(v *ParsableLong, lo, hi int64, at *loc) {
+	if v == nil || v.HasParams() {
+		return
+	}
+	n, err := v.Resolve()
+	if err != nil {
+		s.report(at, "must be an integer or a parameter reference: "+err.Error())
+		return
+	}
+	if n < lo || n > hi {
+		s.reportf(at, "must be between %d and %d, got %d", lo, hi, n)
+	}
+}
+
+func (s *validation) retryPolicy(rp *RetryPolicy, at *loc) {
+	if rp == nil {
+		return
+	}
+	s.long(rp.ErrorRetryLimit, 0, MaxRetryLimit, at.child("error_retry_limit"))
+	s.long(rp.PlatformRetryLimit, 0, MaxRetryLimit, at.child("platform_retry_limit"))
+	s.long(rp.TimeoutRetryLimit, 0, MaxRetryLimit, at.child("timeout_retry_limit"))
+	b := rp.Backoff
+	if b == nil {
+		return
+	}
+	bp := at.child("backoff")
+	switch {
+	case b.Type == "":
+		s.report(bp.child("type"), "backoff type is required: FIXED_BACKOFF or EXPONENTIAL_BACKOFF")
+	case !b.Type.Valid():
+		s.reportf(bp.child("type"), "unknown backoff type %q; expected FIXED_BACKOFF or EXPONENTIAL_BACKOFF", b.Type)
+	}
+	secs := []struct {
+		v    *ParsableLong
+		name string
+	}{
+		{b.ErrorRetryBackoffInSecs, "error_retry_backoff_in_secs"},
+		{b.PlatformRetryBackoffInSecs, "platform_retry_backoff_in_secs"},
+		{b.TimeoutRetryBackoffInSecs, "timeout_retry_backoff_in_secs"},
+		{b.ErrorRetryLimitInSecs, "error_retry_limit_in_secs"},
+		{b.PlatformRetryLimitInSecs, "platform_retry_limit_in_secs"},
+		{b.TimeoutRetryLimitInSecs, "timeout_retry_limit_in_secs"},
+	}
+	for _, f := range secs {
+		s.long(f.v, 0, MaxRetryBackoffSeconds, bp.child(f.name))
+	}
+	exps := []struct {
+		v    *ParsableLong
+		name string
+	}{
+		{b.ErrorRetryExponent, "error_retry_exponent"},
+		{b.PlatformRetryExponent, "platform_retry_exponent"},
+		{b.TimeoutRetryExponent, "timeout_retry_exponent"},
+	}
+	for _, f := range exps {
+		s.long(f.v, 0, math.MaxInt32, bp.child(f.name))
+	}
+	if b.Type == BackoffFixed {
+		for _, f := range append(secs[3:], exps...) {
+			if f.v != nil {
+				s.reportf(bp.child(f.name), "not allowed for %s", BackoffFixed)
+			}
+		}
+	}
+}
+
+// cronParser accepts standard 5-field cron, an optional leading seconds field and descriptors
+// such as @daily, as the time-trigger service does.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+var predefinedSchedules = map[string]bool{"hourly": true, "daily": true, "weekly": true, "monthly": true, "yearly": true}
+
+func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
+	for i := range ts {
+		t := &ts[i]
+		tp := at.at(i)
+		typ := t.EffectiveType()
+		notAllowed := func(set bool, field string) {
+			if set {
+				s.reportf(tp.child(field), "not allowed for %s triggers", typ)
+			}
+		}
+		switch typ {
+		case "":
+			s.report(tp.child("type"), "trigger type is required: CRON, INTERVAL or PREDEFINED")
+		case TimeTriggerCron:
+			s.cron(t.Cron, tp.child("cron"))
+			notAllowed(t.Expression != "", "expression")
+			notAllowed(t.Interval != "", "interval")
+			notAllowed(t.Start != "", "start")
+		case TimeTriggerPredefined:
+			name := strings.ToLower(strings.TrimPrefix(t.Expression, "@"))
+			if t.Expression == "" {
+				s.report(tp.child("expression"), "expression is required: @hourly, @daily, @weekly, @monthly or @yearly")
+			} else if !predefinedSchedules[name] {
+				s.reportf(tp.child("expression"), "unknown schedule %q; expected @hourly, @daily, @weekly, @monthly or @yearly", t.Expression)
+			}
+			notAllowed(t.Cron != "", "cron")
+			notAllowed(t.Interval != "", "interval")
+			notAllowed(t.Start != "", "start")
+		case TimeTriggerInterval:
+			if t.Interval == "" {
+				s.report(tp.child("interval"), "interval is required")
+			} else if d, err := ParseDuration(t.Interval); err != nil {
+				s.report(tp.child("interval"), err.Error())
+			} else if d < time.Minute {
+				s.report(tp.child("interval"), "must be at least one minute")
+			}
+			notAllowed(t.Cron != "", "cron")
+			notAllowed(t.Expression != "", "expression")
+			notAllowed(t.Timezone != "", "timezone")
+		default:
+			s.reportf(tp.child("type"), "unknown trigger type %q; expected CRON, INTERVAL or PREDEFINED", t.Type)
+		}
+		if t.Timezone != "" {
+			if _, err := time.LoadLocation(t.Timezone); err != nil {
+				s.reportf(tp.child("timezone"), "unknown time zone %q", t.Timezone)
+			}
+		}
+		s.timeout(t.FuzzyMaxDelay, tp.child("fuzzy_max_delay"))
+	}
+}
+
+func (s *validation) cron(expr string, at *loc) {
+	if strings.TrimSpace(expr) == "" {
+		s.report(at, "cron expression is required")
+		return
+	}
+	sched, err := cronParser.Parse(expr)
+	if err != nil {
+		s.reportf(at, "invalid cron expression %q: %v", expr, err)
+		return
+	}
+	first := sched.Next(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
+	if next := sched.Next(first); !first.IsZero() && !next.IsZero() && next.Sub(first) < time.Duration(minTimeTriggerIntervalMs)*time.Millisecond {
+		s.reportf(at, "cron expression %q fires more often than once a minute", expr)
+	}
+}
+
+func (s *validation) signalTriggers(ts []SignalTrigger, at *loc) {
+	for i := range ts {
+		t := &ts[i]
+		tp := at.at(i)
+		dp := tp.child("definitions")
+		if len(t.Definitions) == 0 {
+			s.report(dp, "at least one signal definition is required")
+		}
+		joinLen := -1
+		for _, name := range sortedKeys(t.Definitions) {
+			e := t.Definitions[name]
+			ep := dp.child(name)
+			if strings.TrimSpace(name) == "" {
+				s.report(ep, "signal name must not be empty")
+			}
+			for k, m := range e.MatchParams {
+				mp := ep.child("match_params").child(k)
+				s.signalValue(m.Value, mp.child("value"))
+				s.operator(m.Operator, mp.child("operator"))
+			}
+			seen := map[string]bool{}
+			for j, key := range e.JoinKeys {
+				kp := ep.child("join_keys").at(j)
+				switch {
+				case strings.TrimSpace(key) == "":
+					s.report(kp, "join key must not be empty")
+				case seen[key]:
+					s.reportf(kp, "duplicate join key %q", key)
+				}
+				if _, ok := e.MatchParams[key]; ok {
+					s.reportf(kp, "join key %q cannot also be in match_params", key)
+				}
+				seen[key] = true
+			}
+			if joinLen >= 0 && joinLen != len(e.JoinKeys) {
+				s.report(ep.child("join_keys"), "join_keys must have the same length in every signal definition of a trigger")
+			}
+			joinLen = len(e.JoinKeys)
+		}
+		if t.Condition != "" {
+			s.expr(t.Condition, tp.child("condition"), "condition")
+		}
+		if t.DedupExpr != "" {
+			s.expr(t.DedupExpr, tp.child("dedup_expr"), "dedup_expr")
+		}
+		s.params(t.Params, tp.child("params"), true)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func (s *validation) signalValue(v any, at *loc) {
+	switch x := v.(type) {
+	case nil:
+		s.report(at, "value is required")
+	case string:
+	default:
+		if !isInteger(x) {
+			s.reportf(at, "expected a string or an integer, got %s", describeValue(v))
+		}
+	}
+}
+
+func (s *validation) operator(op SignalOperator, at *loc) {
+	switch {
+	case op == "":
+		s.report(at, "operator is required: =, >, >=, < or <=")
+	case !op.Valid():
+		s.reportf(at, "unknown operator %q; expected =, >, >=, < or <=", op)
+	}
+}
+
+func (s *validation) signalDependencies(deps []SignalDependency, at *loc) {
+	for i := range deps {
+		d := &deps[i]
+		dp := at.at(i)
+		if strings.TrimSpace(d.Name) == "" {
+			s.report(dp.child("name"), "signal name is required")
+		}
+		for _, k := range sortedKeys(d.MatchParams) {
+			m := d.MatchParams[k]
+			mp := dp.child("match_params").child(k)
+			s.param(&m.Param, mp.child("param"))
+			if m.Param.Type != "" && m.Param.Type != ParamTypeString && m.Param.Type != ParamTypeLong {
+				s.reportf(mp.child("param").child("type"), "must be STRING or LONG, got %s", m.Param.Type)
+			}
+			s.operator(m.Operator, mp.child("operator"))
+		}
+	}
+}
+
+func (s *validation) signalOutputs(outs []SignalOutput, at *loc) {
+	for i := range outs {
+		o := &outs[i]
+		op := at.at(i)
+		if strings.TrimSpace(o.Name) == "" {
+			s.report(op.child("name"), "signal name is required")
+		}
+		pp := op.child("params")
+		for _, k := range sortedKeys(o.Params) {
+			p := o.Params[k]
+			kp := pp.child(k)
+			if k == "name" {
+				s.report(kp, `a signal output parameter cannot be called "name"`)
+			}
+			s.param(&p, kp)
+			if p.Type != "" && p.Type != ParamTypeString && p.Type != ParamTypeLong {
+				s.reportf(kp.child("type"), "must be STRING or LONG, got %s", p.Type)
+			}
+		}
+		for _, k := range sortedKeys(o.Payload) {
+			p := o.Payload[k]
+			kp := op.child("payload").child(k)
+			if _, dup := o.Params[k]; dup {
+				s.reportf(kp, "payload key %q repeats a key of params", k)
+			}
+			s.param(&p, kp)
+		}
+	}
+}
+
+func (s *validation) properties(p *Properties, at *loc) {
+	if p.Owner != nil && strings.TrimSpace(p.Owner.Name) == "" {
+		op := at.child("owner")
+		if p.Owner.object {
+			op = op.child("name")
+		}
+		s.report(op, "owner name is required")
+	}
+	s.object(p.AccessControl, at.child("access_control"))
+	s.object(p.Alerting, at.child("alerting"))
+	if r := p.RunStrategy; r != nil {
+		rp := at.child("run_strategy")
+		rulePath, concPath := rp, rp
+		if r.form == runStrategyObject {
+			rulePath, concPath = rp.child("rule"), rp.child("workflow_concurrency")
+		}
+		switch {
+		case r.Rule == "":
+			s.report(rulePath, "run strategy rule is required")
+		case !r.Rule.Valid():
+			s.reportf(rulePath, "unknown run strategy %q; expected one of SEQUENTIAL, STRICT_SEQUENTIAL, FIRST_ONLY, LAST_ONLY, PARALLEL", r.Rule)
+		}
+		if c := r.WorkflowConcurrency; c != nil {
+			switch {
+			case *c < 0 || *c > MaxWorkflowConcurrency:
+				s.reportf(concPath, "workflow concurrency must be between 0 and %d, got %d", MaxWorkflowConcurrency, *c)
+			case *c > 1 && r.Rule.Valid() && r.Rule != RunStrategyParallel:
+				s.reportf(concPath, "only PARALLEL allows a workflow concurrency greater than 1, got %d for %s", *c, r.Rule)
+			}
+		}
+	}
+	if c := p.StepConcurrency; c != nil && (*c < 1 || *c > MaxStepConcurrency) {
+		s.reportf(at.child("step_concurrency"), "must be between 1 and %d, got %d", MaxStepConcurrency, *c)
+	}
+	if p.Description != nil {
+		s.maxLen(*p.Description, MaxDescriptionLength, at.child("description"))
+	}
+	s.tags(p.Tags, at.child("tags"))
+}
+
+// object checks that an opaque block, when set, is a JSON object.
+func (s *validation) object(raw []byte, at *loc) {
+	if len(raw) == 0 {
+		return
+	}
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		s.report(at, "expected an object")
+	}
+}
