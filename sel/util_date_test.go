@@ -1,0 +1,45 @@
+package sel
+
+import "testing"
+
+var utilCases = []evalCase{
+	{src: `Util.dateIntToTs(20200101)`, want: int64(1577836800000)},
+	{src: `Util.dateIntToTs("20200101")`, want: int64(1577836800000)},
+	{src: `Util.dateIntToTs(20200230)`, errKind: KindRuntime, errHas: "dayOfMonth"},
+	{src: `Util.dateIntToTs(1.5)`, errKind: KindType},
+	{src: `Util.tsToDateInt(1577836800000)`, want: "20200101"},
+	{src: `Util.tsToDateInt("1577836799999")`, want: "20191231"},
+	{src: `Util.incrementDateInt(20200228, 2)`, want: "20200301"},
+	{src: `Util.incrementDateInt("20201231", 1)`, want: "20210101"},
+	{src: `Util.incrementDateInt(20200101, -1)`, want: "20191231"},
+	{src: `Util.dateIntsBetween(20200226, 20200303, 1)`, want: []int64{20200226, 20200227, 20200228, 20200229, 20200301, 20200302}},
+	{src: `Util.dateIntsBetween(20200101, 20200110, 3)`, want: []int64{20200101, 20200104, 20200107}},
+	{name: "negative step walks back from the day before from", src: `Util.dateIntsBetween(20200105, 20200101, -1)`, want: []int64{20200104, 20200103, 20200102, 20200101}},
+	{src: `Util.dateIntsBetween(20200110, 20200101, -4)`, want: []int64{20200109, 20200105, 20200101}},
+	{src: `Util.dateIntsBetween(20200101, 20200101, 1)`, want: []int64{}},
+	{src: `Util.dateIntsBetween(20200105, 20200101, 1)`, want: []int64{}},
+	{src: `Util.dateIntsBetween("20200101", "20200103", "1")`, want: []int64{20200101, 20200102}},
+	{src: `Util.dateIntsBetween(20200101, 20201231, 1).length`, want: int64(365)},
+	{src: `Util.dateIntsBetween(20200101, 20200105, 0)`, errKind: KindRuntime, errHas: "Invalid incremental interval value: 0"},
+	{src: `Util.dateIntsBetween(19000101, 21000101, 1)`, errKind: KindLimit, errHas: "array"},
+	{src: `Util.intsBetween(1, 5, 1)`, want: []int64{1, 2, 3, 4}},
+	{src: `Util.intsBetween(5, 1, -2)`, want: []int64{5, 3}},
+	{src: `Util.intsBetween(0, 10, 3)`, want: []int64{0, 3, 6, 9}},
+	{src: `Util.intsBetween("2", "4", "1")`, want: []int64{2, 3}},
+	{src: `Util.intsBetween(1, 1, 1)`, want: []int64{}},
+	{src: `Util.intsBetween(0, 10, 0)`, errKind: KindLimit},
+	{src: `Util.intsBetween(0, 1000000, 1)`, errKind: KindLimit},
+	{src: `Util.dateIntHourToTs("20210707", "01", "UTC", 0, 0)`, want: int64(1625619600000)},
+	{src: `Util.dateIntHourToTs(20210707, 1, "America/Los_Angeles", 1, 2)`, want: int64(1625551200000)},
+	{src: `Util.dateIntHourToTs(20210707, 1, "Mars/Base", 0, 0)`, errKind: KindRuntime, errHas: "not recognised"},
+	{src: `Util.timeoutForDateIntDeadline(20240722, "1 day")`, want: "41103211 milliseconds"},
+	{src: `Util.timeoutForDateIntDeadline(20200101, "1 day")`, want: "0 milliseconds"},
+	{src: `Util.timeoutForDateTimeDeadline(new DateTime(), "2 hours and 30 minutes")`, want: "9000000 milliseconds"},
+	{src: `Util.timeoutForDateTimeDeadline(new DateTime(), "1 week, 2 days, 3 hours, 4 minutes, 5 seconds and 6 milliseconds")`, want: "788645006 milliseconds"},
+	{src: `Util.timeoutForDateTimeDeadline(new DateTime(), "1 month")`, errKind: KindRuntime, errHas: "months vary in length"},
+	{src: `Util.timeoutForDateTimeDeadline(new DateTime(), "soon")`, errKind: KindRuntime, errHas: "Invalid format"},
+	{src: `Util.timeoutForDateTimeDeadline(20200101, "1 day")`, errKind: KindType},
+	{src: `Util.noSuchHelper(1)`, errKind: KindType, errHas: "not registered"},
+}
+
+func TestUtil(t *testing.T) { t.Parallel(); run(t, utilCases) }
