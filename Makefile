@@ -11,6 +11,7 @@ LAMBDAS     := api
 BUILD       := build
 FUZZTIME    ?= 20s
 TEST_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgtest-$(shell id -u)
+BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
 
 .PHONY: run test test-go postgres build synth bench fuzz lint clean
 
@@ -54,9 +55,12 @@ synth: build $(CDK)
 $(CDK):
 	npm install --no-audit --no-fund --prefix $(CDK_DIR) aws-cdk@$(CDK_VERSION)
 
-## bench: the hot-path benchmarks (see docs/performance.md)
+## bench: the hot-path benchmarks (see docs/performance.md), against a PostgreSQL with fsync and synchronous_commit on
 bench: postgres
-	MAESTRO_TEST_PGDIR=$(TEST_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 ./sel/... ./engine/...
+	@status=0; \
+	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 30m ./sel/... ./engine/... || status=$$?; \
+	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
+	exit $$status
 
 ## fuzz: each SEL fuzz target for FUZZTIME
 fuzz:

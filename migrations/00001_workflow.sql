@@ -21,14 +21,13 @@ CREATE TABLE workflow_version (
     version      bigint      NOT NULL,
     -- The "workflow" object exactly as validated (canonical JSON).
     definition   jsonb       NOT NULL,
-    -- sha256 of the canonical definition: an unchanged push returns the
-    -- existing version instead of creating a new one.
+    -- sha256 of the canonical definition: a push identical to the latest
+    -- version returns it instead of creating a new one.
     fingerprint  bytea       NOT NULL,
     created_by   text        NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (workflow_id, version)
 );
-CREATE INDEX workflow_version_fingerprint_idx ON workflow_version (workflow_id, fingerprint);
 
 CREATE TABLE workflow_properties_snapshot (
     workflow_id      text        NOT NULL REFERENCES workflow (workflow_id) ON DELETE CASCADE,
@@ -49,7 +48,20 @@ CREATE TABLE workflow_timeline (
     PRIMARY KEY (workflow_id, event_id)
 );
 
+-- A workflow deleted with more instances than are deleted inline: its
+-- definition rows are gone, its instances are removed in batches by the
+-- DeleteWorkflow queue handler, which drops this row when done. While the
+-- row exists the id cannot be pushed again, so a new workflow never meets
+-- the old one's instances.
+CREATE TABLE workflow_deletion (
+    workflow_id text        PRIMARY KEY,
+    deletion_id uuid        NOT NULL DEFAULT gen_random_uuid(),
+    author      text        NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+
 -- +goose Down
+DROP TABLE workflow_deletion;
 DROP TABLE workflow_timeline;
 DROP TABLE workflow_properties_snapshot;
 DROP TABLE workflow_version;

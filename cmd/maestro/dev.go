@@ -13,6 +13,8 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/api"
 	"github.com/maestro-aws/maestro/engine/dbconn"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/execution"
 )
 
 // runDev runs everything in one process against DATABASE_URL, or against a
@@ -53,7 +55,11 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	}
 	defer eng.Stop()
 
-	handler, err := api.New(api.Config{DB: pool, Logger: logger, TrustUserHeader: true})
+	defs := definition.NewStore(pool)
+	handler, err := api.New(api.Config{
+		DB: pool, Logger: logger, TrustUserHeader: true,
+		Definitions: defs, Runs: execution.New(pool, defs, envInt("MAESTRO_GROUP_COUNT", 0)),
+	})
 	if err != nil {
 		return err
 	}

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/dbconn"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/queue"
 )
 
 // runEngine is the long-running engine process: it applies migrations (under
@@ -51,12 +58,48 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
-type stopper interface{ Stop() }
+// startEngine starts an engine node over pool, configured from the
+// environment: MAESTRO_GROUP_COUNT (flow groups), MAESTRO_MAX_GROUPS (groups
+// this node may own), MAESTRO_LEASE (group lease, e.g. 10s), MAESTRO_NODE_ID.
+func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*flow.Engine, error) {
+	defs := definition.NewStore(pool)
+	eng, err := flow.New(pool, flow.Config{
+		Queue: queue.WorkerConfig{Handlers: map[queue.ID]queue.Handler{
+			queue.DeleteWorkflow: func(ctx context.Context, m queue.Message) error {
+				err := defs.ProcessDelete(ctx, m.Payload)
+				if errors.Is(err, definition.ErrBadPayload) {
+					logger.Error("drop malformed delete message", "message_id", m.ID, "error", err.Error())
+					return nil
+				}
+				return err
+			},
+		}},
+		NodeID:     os.Getenv("MAESTRO_NODE_ID"),
+		GroupCount: envInt("MAESTRO_GROUP_COUNT", 0),
+		MaxGroups:  envInt("MAESTRO_MAX_GROUPS", 0),
+		Lease:      envDuration("MAESTRO_LEASE", 0),
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	logger.Info("engine started", "node_id", eng.NodeID())
+	return eng, nil
+}
 
-type nopStopper struct{}
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
 
-func (nopStopper) Stop() {}
-
-func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (stopper, error) {
-	return nopStopper{}, nil
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }

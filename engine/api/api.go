@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/execution"
 )
 
 // MaxBodyBytes is the largest request body accepted (Maestro's limit for a
@@ -25,6 +28,12 @@ type Config struct {
 	DB *pgxpool.Pool
 	// Logger receives one line per failed request. Required.
 	Logger *slog.Logger
+	// Definitions stores workflow definitions. Required.
+	Definitions *definition.Store
+	// Runs starts, stops and reads workflow instances. Required.
+	Runs *execution.Service
+	// Admins may change any workflow's properties and delete any workflow.
+	Admins []string
 	// TrustUserHeader makes the `user` request header name the caller when
 	// no identity came from the platform (maestro dev).
 	TrustUserHeader bool
@@ -41,8 +50,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		return nil, errors.New("api: Config.Logger is required")
 	}
-	if cfg.DB == nil {
-		return nil, errors.New("api: Config.DB is required")
+	if cfg.DB == nil || cfg.Definitions == nil || cfg.Runs == nil {
+		return nil, errors.New("api: Config.DB, Config.Definitions and Config.Runs are required")
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.routes()
@@ -67,6 +76,8 @@ func (s *Server) handle(pattern string, h handlerFunc) {
 
 func (s *Server) routes() {
 	s.handle("GET /api/v3/health", s.health)
+	s.workflowRoutes()
+	s.instanceRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))

@@ -14,13 +14,16 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 )
 
-func newServer(t *testing.T) *api.Server {
+func newServer(t *testing.T) http.Handler {
 	t.Helper()
-	srv, err := api.New(api.Config{DB: dbtest.Pool(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), TrustUserHeader: true})
-	if err != nil {
-		t.Fatal(err)
+	return newTestServer(t).h
+}
+
+func TestNewRequiresItsDependencies(t *testing.T) {
+	t.Parallel()
+	if _, err := api.New(api.Config{DB: dbtest.Pool(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
+		t.Fatal("api.New accepted a config without Definitions and Runs")
 	}
-	return srv
 }
 
 func do(t *testing.T, h http.Handler, method, path string, body []byte) (*httptest.ResponseRecorder, map[string]any) {

@@ -49,6 +49,14 @@ var TestSettings = map[string]string{
 	"shared_buffers":     "128MB",
 }
 
+// DurableSettings are used instead when MAESTRO_TEST_DURABLE is set, as
+// `make bench` does: fsync and synchronous_commit stay on, as in production,
+// so that benchmarks pay the real cost of every commit.
+var DurableSettings = map[string]string{
+	"max_connections": "500",
+	"shared_buffers":  "256MB",
+}
+
 var (
 	serverOnce sync.Once
 	adminURL   string
@@ -79,7 +87,11 @@ func startSharedCluster() (string, error) {
 		return "", err
 	}
 	defer unlock()
-	c, err := localpg.Open(ctx, localpg.Options{Dir: dir, Settings: TestSettings})
+	settings := TestSettings
+	if os.Getenv("MAESTRO_TEST_DURABLE") != "" {
+		settings = DurableSettings
+	}
+	c, err := localpg.Open(ctx, localpg.Options{Dir: dir, Settings: settings})
 	if err != nil {
 		return "", err
 	}

@@ -7,11 +7,15 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/api"
 	"github.com/maestro-aws/maestro/engine/dbconn"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/execution"
 )
 
 // Pool opens the database pool described by the environment (see dbconn).
@@ -30,5 +34,10 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.New(api.Config{DB: pool, Logger: logger})
+	defs := definition.NewStore(pool)
+	groups, _ := strconv.Atoi(os.Getenv("MAESTRO_GROUP_COUNT"))
+	return api.New(api.Config{
+		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
+		Admins: strings.Fields(strings.ReplaceAll(os.Getenv("MAESTRO_ADMINS"), ",", " ")),
+	})
 }

@@ -1,0 +1,1184 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/execution"
+)
+
+// testEnv is an API server on its own database.
+type testEnv struct {
+	t    testing.TB
+	pool *pgxpool.Pool
+	defs *definition.Store
+	h    http.Handler
+}
+
+const admin = "root"
+
+func newTestServer(t testing.TB, opts ...definition.Option) *testEnv {
+	t.Helper()
+	return newTestServerOn(t, dbtest.Pool(t), opts...)
+}
+
+func newTestServerOn(t testing.TB, pool *pgxpool.Pool, opts ...definition.Option) *testEnv {
+	t.Helper()
+	defs := definition.NewStore(pool, opts...)
+	srv, err := api.New(api.Config{
+		DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Definitions: defs, Runs: execution.New(pool, defs, 0),
+		Admins: []string{admin}, TrustUserHeader: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{t: t, pool: pool, defs: defs, h: srv}
+}
+
+// response is a decoded answer.
+type response struct {
+	code int
+	body map[string]any
+	raw  []byte
+}
+
+// send calls the API as user ("" for no user header).
+func (e *testEnv) send(method, path, user, body string) response {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, rd)
+	if user != "" {
+		req.Header.Set("user", user)
+	}
+	return e.serve(req)
+}
+
+func (e *testEnv) serve(req *http.Request) response {
+	e.t.Helper()
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	r := response{code: rec.Code, raw: rec.Body.Bytes()}
+	if err := json.Unmarshal(r.raw, &r.body); err != nil {
+		e.t.Fatalf("%s %s: body is not a JSON object: %q", req.Method, req.URL, r.raw)
+	}
+	if rec.Code >= 400 {
+		checkErrorBody(e.t, req, r)
+	}
+	return r
+}
+
+// checkErrorBody checks the shape every error shares.
+func checkErrorBody(t testing.TB, req *http.Request, r response) {
+	t.Helper()
+	_, isString := r.body["status"].(string)
+	_, hasMessage := r.body["message"].(string)
+	_, isList := r.body["errors"].([]any)
+	_, isBool := r.body["retryable"].(bool)
+	if !isString || !hasMessage || !isList || !isBool {
+		t.Fatalf("%s %s: error body %s lacks status, message, errors or retryable", req.Method, req.URL, r.raw)
+	}
+}
+
+// expect fails unless the answer has the status code.
+func (r response) expect(t testing.TB, code int) response {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("got %d, want %d: %s", r.code, code, r.raw)
+	}
+	return r
+}
+
+// errorsText joins the errors list of an error body.
+func (r response) errorsText() string {
+	var parts []string
+	for _, e := range r.body["errors"].([]any) {
+		parts = append(parts, e.(string))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// num reads a JSON number at a dotted path.
+func (r response) num(t testing.TB, path string) int64 {
+	t.Helper()
+	v := r.get(t, path)
+	f, ok := v.(float64)
+	if !ok {
+		t.Fatalf("%s is %v (%T), not a number, in %s", path, v, v, r.raw)
+	}
+	return int64(f)
+}
+
+func (r response) get(t testing.TB, path string) any {
+	t.Helper()
+	var cur any = r.body
+	for _, k := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %v is not an object in %s", path, cur, r.raw)
+		}
+		cur = m[k]
+	}
+	return cur
+}
+
+// tenSteps is a realistic Maestro definition: a ten-step DAG with
+// parameters, SEL expressions, conditions, retries and properties.
+func tenSteps(id, owner, variant string) string {
+	return fmt.Sprintf(`{
+  "properties": {"owner": %q, "run_strategy": "sequential", "step_concurrency": 10, "alerting_disabled": false},
+  "workflow": {
+    "id": %q,
+    "name": "Nightly sales pipeline",
+    "description": "Extracts orders and customers, joins, aggregates and publishes the daily report (%s).",
+    "tags": ["sales", {"name": "tier-1", "namespace": "USER_DEFINED"}],
+    "timeout": "12h",
+    "criticality": "HIGH",
+    "params": {
+      "run_month": {"expression": "new DateTime().monthOfYear().getAsText();", "type": "STRING"},
+      "threshold": {"value": 1000, "type": "LONG"},
+      "regions": {"value": ["us", "eu", "apac"], "type": "STRING_ARRAY"}
+    },
+    "steps": [
+      {"step": {"id": "extract", "type": "NoOp", "tags": ["io"],
+        "retry_policy": {"error_retry_limit": 3, "backoff": {"type": "EXPONENTIAL_BACKOFF", "error_retry_backoff_in_secs": 30, "error_retry_exponent": 2}},
+        "transition": {"successors": {"clean.orders": "true", "clean.customers": "true"}}}},
+      {"step": {"id": "clean.orders", "type": "NoOp", "params": {"table": {"value": "orders", "type": "STRING"}},
+        "transition": {"successors": {"join": "true"}}}},
+      {"step": {"id": "clean.customers", "type": "NoOp", "timeout": "2h",
+        "transition": {"successors": {"join": "true"}}}},
+      {"step": {"id": "join", "type": "NoOp", "failure_mode": "FAIL_IMMEDIATELY",
+        "transition": {"successors": {"agg.region": "threshold > 0", "agg.product": "true"}}}},
+      {"step": {"id": "agg.region", "type": "NoOp", "transition": {"successors": {"report": "true"}}}},
+      {"step": {"id": "agg.product", "type": "NoOp", "transition": {"successors": {"report": "true", "audit": "true"}}}},
+      {"step": {"id": "audit", "type": "NoOp", "failure_mode": "IGNORE_FAILURE"}},
+      {"step": {"id": "report", "type": "Sleep", "sleep_seconds": 5, "transition": {"successors": {"publish": "true"}}}},
+      {"step": {"id": "publish", "type": "NoOp",
+        "params": {"target": {"expression": "'s3://reports/' + run_month", "type": "STRING"}},
+        "transition": {"successors": {"notify": "true"}}}},
+      {"step": {"id": "notify", "type": "NoOp"}}
+    ]
+  }
+}`, owner, id, variant)
+}
+
+// simple is a one-step definition; variant changes its description.
+func simple(id, variant string, extra ...string) string {
+	tail := ""
+	if len(extra) > 0 {
+		tail = ", " + strings.Join(extra, ", ")
+	}
+	return fmt.Sprintf(`{"workflow": {"id": %q, "description": %q, "steps": [{"step": {"id": "s1", "type": "NoOp"}}]}%s}`,
+		id, variant, tail)
+}
+
+func TestCreateWorkflow(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	r := e.send("POST", "/api/v3/workflows", "alice", tenSteps("sales.nightly", "alice", "v1")).expect(t, 201)
+	if r.body["workflow_id"] != "sales.nightly" || r.num(t, "workflow_version_id") != 1 || r.body["created"] != true ||
+		r.body["is_active"] != true || r.num(t, "active_version_id") != 1 || r.num(t, "latest_version_id") != 1 ||
+		r.body["created_by"] != "alice" {
+		t.Fatalf("unexpected create response %s", r.raw)
+	}
+	if r.get(t, "definition.id") != "sales.nightly" || len(r.get(t, "definition.steps").([]any)) != 10 {
+		t.Fatalf("definition not echoed: %s", r.raw)
+	}
+	if r.num(t, "properties_snapshot.snapshot_version") != 1 || r.get(t, "properties_snapshot.properties.owner") != "alice" ||
+		!strings.EqualFold(r.get(t, "properties_snapshot.properties.run_strategy").(string), "sequential") || r.get(t, "properties_snapshot.author") != "alice" {
+		t.Fatalf("unexpected properties snapshot in %s", r.raw)
+	}
+	got := e.send("GET", "/api/v3/workflows/sales.nightly/versions/1", "", "").expect(t, 200)
+	if got.body["created"] != nil {
+		t.Fatalf("GET must not carry created: %s", got.raw)
+	}
+	if !jsonEqual(t, got.get(t, "definition"), r.get(t, "definition")) {
+		t.Fatalf("stored definition differs:\n%s\n%s", got.raw, r.raw)
+	}
+	// The definition comes back in Maestro's field order, not JSONB's.
+	if !bytes.Contains(got.raw, []byte(`"definition":{"id":"sales.nightly","name":`)) {
+		t.Fatalf("definition field order lost: %s", got.raw)
+	}
+}
+
+func TestCreateWithoutCallerIsAnonymous(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	r := e.send("POST", "/api/v3/workflows", "", simple("anon", "a")).expect(t, 201)
+	if r.body["created_by"] != definition.Anonymous || r.get(t, "properties_snapshot.author") != definition.Anonymous {
+		t.Fatalf("caller should be anonymous: %s", r.raw)
+	}
+	o := e.send("GET", "/api/v3/workflows/anon/overview", "", "").expect(t, 200)
+	if o.body["owner"] != definition.Anonymous {
+		t.Fatalf("owner should fall back to the creator: %s", o.raw)
+	}
+}
+
+func jsonEqual(t testing.TB, a, b any) bool {
+	t.Helper()
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+func TestUnchangedPushReturnsSameVersion(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	// Same definition with keys reordered and whitespace changed.
+	var generic map[string]any
+	if err := json.Unmarshal([]byte(tenSteps("wf", "alice", "v1")), &generic); err != nil {
+		t.Fatal(err)
+	}
+	compact, _ := json.Marshal(generic)
+	r := e.send("POST", "/api/v3/workflows", "bob", string(compact)).expect(t, 200)
+	if r.body["created"] != false || r.num(t, "workflow_version_id") != 1 || r.body["created_by"] != "alice" {
+		t.Fatalf("unchanged push should return version 1: %s", r.raw)
+	}
+	page := e.send("GET", "/api/v3/workflows/wf/versions", "", "").expect(t, 200)
+	if n := len(page.body["items"].([]any)); n != 1 {
+		t.Fatalf("want 1 version, got %d: %s", n, page.raw)
+	}
+	// A change makes version 2; pushing version 1's content again is a
+	// change too (it is compared with the latest version) and makes 3.
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 201)
+	r = e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	if r.num(t, "workflow_version_id") != 3 || r.num(t, "active_version_id") != 3 {
+		t.Fatalf("revert should be version 3: %s", r.raw)
+	}
+}
+
+func TestIsActiveFalseKeepsActiveVersion(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "one")).expect(t, 201)
+	r := e.send("POST", "/api/v3/workflows", "alice", simple("wf", "two", `"is_active": false`)).expect(t, 201)
+	if r.num(t, "workflow_version_id") != 2 || r.body["is_active"] != false || r.num(t, "active_version_id") != 1 {
+		t.Fatalf("inactive push changed the active version: %s", r.raw)
+	}
+	for sel, want := range map[string]int64{"active": 1, "default": 1, "latest": 2, "2": 2} {
+		got := e.send("GET", "/api/v3/workflows/wf/versions/"+sel, "", "").expect(t, 200)
+		if got.num(t, "workflow_version_id") != want {
+			t.Fatalf("versions/%s = %d, want %d", sel, got.num(t, "workflow_version_id"), want)
+		}
+	}
+	// Pushing version 2 unchanged without is_active changes nothing;
+	// with is_active true it activates it.
+	r = e.send("POST", "/api/v3/workflows", "alice", simple("wf", "two")).expect(t, 200)
+	if r.num(t, "active_version_id") != 1 {
+		t.Fatalf("unchanged push without is_active activated: %s", r.raw)
+	}
+	r = e.send("POST", "/api/v3/workflows", "alice", simple("wf", "two", `"is_active": true`)).expect(t, 200)
+	if r.body["created"] != false || r.body["is_active"] != true || r.num(t, "active_version_id") != 2 {
+		t.Fatalf("unchanged push with is_active true should activate version 2: %s", r.raw)
+	}
+	// A first version pushed inactive leaves the workflow inactive.
+	r = e.send("POST", "/api/v3/workflows", "alice", simple("staged", "x", `"is_active": false`)).expect(t, 201)
+	if r.body["active_version_id"] != nil || r.body["is_active"] != false {
+		t.Fatalf("want no active version: %s", r.raw)
+	}
+	e.send("GET", "/api/v3/workflows/staged/versions/active", "", "").expect(t, 404)
+	if e.send("GET", "/api/v3/workflows/staged/versions/default", "", "").expect(t, 200).num(t, "workflow_version_id") != 1 {
+		t.Fatal("default must fall back to the latest version")
+	}
+}
+
+func TestMalformedJSON(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	for name, body := range map[string]string{
+		"truncated":    `{"workflow": {"id": "wf", "steps": [`,
+		"trailing":     `{"workflow": {"id": "wf", "steps": []}} {}`,
+		"not object":   `[1, 2]`,
+		"bad literal":  `{"workflow": {"id": wf}}`,
+		"wrong type":   `{"workflow": {"id": 12, "steps": [{"step": {"id": "a", "type": "NoOp"}}]}}`,
+		"steps object": `{"workflow": {"id": "wf", "steps": {"step": {"id": "a"}}}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 400)
+			if r.body["status"] != "BAD_REQUEST" || r.body["retryable"] != false || len(r.body["errors"].([]any)) == 0 {
+				t.Fatalf("bad error body: %s", r.raw)
+			}
+		})
+	}
+	r := e.send("POST", "/api/v3/workflows", "alice", "{\n  \"workflow\": {\n    \"id\": \"wf\",,\n  }\n}").expect(t, 400)
+	if !strings.Contains(r.errorsText(), "line 3") {
+		t.Fatalf("malformed JSON should be located by line: %s", r.raw)
+	}
+	e.send("GET", "/api/v3/workflows/wf/versions/latest", "", "").expect(t, 404)
+}
+
+func TestEmptyBody(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	for _, path := range []string{"/api/v3/workflows", "/api/v3/workflows/yaml"} {
+		r := e.send("POST", path, "alice", "").expect(t, 400)
+		if !strings.Contains(r.body["message"].(string), "empty") {
+			t.Fatalf("%s: %s", path, r.raw)
+		}
+	}
+}
+
+func TestUnknownFieldsAreListed(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	body := `{"properties": {"owner": "alice", "colour": "red"}, "is_activ": true,
+	  "workflow": {"id": "wf", "nmae": "typo", "steps": [{"step": {"id": "a", "type": "NoOp"}}]}}`
+	r := e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 400)
+	errs := r.errorsText()
+	for _, want := range []string{"properties.colour", "workflow.nmae", "is_activ"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("errors should name %s:\n%s", want, errs)
+		}
+	}
+	if !strings.Contains(r.body["message"].(string), "3 problems") {
+		t.Errorf("message should count the problems: %s", r.body["message"])
+	}
+	// Fields a typed step does not define are checked against its type.
+	body = `{"workflow": {"id": "wf", "steps": [{"step": {"id": "a", "type": "NoOp", "retry_polcy": {}}},
+	  {"step": {"id": "b", "type": "Sleep", "sleep_seconds": 5, "sleep_minutes": 1}}]}}`
+	r = e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 400)
+	for _, want := range []string{"workflow.steps[0].step.retry_polcy", "workflow.steps[1].step.sleep_minutes"} {
+		if !strings.Contains(r.errorsText(), want) {
+			t.Errorf("errors should name %s:\n%s", want, r.errorsText())
+		}
+	}
+}
+
+func TestCyclicDAGIsRejected(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	body := `{"workflow": {"id": "cyclic", "steps": [
+	  {"step": {"id": "a", "type": "NoOp", "transition": {"successors": {"b": "true"}}}},
+	  {"step": {"id": "b", "type": "NoOp", "transition": {"successors": {"c": "true"}}}},
+	  {"step": {"id": "c", "type": "NoOp", "transition": {"successors": {"a": "true"}}}}]}}`
+	for _, path := range []string{"/api/v3/workflows", "/api/v3/workflows/actions/validate"} {
+		method := "POST"
+		if strings.Contains(path, "validate") {
+			method = "PUT"
+		}
+		r := e.send(method, path, "alice", body).expect(t, 400)
+		if !strings.Contains(strings.ToLower(r.errorsText()), "cycle") {
+			t.Fatalf("%s: cycle not reported: %s", path, r.raw)
+		}
+	}
+	e.send("GET", "/api/v3/workflows/cyclic/overview", "", "").expect(t, 404)
+}
+
+// TestInvalidDefinitions rejects Maestro-style definitions that break a
+// rule, naming the offending element.
+func TestInvalidDefinitions(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	cases := []struct {
+		name, body string
+		want       []string
+	}{
+		{"missing id", `{"workflow": {"steps": [{"step": {"id": "a", "type": "NoOp"}}]}}`, []string{"workflow.id"}},
+		{"no steps", `{"workflow": {"id": "wf", "steps": []}}`, []string{"workflow.steps"}},
+		{"duplicate step ids", `{"workflow": {"id": "wf", "steps": [{"step": {"id": "a", "type": "NoOp"}}, {"step": {"id": "a", "type": "NoOp"}}]}}`,
+			[]string{"workflow.steps[1]"}},
+		{"unknown successor", `{"workflow": {"id": "wf", "steps": [{"step": {"id": "a", "type": "NoOp", "transition": {"successors": {"ghost": "true"}}}}]}}`,
+			[]string{"ghost"}},
+		{"bad SEL", `{"workflow": {"id": "wf", "params": {"p": {"expression": "1 +* 2", "type": "LONG"}}, "steps": [{"step": {"id": "a", "type": "NoOp"}}]}}`,
+			[]string{"workflow.params.p"}},
+		{"bad condition", `{"workflow": {"id": "wf", "steps": [{"step": {"id": "a", "type": "NoOp", "transition": {"successors": {"b": "x >"}}}}, {"step": {"id": "b", "type": "NoOp"}}]}}`,
+			[]string{"workflow.steps[0].step.transition.successors"}},
+		{"unknown step type", `{"workflow": {"id": "wf", "steps": [{"step": {"id": "a", "type": "Teleport"}}]}}`,
+			[]string{"workflow.steps[0].step.type"}},
+		{"bad param type", `{"workflow": {"id": "wf", "params": {"p": {"value": 1, "type": "COMPLEX"}}, "steps": [{"step": {"id": "a", "type": "NoOp"}}]}}`,
+			[]string{"workflow.params.p"}},
+		{"bad run strategy", `{"properties": {"run_strategy": "sometimes"}, "workflow": {"id": "wf", "steps": [{"step": {"id": "a", "type": "NoOp"}}]}}`,
+			[]string{"properties.run_strategy"}},
+		{"two wrappers", `{"workflow": {"id": "wf", "steps": [{"step": {"id": "a", "type": "NoOp"}, "foreach": {"id": "b", "steps": []}}]}}`,
+			[]string{"workflow.steps[0]"}},
+		{"several problems", `{"workflow": {"id": "wf", "criticality": "URGENT", "steps": [{"step": {"id": "a", "type": "NoOp", "failure_mode": "PANIC"}}]}}`,
+			[]string{"workflow.criticality", "workflow.steps[0].step.failure_mode"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, path := range []string{"/api/v3/workflows", "/api/v3/workflows/actions/validate"} {
+				method := map[bool]string{true: "PUT", false: "POST"}[strings.Contains(path, "validate")]
+				r := e.send(method, path, "alice", c.body).expect(t, 400)
+				for _, w := range c.want {
+					if !strings.Contains(r.errorsText(), w) {
+						t.Errorf("%s: errors should mention %s: %s", path, w, r.raw)
+					}
+				}
+			}
+		})
+	}
+	// Nothing was stored.
+	e.send("GET", "/api/v3/workflows/wf/versions/latest", "", "").expect(t, 404)
+}
+
+// samples are Maestro-shaped definitions of each kind, in Maestro's JSON.
+var samples = map[string]string{
+	"dag": `{
+  "properties": {"owner": "tester", "run_strategy": "sequential"},
+  "workflow": {
+    "id": "sample-dag-test-1", "name": "Test workflow 01", "description": "a DAG",
+    "params": {"foo": {"expression": "new DateTime().monthOfYear().getAsText();", "type": "STRING"}},
+    "steps": [
+      {"step": {"id": "job.1", "type": "NoOp", "transition": {"successors": {"job.5": "true", "job.2": "true"}}}},
+      {"step": {"id": "job.2", "type": "NoOp", "transition": {"successors": {"job.3": "true"}}}},
+      {"step": {"id": "job.3", "type": "NoOp", "transition": {"successors": {"job.4": "true"}}}},
+      {"step": {"id": "job.4", "type": "NoOp", "transition": {}}},
+      {"step": {"id": "job.5", "type": "NoOp", "transition": {"successors": {"job.3": "true"}}}}
+    ]}}`,
+	"foreach": `{
+  "properties": {"owner": "ml", "run_strategy": {"rule": "PARALLEL", "workflow_concurrency": 4}},
+  "workflow": {
+    "id": "sample-foreach", "instance_step_concurrency": 20,
+    "steps": [
+      {"step": {"id": "prepare", "type": "NoOp", "transition": {"successors": {"sweep": "true"}}}},
+      {"foreach": {"id": "sweep", "concurrency": 3,
+        "params": {"loop_params": {"type": "MAP", "value": {
+          "day": {"expression": "Util.dateIntsBetween(20240101, 20240108, 1);", "type": "LONG_ARRAY"},
+          "lr": {"value": [0.1, 0.01], "type": "DOUBLE_ARRAY"}}}},
+        "steps": [
+          {"step": {"id": "train", "type": "NoOp", "retry_policy": {"error_retry_limit": 2, "platform_retry_limit": 5},
+            "transition": {"successors": {"evaluate": "true"}}}},
+          {"step": {"id": "evaluate", "type": "NoOp"}}]}}
+    ]}}`,
+	"subworkflow": `{
+  "properties": {"owner": "etl"},
+  "workflow": {
+    "id": "sample-parent",
+    "steps": [
+      {"subworkflow": {"id": "call-child", "sync": true,
+        "params": {"subworkflow_id": {"value": "child-workflow", "type": "STRING"},
+                   "subworkflow_version": {"value": "latest", "type": "STRING"}}}}
+    ]}}`,
+	"while": `{
+  "workflow": {
+    "id": "sample-while",
+    "steps": [
+      {"while": {"id": "poll", "condition": "n < 10", "params": {"n": {"value": 0, "type": "LONG"}},
+        "steps": [{"step": {"id": "check", "type": "Sleep", "sleep_seconds": 60}}]}}
+    ]}}`,
+	"conditional": `{
+  "properties": {"owner": "analytics", "run_strategy": "last_only", "step_concurrency": 5},
+  "workflow": {
+    "id": "sample-conditional", "timeout": "2h", "criticality": "LOW",
+    "params": {"threshold": {"value": 42, "type": "LONG"}, "rows": {"value": 7, "type": "LONG"}},
+    "steps": [
+      {"step": {"id": "check", "type": "NoOp", "transition": {"successors": {"remediate": "rows < threshold", "publish": "rows >= threshold"}}}},
+      {"step": {"id": "remediate", "type": "NoOp", "failure_mode": "IGNORE_FAILURE", "transition": {"successors": {"publish": "true"}}}},
+      {"step": {"id": "publish", "type": "NoOp"}}
+    ]}}`,
+	"triggers": `{
+  "properties": {"owner": "ops", "time_trigger_disabled": false},
+  "workflow": {
+    "id": "sample-triggers",
+    "time_triggers": [{"type": "CRON", "cron": "0 3 * * *", "timezone": "UTC"}],
+    "signal_triggers": [{"definitions": {"table_updated": {"match_params": {"db": {"value": "sales", "operator": "="}}}}}],
+    "steps": [{"step": {"id": "run", "type": "NoOp"}}]}}`,
+}
+
+func TestMaestroSamplesAreAccepted(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	for name, body := range samples {
+		t.Run(name, func(t *testing.T) {
+			v := e.send("PUT", "/api/v3/workflows/actions/validate", "alice", body).expect(t, 200)
+			if v.body["valid"] != true {
+				t.Fatalf("validate: %s", v.raw)
+			}
+			r := e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 201)
+			id := r.body["workflow_id"].(string)
+			got := e.send("GET", "/api/v3/workflows/"+id+"/versions/latest", "", "").expect(t, 200)
+			if !jsonEqual(t, got.get(t, "definition"), r.get(t, "definition")) {
+				t.Fatalf("read back differs:\n%s\n%s", got.raw, r.raw)
+			}
+			// Pushing what was read back is not a change.
+			again := fmt.Sprintf(`{"workflow": %s}`, mustJSON(t, got.get(t, "definition")))
+			if props := got.get(t, "properties_snapshot.properties"); props != nil {
+				again = fmt.Sprintf(`{"properties": %s, "workflow": %s}`, mustJSON(t, props), mustJSON(t, got.get(t, "definition")))
+			}
+			e.send("POST", "/api/v3/workflows", "alice", again).expect(t, 200)
+		})
+	}
+}
+
+func mustJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestValidateWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	r := e.send("PUT", "/api/v3/workflows/actions/validate", "alice", tenSteps("dry", "alice", "x")).expect(t, 200)
+	if r.body["valid"] != true || r.body["workflow_id"] != "dry" {
+		t.Fatalf("validate: %s", r.raw)
+	}
+	e.send("GET", "/api/v3/workflows/dry/versions/latest", "", "").expect(t, 404)
+	e.send("GET", "/api/v3/workflows/dry/timeline", "", "").expect(t, 404)
+	var n int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM workflow_timeline`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("validate wrote a timeline (%d, %v)", n, err)
+	}
+}
+
+const yamlDefinition = `
+Workflow:
+  id: sales.dsl
+  name: Sales from the DSL
+  owner: alice
+  run_strategy: sequential
+  threshold: 42
+  '!month': "new DateTime().monthOfYear().getAsText();"
+  jobs:
+    - job:
+        id: extract
+        type: NoOp
+        rows: 1200
+    - job:
+        id: check
+        type: NoOp
+        transition:
+          - IF rows < threshold THEN remediate
+          - OTHERWISE publish
+    - job:
+        id: remediate
+        type: Sleep
+        sleep_seconds: 10
+        transition: [publish]
+    - job:
+        id: publish
+        type: NoOp
+`
+
+func TestYAMLPush(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	v := e.send("PUT", "/api/v3/workflows/actions/validate/yaml", "alice", yamlDefinition).expect(t, 200)
+	if v.body["workflow_id"] != "sales.dsl" {
+		t.Fatalf("validate yaml: %s", v.raw)
+	}
+	r := e.send("POST", "/api/v3/workflows/yaml", "alice", yamlDefinition).expect(t, 201)
+	if r.body["workflow_id"] != "sales.dsl" || r.num(t, "workflow_version_id") != 1 ||
+		r.get(t, "properties_snapshot.properties.owner") != "alice" {
+		t.Fatalf("yaml push: %s", r.raw)
+	}
+	if steps := r.get(t, "definition.steps").([]any); len(steps) != 4 {
+		t.Fatalf("want 4 steps: %s", r.raw)
+	}
+	// The same document again is unchanged.
+	e.send("POST", "/api/v3/workflows/yaml", "alice", yamlDefinition).expect(t, 200)
+	// is_active in the DSL.
+	r = e.send("POST", "/api/v3/workflows/yaml", "alice", strings.Replace(yamlDefinition, "threshold: 42", "threshold: 43\n  is_active: false", 1)).expect(t, 201)
+	if r.num(t, "workflow_version_id") != 2 || r.num(t, "active_version_id") != 1 {
+		t.Fatalf("is_active false in yaml: %s", r.raw)
+	}
+	// Bad YAML and DSL problems are 400s with DSL paths.
+	e.send("POST", "/api/v3/workflows/yaml", "alice", "Workflow:\n  id: [unclosed\n").expect(t, 400)
+	bad := e.send("POST", "/api/v3/workflows/yaml", "alice", "Workflow:\n  id: x\n  jobs:\n    - job: {id: a, type: Teleport}\n").expect(t, 400)
+	if !strings.Contains(bad.errorsText(), "jobs[0]") && !strings.Contains(bad.errorsText(), "steps[0]") {
+		t.Fatalf("problem should point at the job: %s", bad.raw)
+	}
+	e.send("PUT", "/api/v3/workflows/actions/validate/yaml", "alice", "Workflow:\n  id: x\n").expect(t, 400)
+}
+
+func TestOversizedBodies(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	big := `{"workflow": {"id": "big", "description": "` + strings.Repeat("a", api.MaxBodyBytes) + `", "steps": []}}`
+	for _, path := range []string{"/api/v3/workflows", "/api/v3/workflows/yaml", "/api/v3/workflows/big/properties"} {
+		// Declared length: refused before reading.
+		e.send("POST", path, "alice", big).expect(t, 413)
+		// Unknown length (chunked): refused while reading.
+		req := httptest.NewRequest("POST", path, io.MultiReader(strings.NewReader(big)))
+		req.ContentLength = -1
+		req.Header.Set("user", "alice")
+		r := e.serve(req).expect(t, 413)
+		if r.body["status"] != "PAYLOAD_TOO_LARGE" {
+			t.Fatalf("%s: %s", path, r.raw)
+		}
+	}
+	req := httptest.NewRequest("PUT", "/api/v3/workflows/actions/validate", io.MultiReader(strings.NewReader(big)))
+	req.ContentLength = -1
+	e.serve(req).expect(t, 413)
+}
+
+func TestConcurrentPushesNumberVersionsWithoutGaps(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	const n = 10
+	versions := make([]int64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			req := httptest.NewRequest("POST", "/api/v3/workflows", strings.NewReader(tenSteps("busy", "alice", fmt.Sprint("variant ", i))))
+			req.Header.Set("user", "alice")
+			rec := httptest.NewRecorder()
+			e.h.ServeHTTP(rec, req)
+			if rec.Code != 201 {
+				t.Errorf("push %d: %d %s", i, rec.Code, rec.Body)
+				return
+			}
+			var body struct {
+				Version int64 `json:"workflow_version_id"`
+			}
+			_ = json.Unmarshal(rec.Body.Bytes(), &body)
+			versions[i] = body.Version
+		})
+	}
+	wg.Wait()
+	slices.Sort(versions)
+	for i, v := range versions {
+		if v != int64(i+1) {
+			t.Fatalf("versions %v are not 1..%d", versions, n)
+		}
+	}
+	r := e.send("GET", "/api/v3/workflows/busy/versions?limit=100", "", "").expect(t, 200)
+	if len(r.body["items"].([]any)) != n {
+		t.Fatalf("want %d versions listed: %s", n, r.raw)
+	}
+	// One properties snapshot (the first push); the rest did not change them.
+	if s := e.send("GET", "/api/v3/workflows/busy/properties-snapshot/latest", "", "").expect(t, 200); s.num(t, "snapshot_version") != 1 {
+		t.Fatalf("want snapshot 1: %s", s.raw)
+	}
+}
+
+func TestConcurrentFirstPushesOfManyWorkflows(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		for j := range 3 {
+			wg.Go(func() {
+				req := httptest.NewRequest("POST", "/api/v3/workflows", strings.NewReader(simple(fmt.Sprint("wf", i), fmt.Sprint(j))))
+				rec := httptest.NewRecorder()
+				e.h.ServeHTTP(rec, req)
+				if rec.Code != 201 {
+					t.Errorf("push: %d %s", rec.Code, rec.Body)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i := range 8 {
+		r := e.send("GET", fmt.Sprintf("/api/v3/workflows/wf%d/overview", i), "", "").expect(t, 200)
+		if r.num(t, "latest_version_id") != 3 {
+			t.Fatalf("wf%d: %s", i, r.raw)
+		}
+	}
+}
+
+func TestGetVersionSelectors(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	for i := range 3 {
+		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 201)
+	}
+	for sel, want := range map[string]int64{"1": 1, "2": 2, "3": 3, "latest": 3, "active": 3, "default": 3} {
+		if got := e.send("GET", "/api/v3/workflows/wf/versions/"+sel, "", "").expect(t, 200).num(t, "workflow_version_id"); got != want {
+			t.Errorf("%s: got %d, want %d", sel, got, want)
+		}
+	}
+	for _, sel := range []string{"abc", "0", "-1", "1.5", "LATEST"} {
+		e.send("GET", "/api/v3/workflows/wf/versions/"+sel, "", "").expect(t, 400)
+	}
+	r := e.send("GET", "/api/v3/workflows/wf/versions/99", "", "").expect(t, 404)
+	if r.body["status"] != "NOT_FOUND" {
+		t.Fatalf("%s", r.raw)
+	}
+	e.send("GET", "/api/v3/workflows/nope/versions/latest", "", "").expect(t, 404)
+	e.send("GET", "/api/v3/workflows/nope/versions/1", "", "").expect(t, 404)
+}
+
+func TestListVersionsPagination(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	for i := range 5 {
+		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 201)
+	}
+	var seen []int64
+	path := "/api/v3/workflows/wf/versions?limit=2"
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("pagination does not end")
+		}
+		r := e.send("GET", path, "", "").expect(t, 200)
+		if r.body["workflow_id"] != "wf" {
+			t.Fatalf("%s", r.raw)
+		}
+		for _, it := range r.body["items"].([]any) {
+			m := it.(map[string]any)
+			seen = append(seen, int64(m["workflow_version_id"].(float64)))
+			if m["created_by"] != "alice" || m["step_count"].(float64) != 1 {
+				t.Fatalf("summary: %v", m)
+			}
+			if (m["workflow_version_id"].(float64) == 5) != (m["is_active"] == true) {
+				t.Fatalf("only version 5 is active: %v", m)
+			}
+		}
+		next, ok := r.body["next_cursor"].(float64)
+		if !ok {
+			break
+		}
+		path = fmt.Sprintf("/api/v3/workflows/wf/versions?limit=2&cursor=%d", int64(next))
+	}
+	if !slices.Equal(seen, []int64{5, 4, 3, 2, 1}) {
+		t.Fatalf("pages gave %v", seen)
+	}
+	for _, q := range []string{"limit=0", "limit=101", "limit=x", "cursor=x", "cursor=-3"} {
+		e.send("GET", "/api/v3/workflows/wf/versions?"+q, "", "").expect(t, 400)
+	}
+	e.send("GET", "/api/v3/workflows/nope/versions", "", "").expect(t, 404)
+}
+
+func TestPropertiesMergeAndSnapshots(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	r := e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 3, "time_trigger_disabled": true}`).expect(t, 201)
+	if r.body["created"] != true || r.num(t, "properties_snapshot.snapshot_version") != 2 {
+		t.Fatalf("%s", r.raw)
+	}
+	props := r.get(t, "properties_snapshot.properties").(map[string]any)
+	if props["owner"] != "alice" || !strings.EqualFold(props["run_strategy"].(string), "sequential") || props["step_concurrency"] != 3.0 ||
+		props["time_trigger_disabled"] != true {
+		t.Fatalf("merge lost or missed fields: %v", props)
+	}
+	// The same change again adds nothing.
+	r = e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 3}`).expect(t, 200)
+	if r.body["created"] != false || r.num(t, "properties_snapshot.snapshot_version") != 2 {
+		t.Fatalf("%s", r.raw)
+	}
+	// Snapshots are kept.
+	one := e.send("GET", "/api/v3/workflows/wf/properties-snapshot/1", "", "").expect(t, 200)
+	if one.get(t, "properties.step_concurrency") != 10.0 || one.body["author"] != "alice" {
+		t.Fatalf("snapshot 1: %s", one.raw)
+	}
+	latest := e.send("GET", "/api/v3/workflows/wf/properties-snapshot/latest", "", "").expect(t, 200)
+	if latest.num(t, "snapshot_version") != 2 || latest.get(t, "properties.step_concurrency") != 3.0 {
+		t.Fatalf("latest: %s", latest.raw)
+	}
+	// Versions show the current snapshot; a push without properties keeps it.
+	v := e.send("POST", "/api/v3/workflows", "alice", simple("wf", "no properties")).expect(t, 201)
+	if v.num(t, "properties_snapshot.snapshot_version") != 2 || v.get(t, "properties_snapshot.properties.step_concurrency") != 3.0 {
+		t.Fatalf("push without properties changed them: %s", v.raw)
+	}
+	// A push with changed properties adds a snapshot even without a new version.
+	body := strings.Replace(tenSteps("wf", "alice", "v1"), `"step_concurrency": 10`, `"step_concurrency": 7`, 1)
+	e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 201) // definition changed back from "no properties"
+	p := e.send("POST", "/api/v3/workflows", "alice", strings.Replace(body, `"step_concurrency": 7`, `"step_concurrency": 8`, 1)).expect(t, 200)
+	if p.body["created"] != false || p.num(t, "properties_snapshot.snapshot_version") != 4 ||
+		p.get(t, "properties_snapshot.properties.step_concurrency") != 8.0 {
+		t.Fatalf("properties-only push: %s", p.raw)
+	}
+	// Bad input.
+	e.send("GET", "/api/v3/workflows/wf/properties-snapshot/99", "", "").expect(t, 404)
+	e.send("GET", "/api/v3/workflows/wf/properties-snapshot/first", "", "").expect(t, 400)
+	e.send("GET", "/api/v3/workflows/nope/properties-snapshot/latest", "", "").expect(t, 404)
+	bad := e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurency": 3}`).expect(t, 400)
+	if !strings.Contains(bad.errorsText(), "step_concurency") {
+		t.Fatalf("%s", bad.raw)
+	}
+	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"run_strategy": "whenever"}`).expect(t, 400)
+	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 1000000}`).expect(t, 400)
+	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"owner": `).expect(t, 400)
+	e.send("POST", "/api/v3/workflows/wf/properties", "alice", ``).expect(t, 400)
+	e.send("POST", "/api/v3/workflows/nope/properties", "alice", `{"step_concurrency": 3}`).expect(t, 404)
+}
+
+func TestOnlyOwnerOrAdminChangesPropertiesOrDeletes(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "carol", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	// alice owns it through properties.owner although carol created it.
+	for _, who := range []string{"bob", "carol", ""} {
+		r := e.send("POST", "/api/v3/workflows/wf/properties", who, `{"step_concurrency": 2}`).expect(t, 403)
+		if r.body["status"] != "FORBIDDEN" || !strings.Contains(r.body["message"].(string), "alice") {
+			t.Fatalf("%s", r.raw)
+		}
+		e.send("DELETE", "/api/v3/workflows/wf", who, "").expect(t, 403)
+	}
+	// A non-owner may push a new version that leaves the properties alone,
+	// but not one that changes them; the refused push writes nothing.
+	e.send("POST", "/api/v3/workflows", "bob", tenSteps("wf", "alice", "v2")).expect(t, 201)
+	r := e.send("POST", "/api/v3/workflows", "bob", tenSteps("wf", "bob", "v3")).expect(t, 403)
+	if !strings.Contains(r.body["message"].(string), "properties") {
+		t.Fatalf("%s", r.raw)
+	}
+	if got := e.send("GET", "/api/v3/workflows/wf/versions/latest", "", "").expect(t, 200).num(t, "workflow_version_id"); got != 2 {
+		t.Fatalf("refused push created version %d", got)
+	}
+	// The owner and an admin may; ownership moves with properties.owner.
+	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 2}`).expect(t, 201)
+	e.send("POST", "/api/v3/workflows/wf/properties", admin, `{"owner": "bob"}`).expect(t, 201)
+	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 4}`).expect(t, 403)
+	e.send("POST", "/api/v3/workflows/wf/properties", "bob", `{"step_concurrency": 4}`).expect(t, 201)
+	o := e.send("GET", "/api/v3/workflows/wf/overview", "", "").expect(t, 200)
+	if o.body["owner"] != "bob" {
+		t.Fatalf("owner should be bob: %s", o.raw)
+	}
+	e.send("DELETE", "/api/v3/workflows/wf", "alice", "").expect(t, 403)
+	e.send("DELETE", "/api/v3/workflows/wf", "bob", "").expect(t, 200)
+	// An admin may delete anyone's workflow.
+	e.send("POST", "/api/v3/workflows", "dave", simple("daves", "x")).expect(t, 201)
+	e.send("DELETE", "/api/v3/workflows/daves", admin, "").expect(t, 200)
+}
+
+// addInstances inserts runs of a workflow directly, as the engine would
+// have left them, each with two step attempts.
+func (e *testEnv) addInstances(workflowID string, statuses ...string) {
+	e.t.Helper()
+	ctx := context.Background()
+	for _, st := range statuses {
+		var iid int64
+		if err := e.pool.QueryRow(ctx, `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
+            WHERE workflow_id = $1 RETURNING latest_instance_id`, workflowID).Scan(&iid); err != nil {
+			e.t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+            group_count, group_id, status, definition, timeout_seconds)
+            VALUES ($1, $2, 1, 1, gen_random_uuid(), 8, 0, $3, '{}', 3600)`, workflowID, iid, st); err != nil {
+			e.t.Fatal(err)
+		}
+		for _, step := range []string{"a", "b"} {
+			if _, err := e.pool.Exec(ctx, `INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id,
+                uuid, status, step_type) VALUES ($1, $2, 1, $3, 1, gen_random_uuid(), 'SUCCEEDED', 'NoOp')`, workflowID, iid, step); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
+}
+
+func (e *testEnv) count(query string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	if err := e.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+func TestDeleteThen404(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 201)
+	e.addInstances("wf", "SUCCEEDED", "FAILED", "STOPPED")
+	e.send("POST", "/api/v3/workflows", "alice", simple("other", "x")).expect(t, 201)
+	e.addInstances("other", "SUCCEEDED")
+
+	r := e.send("DELETE", "/api/v3/workflows/wf", "alice", "").expect(t, 200)
+	if r.body["status"] != "DELETED" || r.num(t, "deleted_instance_runs") != 3 {
+		t.Fatalf("%s", r.raw)
+	}
+	for _, path := range []string{"/versions/latest", "/versions/1", "/versions", "/overview", "/properties-snapshot/latest"} {
+		e.send("GET", "/api/v3/workflows/wf"+path, "", "").expect(t, 404)
+	}
+	e.send("DELETE", "/api/v3/workflows/wf", "alice", "").expect(t, 404)
+	e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "alice", "").expect(t, 404)
+	for _, table := range []string{"workflow", "workflow_version", "workflow_properties_snapshot", "workflow_instance", "step_instance"} {
+		if n := e.count(`SELECT count(*) FROM ` + table + ` WHERE workflow_id = 'wf'`); n != 0 {
+			t.Errorf("%d rows left in %s", n, table)
+		}
+	}
+	// Other workflows are untouched.
+	if n := e.count(`SELECT count(*) FROM step_instance WHERE workflow_id = 'other'`); n != 2 {
+		t.Fatalf("other workflow lost steps: %d", n)
+	}
+	// The timeline survives and records the deletion.
+	tl := e.send("GET", "/api/v3/workflows/wf/timeline", "", "").expect(t, 200)
+	first := tl.body["items"].([]any)[0].(map[string]any)
+	if first["type"] != definition.EventDelete || first["author"] != "alice" {
+		t.Fatalf("timeline: %s", tl.raw)
+	}
+	// The id can be pushed again and starts over.
+	again := e.send("POST", "/api/v3/workflows", "bob", simple("wf", "new life")).expect(t, 201)
+	if again.num(t, "workflow_version_id") != 1 || again.num(t, "properties_snapshot.snapshot_version") != 1 {
+		t.Fatalf("%s", again.raw)
+	}
+}
+
+func TestDeleteRefusesLiveRuns(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "x")).expect(t, 201)
+	e.addInstances("wf", "SUCCEEDED", "IN_PROGRESS")
+	r := e.send("DELETE", "/api/v3/workflows/wf", "alice", "").expect(t, 409)
+	if !strings.Contains(r.body["message"].(string), "stop or kill") {
+		t.Fatalf("%s", r.raw)
+	}
+	if n := e.count(`SELECT count(*) FROM workflow_instance WHERE workflow_id = 'wf'`); n != 2 {
+		t.Fatalf("a refused delete removed runs: %d left", n)
+	}
+	e.send("GET", "/api/v3/workflows/wf/versions/latest", "", "").expect(t, 200)
+}
+
+func TestDeleteLargeWorkflowThroughQueue(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t, definition.WithInlineDeleteLimit(3), definition.WithDeleteBatchSize(2))
+	e.send("POST", "/api/v3/workflows", "alice", simple("big", "x")).expect(t, 201)
+	e.addInstances("big", "SUCCEEDED", "FAILED", "SUCCEEDED", "STOPPED", "TIMED_OUT")
+
+	r := e.send("DELETE", "/api/v3/workflows/big", "alice", "").expect(t, 202)
+	if r.body["status"] != "DELETING" || r.body["deletion_id"] == "" {
+		t.Fatalf("%s", r.raw)
+	}
+	// The definition is gone at once; the id is blocked until the
+	// instances are gone.
+	e.send("GET", "/api/v3/workflows/big/versions/latest", "", "").expect(t, 404)
+	blocked := e.send("POST", "/api/v3/workflows", "alice", simple("big", "again")).expect(t, 409)
+	if blocked.body["retryable"] != true {
+		t.Fatalf("push during deletion should be retryable: %s", blocked.raw)
+	}
+	if n := e.count(`SELECT count(*) FROM workflow_instance WHERE workflow_id = 'big'`); n != 5 {
+		t.Fatalf("instances should wait for the queue: %d", n)
+	}
+	var payload []byte
+	if err := e.pool.QueryRow(context.Background(), `SELECT payload FROM maestro_queue WHERE queue_id = 5`).Scan(&payload); err != nil {
+		t.Fatalf("no delete message queued: %v", err)
+	}
+	ctx := context.Background()
+	// An interrupted delivery leaves a consistent state that the next one finishes.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := e.defs.ProcessDelete(cancelled, payload); err == nil {
+		t.Fatal("a cancelled delivery should fail")
+	}
+	for range 2 { // at least once: the second delivery is a no-op
+		if err := e.defs.ProcessDelete(ctx, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, table := range []string{"workflow_instance", "step_instance", "workflow_deletion"} {
+		if n := e.count(`SELECT count(*) FROM ` + table); n != 0 {
+			t.Errorf("%d rows left in %s", n, table)
+		}
+	}
+	tl := e.send("GET", "/api/v3/workflows/big/timeline", "", "").expect(t, 200)
+	var types []string
+	for _, it := range tl.body["items"].([]any) {
+		types = append(types, it.(map[string]any)["type"].(string))
+	}
+	if !slices.Equal(types[:2], []string{definition.EventDeleteCompleted, definition.EventDelete}) {
+		t.Fatalf("timeline: %v", types)
+	}
+	e.send("POST", "/api/v3/workflows", "alice", simple("big", "again")).expect(t, 201)
+	if err := e.defs.ProcessDelete(ctx, []byte(`{"workflow_id": 1}`)); err == nil {
+		t.Fatal("a malformed message should fail")
+	}
+}
+
+func TestOverview(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")+"").expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", strings.Replace(tenSteps("wf", "alice", "v3"), "{\n  \"properties\"", `{"is_active": false, "properties"`, 1)).expect(t, 201)
+	o := e.send("GET", "/api/v3/workflows/wf/overview", "", "").expect(t, 200)
+	if o.num(t, "active_version_id") != 2 || o.num(t, "latest_version_id") != 3 || o.num(t, "default_version_id") != 2 ||
+		o.body["owner"] != "alice" || o.num(t, "properties_snapshot.snapshot_version") != 1 ||
+		o.num(t, "instances.latest_instance_id") != 0 {
+		t.Fatalf("%s", o.raw)
+	}
+	e.addInstances("wf", "SUCCEEDED", "FAILED", "SUCCEEDED", "IN_PROGRESS", "FAILED", "SUCCEEDED")
+	// Instance 2 was restarted and its second run succeeded.
+	if _, err := e.pool.Exec(context.Background(), `INSERT INTO workflow_instance (workflow_id, instance_id, run_id,
+        workflow_version, uuid, group_count, group_id, status, definition, timeout_seconds)
+        VALUES ('wf', 2, 2, 1, gen_random_uuid(), 8, 0, 'SUCCEEDED', '{}', 3600)`); err != nil {
+		t.Fatal(err)
+	}
+	o = e.send("GET", "/api/v3/workflows/wf/overview", "", "").expect(t, 200)
+	counts := o.get(t, "instances.status_counts").(map[string]any)
+	latest := o.get(t, "instances.latest_instance_ids").(map[string]any)
+	if o.num(t, "instances.latest_instance_id") != 6 || counts["SUCCEEDED"] != 4.0 || counts["FAILED"] != 1.0 ||
+		counts["IN_PROGRESS"] != 1.0 || latest["SUCCEEDED"] != 6.0 || latest["FAILED"] != 5.0 || latest["IN_PROGRESS"] != 4.0 {
+		t.Fatalf("%s", o.raw)
+	}
+	e.send("GET", "/api/v3/workflows/nope/overview", "", "").expect(t, 404)
+}
+
+func TestActivateAndDeactivate(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "1")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "2")).expect(t, 201)
+
+	d := e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "bob", "").expect(t, 200)
+	if d.body["active_version_id"] != nil || d.num(t, "previous_active_version_id") != 2 || d.body["changed"] != true {
+		t.Fatalf("%s", d.raw)
+	}
+	if d = e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "bob", "").expect(t, 200); d.body["changed"] != false {
+		t.Fatalf("%s", d.raw)
+	}
+	e.send("GET", "/api/v3/workflows/wf/versions/active", "", "").expect(t, 404)
+	e.send("PUT", "/api/v3/workflows/wf/versions/active/actions/activate", "bob", "").expect(t, 404)
+
+	a := e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "bob", "").expect(t, 200)
+	if a.num(t, "active_version_id") != 1 || a.body["previous_active_version_id"] != nil || a.body["changed"] != true {
+		t.Fatalf("%s", a.raw)
+	}
+	if a = e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "bob", "").expect(t, 200); a.body["changed"] != false {
+		t.Fatalf("%s", a.raw)
+	}
+	v := e.send("GET", "/api/v3/workflows/wf/versions/1", "", "").expect(t, 200)
+	if v.body["is_active"] != true {
+		t.Fatalf("%s", v.raw)
+	}
+	if a = e.send("PUT", "/api/v3/workflows/wf/versions/latest/actions/activate", "bob", "").expect(t, 200); a.num(t, "active_version_id") != 2 {
+		t.Fatalf("%s", a.raw)
+	}
+	e.send("PUT", "/api/v3/workflows/wf/versions/9/actions/activate", "bob", "").expect(t, 404)
+	e.send("PUT", "/api/v3/workflows/wf/versions/first/actions/activate", "bob", "").expect(t, 400)
+	e.send("PUT", "/api/v3/workflows/nope/versions/1/actions/activate", "bob", "").expect(t, 404)
+	e.send("PUT", "/api/v3/workflows/nope/actions/deactivate", "bob", "").expect(t, 404)
+
+	tl := e.send("GET", "/api/v3/workflows/wf/timeline", "", "").expect(t, 200)
+	var types []string
+	for _, it := range tl.body["items"].([]any) {
+		types = append(types, it.(map[string]any)["type"].(string))
+	}
+	want := []string{definition.EventActivate, definition.EventActivate, definition.EventDeactivate,
+		definition.EventCreateVersion, definition.EventCreateVersion, definition.EventUpdateProperties}
+	if !slices.Equal(types, want) {
+		t.Fatalf("timeline %v, want %v", types, want)
+	}
+}
+
+func TestTimelinePagination(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	for i := range 4 {
+		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 201)
+	}
+	// 1 snapshot + 4 versions = 5 events.
+	var ids []int64
+	path := "/api/v3/workflows/wf/timeline?limit=2"
+	for {
+		r := e.send("GET", path, "", "").expect(t, 200)
+		for _, it := range r.body["items"].([]any) {
+			m := it.(map[string]any)
+			ids = append(ids, int64(m["event_id"].(float64)))
+			if m["create_time"] == nil || m["message"] == "" || m["author"] != "alice" {
+				t.Fatalf("event %v", m)
+			}
+		}
+		next, ok := r.body["next_cursor"].(float64)
+		if !ok {
+			break
+		}
+		path = fmt.Sprintf("/api/v3/workflows/wf/timeline?limit=2&cursor=%d", int64(next))
+	}
+	if len(ids) != 5 || !sort.SliceIsSorted(ids, func(i, j int) bool { return ids[i] > ids[j] }) {
+		t.Fatalf("events %v should be 5, newest first", ids)
+	}
+	e.send("GET", "/api/v3/workflows/wf/timeline?limit=1000", "", "").expect(t, 400)
+	e.send("GET", "/api/v3/workflows/nope/timeline", "", "").expect(t, 404)
+}
+
+func TestOpenAPIIsServed(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	r := e.send("GET", "/api/v3/openapi.json", "", "").expect(t, 200)
+	if v, _ := r.body["openapi"].(string); !strings.HasPrefix(v, "3.") {
+		t.Fatalf("not an OpenAPI 3 document: %.200s", r.raw)
+	}
+}
+
+// benchServer is a server for benchmarks. MAESTRO_BENCH_SYNCHRONOUS_COMMIT
+// sets synchronous_commit for its connections (the throwaway test cluster
+// runs with it off).
+func benchServer(b *testing.B) *testEnv {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(dbtest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := os.Getenv("MAESTRO_BENCH_SYNCHRONOUS_COMMIT")
+	if sc != "" {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = sc
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	if sc != "" {
+		var got string
+		if err := pool.QueryRow(context.Background(), `SHOW synchronous_commit`).Scan(&got); err != nil || got != sc {
+			b.Fatalf("synchronous_commit is %q (%v), want %q", got, err, sc)
+		}
+	}
+	return newTestServerOn(b, pool)
+}
+
+// benchPush runs body(i) through the handler b.N times and reports the
+// median and 99th percentile latency besides the mean.
+func benchPush(b *testing.B, e *testEnv, path string, want int, body func(i int) string) {
+	b.Helper()
+	bodies := make([]string, b.N)
+	for i := range bodies {
+		bodies[i] = body(i)
+	}
+	lat := make([]time.Duration, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req := httptest.NewRequest("POST", path, strings.NewReader(bodies[i]))
+		req.Header.Set("user", "alice")
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		e.h.ServeHTTP(rec, req)
+		lat[i] = time.Since(start)
+		if rec.Code != want {
+			b.Fatalf("push %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "p50-ns")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns")
+}
+
+// BenchmarkCreateWorkflow pushes a realistic ten-step definition of a new
+// workflow through the handler: decode, validate (SEL included), one
+// transaction creating the workflow, version 1, properties snapshot 1 and
+// two timeline events.
+func BenchmarkCreateWorkflow(b *testing.B) {
+	e := benchServer(b)
+	benchPush(b, e, "/api/v3/workflows", 201, func(i int) string {
+		return tenSteps(fmt.Sprintf("bench.wf%d", i), "alice", "v1")
+	})
+}
+
+// BenchmarkPushNewVersion pushes changed definitions of one workflow, each a
+// new version.
+func BenchmarkPushNewVersion(b *testing.B) {
+	e := benchServer(b)
+	benchPush(b, e, "/api/v3/workflows", 201, func(i int) string {
+		return tenSteps("bench.wf", "alice", fmt.Sprint("variant ", i))
+	})
+}

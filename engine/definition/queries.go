@@ -1,0 +1,145 @@
+package definition
+
+// The store's SQL, named and kept together. Tables are defined in
+// migrations/00001_workflow.sql (workflow_instance and step_instance in
+// 00002_engine.sql).
+
+// Create: lock (or create) the workflow row and return its state in one
+// round trip. The no-op update takes the row lock even when the row exists,
+// so concurrent pushes of one workflow serialise here and number their
+// versions without gaps. xmax = 0 tells a fresh insert from an existing row.
+const sqlUpsertWorkflow = `
+INSERT INTO workflow (workflow_id, owner, created_by) VALUES ($1, $2, $3)
+ON CONFLICT (workflow_id) DO UPDATE SET workflow_id = EXCLUDED.workflow_id
+RETURNING xmax = 0, latest_version, active_version, properties, properties_version, owner, created_by`
+
+// Create: the fingerprint of the latest version (NULL for a new workflow),
+// and whether a deletion of an earlier workflow of this id is still being
+// processed. Read after the lock so a deletion committed meanwhile is seen.
+const sqlLatestFingerprint = `
+SELECT (SELECT fingerprint FROM workflow_version WHERE workflow_id = $1 AND version = $2),
+       EXISTS (SELECT 1 FROM workflow_deletion WHERE workflow_id = $1)`
+
+const sqlInsertVersion = `
+INSERT INTO workflow_version (workflow_id, version, definition, fingerprint, created_by)
+VALUES ($1, $2, $3, $4, $5) RETURNING created_at`
+
+const sqlSetVersions = `
+UPDATE workflow SET latest_version = $2, active_version = $3, modified_at = now() WHERE workflow_id = $1`
+
+const sqlSetActive = `
+UPDATE workflow SET active_version = $2, modified_at = now() WHERE workflow_id = $1`
+
+const sqlInsertSnapshot = `
+INSERT INTO workflow_properties_snapshot (workflow_id, snapshot_version, properties, author)
+VALUES ($1, $2, $3, $4) RETURNING created_at`
+
+const sqlSetProperties = `
+UPDATE workflow SET properties = $2, properties_version = $3, owner = $4, modified_at = now() WHERE workflow_id = $1`
+
+const sqlInsertTimeline = `
+INSERT INTO workflow_timeline (workflow_id, event) VALUES ($1, $2)`
+
+// Get: one round trip resolves the selector ($2 > 0 a number, else $3 names
+// active, latest or default) and reads the version with the workflow's
+// current state and properties snapshot. A NULL version means the workflow
+// exists but the version does not.
+const sqlGetVersion = `
+SELECT v.version, v.definition, v.created_by, v.created_at,
+       w.active_version, w.latest_version,
+       w.properties_version, s.properties, s.author, s.created_at
+FROM workflow w
+LEFT JOIN workflow_version v ON v.workflow_id = w.workflow_id AND v.version = CASE
+        WHEN $2::bigint > 0 THEN $2::bigint
+        WHEN $3::text = 'latest' THEN w.latest_version
+        WHEN $3::text = 'active' THEN w.active_version
+        ELSE coalesce(w.active_version, w.latest_version) END
+LEFT JOIN workflow_properties_snapshot s
+       ON s.workflow_id = w.workflow_id AND s.snapshot_version = w.properties_version
+WHERE w.workflow_id = $1`
+
+// List: a page of versions, newest first, below the cursor ($2 = 0: from
+// the newest).
+const sqlListVersions = `
+SELECT v.version, v.created_by, v.created_at, v.version = w.active_version,
+       coalesce(v.definition->>'name', ''), coalesce(v.definition->>'description', ''),
+       coalesce(jsonb_array_length(v.definition->'steps'), 0)
+FROM workflow w JOIN workflow_version v USING (workflow_id)
+WHERE w.workflow_id = $1 AND ($2::bigint = 0 OR v.version < $2::bigint)
+ORDER BY v.version DESC LIMIT $3`
+
+const sqlWorkflowExists = `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`
+
+const sqlOverview = `
+SELECT w.active_version, w.latest_version, w.owner, w.created_by, w.created_at, w.modified_at,
+       w.latest_instance_id, w.properties_version, s.properties, s.author, s.created_at
+FROM workflow w
+LEFT JOIN workflow_properties_snapshot s
+       ON s.workflow_id = w.workflow_id AND s.snapshot_version = w.properties_version
+WHERE w.workflow_id = $1`
+
+// Overview: instances counted by the status of their latest run, over the
+// instance ids above $2 (a bounded range scan of the primary key).
+const sqlInstanceStats = `
+SELECT status, count(*), max(instance_id) FROM (
+    SELECT DISTINCT ON (instance_id) instance_id, status FROM workflow_instance
+    WHERE workflow_id = $1 AND instance_id > $2
+    ORDER BY instance_id, run_id DESC) latest
+GROUP BY status`
+
+// Timeline: newest first, below the cursor ($2 = 0: from the newest).
+const sqlTimeline = `
+SELECT event_id, event, created_at FROM workflow_timeline
+WHERE workflow_id = $1 AND ($2::bigint = 0 OR event_id < $2::bigint)
+ORDER BY event_id DESC LIMIT $3`
+
+// GetSnapshot: $2 = 0 names the latest snapshot.
+const sqlGetSnapshot = `
+SELECT s.snapshot_version, s.properties, s.author, s.created_at
+FROM workflow w JOIN workflow_properties_snapshot s
+  ON s.workflow_id = w.workflow_id
+ AND s.snapshot_version = CASE WHEN $2::bigint > 0 THEN $2::bigint ELSE w.properties_version END
+WHERE w.workflow_id = $1`
+
+// Properties, activation, delete: lock the workflow row.
+const sqlLockWorkflow = `
+SELECT latest_version, active_version, properties, properties_version, owner, created_by
+FROM workflow WHERE workflow_id = $1 FOR UPDATE`
+
+const sqlVersionExists = `SELECT EXISTS (SELECT 1 FROM workflow_version WHERE workflow_id = $1 AND version = $2)`
+
+// Delete: live runs block a delete. The status list matches the predicate
+// of workflow_instance_live_idx so the planner may use it.
+const sqlLiveInstances = `
+SELECT count(*) FROM workflow_instance
+WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')`
+
+// Delete: how many instance runs there are, counting no further than $2.
+const sqlCountInstancesUpTo = `
+SELECT count(*) FROM (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 LIMIT $2) n`
+
+// Delete: step instances go with their runs (ON DELETE CASCADE); versions
+// and snapshots with the workflow row.
+const sqlDeleteInstances = `DELETE FROM workflow_instance WHERE workflow_id = $1`
+
+const sqlDeleteWorkflow = `DELETE FROM workflow WHERE workflow_id = $1`
+
+const sqlInsertDeletion = `
+INSERT INTO workflow_deletion (workflow_id, author) VALUES ($1, $2) RETURNING deletion_id::text`
+
+// ProcessDelete: the deletion the message is about, if still pending.
+const sqlDeletionPending = `
+SELECT EXISTS (SELECT 1 FROM workflow_deletion WHERE workflow_id = $1 AND deletion_id = $2::uuid)`
+
+// ProcessDelete: one batch of instance runs, oldest first.
+const sqlDeleteInstanceBatch = `
+DELETE FROM workflow_instance i USING (
+    SELECT instance_id, run_id FROM workflow_instance WHERE workflow_id = $1
+    ORDER BY instance_id, run_id LIMIT $2) b
+WHERE i.workflow_id = $1 AND i.instance_id = b.instance_id AND i.run_id = b.run_id`
+
+const sqlFinishDeletion = `
+DELETE FROM workflow_deletion WHERE workflow_id = $1 AND deletion_id = $2::uuid`
+
+const sqlSnapshotMeta = `
+SELECT author, created_at FROM workflow_properties_snapshot WHERE workflow_id = $1 AND snapshot_version = $2`

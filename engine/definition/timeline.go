@@ -1,0 +1,125 @@
+package definition
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Workflow timeline event types.
+const (
+	EventCreateVersion    = "CREATE_VERSION"
+	EventActivate         = "ACTIVATE_VERSION"
+	EventDeactivate       = "DEACTIVATE"
+	EventUpdateProperties = "UPDATE_PROPERTIES"
+	EventDelete           = "DELETE_WORKFLOW"
+	EventDeleteCompleted  = "DELETE_COMPLETED"
+)
+
+// TimelineEvent is one workflow-level change: a version created or
+// activated, the workflow deactivated, properties changed, the workflow
+// deleted. The timeline outlives the workflow, so a deletion stays visible.
+type TimelineEvent struct {
+	ID              int64          `json:"event_id"`
+	Type            string         `json:"type"`
+	Author          string         `json:"author"`
+	Message         string         `json:"message"`
+	Version         int64          `json:"workflow_version_id,omitempty"`
+	SnapshotVersion int64          `json:"snapshot_version,omitempty"`
+	Details         map[string]any `json:"details,omitempty"`
+	CreateTime      time.Time      `json:"create_time"`
+}
+
+// storedEvent is the event column: the event without what the row itself
+// records (id and time).
+type storedEvent struct {
+	Type            string         `json:"type"`
+	Author          string         `json:"author"`
+	Message         string         `json:"message"`
+	Version         int64          `json:"workflow_version_id,omitempty"`
+	SnapshotVersion int64          `json:"snapshot_version,omitempty"`
+	Details         map[string]any `json:"details,omitempty"`
+}
+
+func (e TimelineEvent) stored() storedEvent {
+	return storedEvent{Type: e.Type, Author: e.Author, Message: e.Message, Version: e.Version,
+		SnapshotVersion: e.SnapshotVersion, Details: e.Details}
+}
+
+func queueTimeline(b *pgx.Batch, workflowID string, e TimelineEvent) {
+	b.Queue(sqlInsertTimeline, workflowID, e.stored())
+}
+
+func addTimeline(ctx context.Context, tx pgx.Tx, workflowID string, e TimelineEvent) error {
+	if _, err := tx.Exec(ctx, sqlInsertTimeline, workflowID, e.stored()); err != nil {
+		return fmt.Errorf("append workflow %s timeline: %w", workflowID, err)
+	}
+	return nil
+}
+
+// Page is one page of a listing, newest first; Next is the cursor of the
+// following page, absent on the last.
+type Page[T any] struct {
+	Items []T    `json:"items"`
+	Next  *int64 `json:"next_cursor,omitempty"`
+}
+
+// Page sizes.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+func pageSize(limit int) int {
+	if limit <= 0 {
+		return DefaultPageSize
+	}
+	return min(limit, MaxPageSize)
+}
+
+// Timeline returns a page of the workflow's timeline, newest first, below
+// cursor (0 for the first page). It is readable after the workflow was
+// deleted; ErrNotFound means the workflow never existed.
+func (s *Store) Timeline(ctx context.Context, workflowID string, cursor int64, limit int) (*Page[TimelineEvent], error) {
+	limit = pageSize(limit)
+	rows, err := s.db.Query(ctx, sqlTimeline, workflowID, cursor, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("read workflow %s timeline: %w", workflowID, err)
+	}
+	page := &Page[TimelineEvent]{Items: []TimelineEvent{}}
+	for rows.Next() {
+		var e TimelineEvent
+		var raw []byte
+		if err := rows.Scan(&e.ID, &raw, &e.CreateTime); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read workflow %s timeline: %w", workflowID, err)
+		}
+		var se storedEvent
+		if err := json.Unmarshal(raw, &se); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("decode workflow %s timeline event %d: %w", workflowID, e.ID, err)
+		}
+		e.Type, e.Author, e.Message, e.Version, e.SnapshotVersion, e.Details =
+			se.Type, se.Author, se.Message, se.Version, se.SnapshotVersion, se.Details
+		page.Items = append(page.Items, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read workflow %s timeline: %w", workflowID, err)
+	}
+	if len(page.Items) == 0 && cursor == 0 {
+		return nil, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		next := page.Items[limit-1].ID
+		page.Next = &next
+	}
+	return page, nil
+}
+
+// errNoRows reports whether err is pgx.ErrNoRows.
+func errNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -1,0 +1,188 @@
+package flow_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/instance"
+)
+
+// chainJSON is a chain of n NoOp steps.
+func chainJSON(id string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"workflow":{"id":%q,"steps":[`, id)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		if i < n-1 {
+			fmt.Fprintf(&b, `{"step":{"id":"s%d","type":"NoOp","transition":{"successors":{"s%d":"true"}}}}`, i, i+1)
+		} else {
+			fmt.Fprintf(&b, `{"step":{"id":"s%d","type":"NoOp"}}`, i)
+		}
+	}
+	b.WriteString("]}}")
+	return b.String()
+}
+
+// recorder keeps the time each step reached each status.
+type recorder struct {
+	mu    sync.Mutex
+	times map[string]time.Time // ref|step|status
+}
+
+func (r *recorder) observe(ref flow.Ref, step string, _ int64, st instance.StepStatus, at time.Time) {
+	r.mu.Lock()
+	r.times[fmt.Sprintf("%s|%s|%s", ref, step, st)] = at
+	r.mu.Unlock()
+}
+
+func (r *recorder) at(ref flow.Ref, step string, st instance.StepStatus) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.times[fmt.Sprintf("%s|%s|%s", ref, step, st)]
+	return t, ok
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkStepLaunchOverhead: on a 100-step NoOp chain, the time from a
+// step's predecessor being terminal (written) to the step being RUNNING
+// (written). Target: p50 <= 5 ms, p99 <= 20 ms.
+func BenchmarkStepLaunchOverhead(b *testing.B) {
+	e := newEnv(b)
+	rec := &recorder{times: map[string]time.Time{}}
+	e.engine(flow.Config{Observer: rec.observe})
+	e.push(chainJSON("chain100", 100))
+	var gaps []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		inst := e.wait(e.start("chain100", nil), 2*time.Minute)
+		ref := flow.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
+		for i := 1; i < 100; i++ {
+			done, ok1 := rec.at(ref, fmt.Sprintf("s%d", i-1), instance.StepSucceeded)
+			running, ok2 := rec.at(ref, fmt.Sprintf("s%d", i), instance.StepRunning)
+			if ok1 && ok2 {
+				gaps = append(gaps, running.Sub(done))
+			}
+		}
+	}
+	b.ReportMetric(ms(percentile(gaps, 0.5)), "p50-launch-ms")
+	b.ReportMetric(ms(percentile(gaps, 0.99)), "p99-launch-ms")
+}
+
+// BenchmarkWorkflowStartOverhead: start request accepted -> first step
+// RUNNING. Target: p50 <= 10 ms.
+func BenchmarkWorkflowStartOverhead(b *testing.B) {
+	e := newEnv(b)
+	rec := &recorder{times: map[string]time.Time{}}
+	e.engine(flow.Config{Observer: rec.observe})
+	e.push(chainJSON("one", 1))
+	var gaps []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		accepted := time.Now()
+		inst := e.start("one", nil)
+		e.wait(inst, time.Minute)
+		ref := flow.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
+		if running, ok := rec.at(ref, "s0", instance.StepRunning); ok {
+			gaps = append(gaps, running.Sub(accepted))
+		}
+	}
+	b.ReportMetric(ms(percentile(gaps, 0.5)), "p50-start-ms")
+	b.ReportMetric(ms(percentile(gaps, 0.99)), "p99-start-ms")
+}
+
+// BenchmarkThroughput: many concurrent runs of 10-step NoOp chains on one
+// engine. Target: >= 1,000 steps/s. Also reports the engine's CPU seconds
+// per 1,000 steps.
+func BenchmarkThroughput(b *testing.B) {
+	const runs, steps = 200, 10
+	e := newEnv(b)
+	e.engine(flow.Config{})
+	e.push(chainJSON("tput", steps))
+	var total time.Duration
+	var cpu time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		cpu0 := cpuTime()
+		start := time.Now()
+		insts := make([]*execution.Instance, runs)
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				insts[i] = e.start("tput", nil)
+			}()
+		}
+		wg.Wait()
+		for _, inst := range insts {
+			e.wait(inst, 5*time.Minute)
+		}
+		total += time.Since(start)
+		cpu += cpuTime() - cpu0
+	}
+	n := float64(b.N * runs * steps)
+	b.ReportMetric(n/total.Seconds(), "steps/s")
+	b.ReportMetric(cpu.Seconds()/n*1000, "cpu-s/1k-steps")
+}
+
+// BenchmarkInFlightMemory: heap held per 1,000 runs that are in flight
+// (each sleeping in its only step).
+func BenchmarkInFlightMemory(b *testing.B) {
+	const runs = 1000
+	e := newEnv(b)
+	e.engine(flow.Config{})
+	e.push(`{"workflow":{"id":"idle","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":3600}}]}}`)
+	var perK float64
+	b.ResetTimer()
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		insts := make([]*execution.Instance, runs)
+		for i := range runs {
+			insts[i] = e.start("idle", nil)
+		}
+		e.waitRunning(insts[runs-1])
+		deadline := time.Now().Add(2 * time.Minute)
+		for e.countRunning() < runs && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perK = float64(after.HeapInuse-before.HeapInuse) / (1 << 20) / (runs / 1000)
+		if _, err := e.runs.ActOnAll(context.Background(), "idle", flow.ActionStop); err != nil {
+			b.Fatal(err)
+		}
+		for _, inst := range insts {
+			e.wait(inst, 2*time.Minute)
+		}
+	}
+	b.ReportMetric(perK, "heap-MiB/1k-runs")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

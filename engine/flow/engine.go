@@ -1,0 +1,550 @@
+// Package flow is the flow engine: it owns flow groups, runs each workflow
+// instance run as a flow actor and each step attempt as a step actor, and
+// keeps their state in memory, written through to PostgreSQL on every
+// change. See docs/engine.md for the state machines and the guarantees.
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// DefaultGroupCount is how many flow groups runs are spread over.
+const DefaultGroupCount = 16
+
+// Config configures an Engine. Zero values take the defaults noted.
+type Config struct {
+	// NodeID names this engine process (default host name + random suffix).
+	NodeID string
+	// GroupCount is the number of flow groups new runs are spread over
+	// (default DefaultGroupCount). Runs keep the count they started with.
+	GroupCount int
+	// MaxGroups caps how many groups this node owns (default all).
+	MaxGroups int
+	// Lease is how long a group stays owned without a heartbeat (default
+	// 10s). Another node may take a group over once its lease expired.
+	Lease time.Duration
+	// HeartbeatInterval is how often leases are renewed and free groups
+	// claimed (default Lease/5).
+	HeartbeatInterval time.Duration
+	// Workers bounds concurrent step runtime calls (default 64).
+	Workers int
+	// Runtimes by step type (default stepruntime.Builtins()).
+	Runtimes stepruntime.Registry
+	// Queue tunes the outbox worker; Node, Store, Listen, Groups, Owns and
+	// Logger are filled in by the engine, which also adds its own handlers
+	// (start_workflow, instance_action) to Queue.Handlers.
+	Queue queue.WorkerConfig
+	// Logger is required.
+	Logger *slog.Logger
+	// Observer, when set, is told of every step status the engine has
+	// written; benchmarks use it to measure latencies.
+	Observer func(ref Ref, stepID string, attempt int64, status instance.StepStatus, at time.Time)
+	// FlowObserver, when set, is told of every run that ended.
+	FlowObserver func(ref Ref, status instance.WorkflowStatus, at time.Time)
+}
+
+func (c *Config) defaults() error {
+	if c.Logger == nil {
+		return errors.New("flow: Config.Logger is required")
+	}
+	if c.NodeID == "" {
+		host, _ := os.Hostname()
+		c.NodeID = fmt.Sprintf("%s-%s", host, uuid.NewString()[:8])
+	}
+	if c.GroupCount <= 0 {
+		c.GroupCount = DefaultGroupCount
+	}
+	if c.MaxGroups <= 0 || c.MaxGroups > c.GroupCount {
+		c.MaxGroups = c.GroupCount
+	}
+	if c.Lease <= 0 {
+		c.Lease = 10 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = c.Lease / 5
+	}
+	if c.Workers <= 0 {
+		c.Workers = 64
+	}
+	if c.Runtimes == nil {
+		c.Runtimes = stepruntime.Builtins()
+	}
+	return nil
+}
+
+// Engine is one engine node.
+type Engine struct {
+	cfg    Config
+	db     *pgxpool.Pool
+	store  *store
+	pool   *workerPool
+	worker *queue.Worker
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu       sync.RWMutex
+	groups   map[int32]*group
+	draining map[int32]*group // lost groups whose runtime calls may still run
+	readopt  chan struct{}
+}
+
+// group is a flow group this node owns, with its live flows.
+type group struct {
+	id     int32
+	gen    int64
+	ctx    context.Context
+	cancel context.CancelFunc
+	eng    *Engine
+
+	mu      sync.Mutex
+	flows   map[Ref]*flowActor
+	renewed time.Time
+	// calls counts runtime calls in flight for the group's attempts. A lost
+	// group is not adopted again on this node until they have returned, so
+	// an attempt never has two calls running here.
+	calls sync.WaitGroup
+}
+
+func (g *group) remove(f *flowActor) {
+	g.mu.Lock()
+	if g.flows[f.ref] == f {
+		delete(g.flows, f.ref)
+	}
+	g.mu.Unlock()
+}
+
+func (g *group) lookup(ref Ref) *flowActor {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.flows[ref]
+}
+
+// requestReadopt asks the group loop to re-adopt the group's flows, for a
+// flow dropped after a transient database error.
+func (g *group) requestReadopt() {
+	select {
+	case g.eng.readopt <- struct{}{}:
+	default:
+	}
+}
+
+// New builds an engine over db.
+func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, db: db, store: &store{db: db}, pool: newWorkerPool(cfg.Workers),
+		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1)}
+	qc := cfg.Queue
+	qc.Node = cfg.NodeID
+	qc.Store = queue.NewStore(db)
+	qc.Listen = func(ctx context.Context) (*pgx.Conn, error) {
+		return pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy())
+	}
+	qc.Groups = e.ownedGroups
+	qc.Owns = e.owns
+	qc.Logger = cfg.Logger
+	// The caller may add handlers for other queues (workflow deletion, ...).
+	qc.Handlers = maps.Clone(cfg.Queue.Handlers)
+	if qc.Handlers == nil {
+		qc.Handlers = map[queue.ID]queue.Handler{}
+	}
+	qc.Handlers[queue.StartWorkflow] = e.handleStart
+	qc.Handlers[queue.InstanceAction] = e.handleAction
+	w, err := queue.NewWorker(qc)
+	if err != nil {
+		return nil, err
+	}
+	e.worker = w
+	return e, nil
+}
+
+// NodeID is this node's name.
+func (e *Engine) NodeID() string { return e.cfg.NodeID }
+
+// Start claims groups, adopts their flows and starts processing; it returns
+// without blocking once the first claim is done.
+func (e *Engine) Start(ctx context.Context) error {
+	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := e.store.ensureGroups(ctx, e.cfg.GroupCount); err != nil {
+		return err
+	}
+	e.tick(ctx)
+	if err := e.worker.Start(e.ctx); err != nil {
+		return err
+	}
+	e.wg.Add(1)
+	go e.loop()
+	return nil
+}
+
+// Stop stops every actor, releases the groups so another node can take them
+// at once, and waits. Idempotent.
+func (e *Engine) Stop() {
+	e.once.Do(func() {
+		if e.cancel == nil {
+			return
+		}
+		e.cancel()
+		e.worker.Stop()
+		e.wg.Wait()
+		e.mu.Lock()
+		held := make([]groupClaim, 0, len(e.groups))
+		for _, g := range e.groups {
+			held = append(held, groupClaim{ID: g.id, Generation: g.gen})
+			g.cancel()
+		}
+		e.groups = map[int32]*group{}
+		e.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := e.store.releaseGroups(ctx, e.cfg.NodeID, held); err != nil {
+			e.cfg.Logger.Warn("release flow groups", "error", err.Error())
+		}
+	})
+}
+
+func (e *Engine) ownedGroups() []int32 {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]int32, 0, len(e.groups))
+	for id := range e.groups {
+		out = append(out, id)
+	}
+	return out
+}
+
+func (e *Engine) owns(id int32) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	_, ok := e.groups[id]
+	return ok
+}
+
+func (e *Engine) group(id int32) *group {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.groups[id]
+}
+
+func (e *Engine) loop() {
+	defer e.wg.Done()
+	t := time.NewTicker(e.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			e.tick(e.ctx)
+		case <-e.readopt:
+			e.readoptAll(e.ctx)
+		}
+	}
+}
+
+// tick renews leases, drops groups this node lost, and claims free ones.
+func (e *Engine) tick(ctx context.Context) {
+	e.mu.RLock()
+	held := make([]groupClaim, 0, len(e.groups))
+	for _, g := range e.groups {
+		held = append(held, groupClaim{ID: g.id, Generation: g.gen})
+	}
+	e.mu.RUnlock()
+	if len(held) > 0 {
+		kept, err := e.store.heartbeat(ctx, e.cfg.NodeID, e.cfg.Lease, held)
+		if err != nil {
+			e.cfg.Logger.Warn("heartbeat failed", "error", err.Error())
+			e.dropExpired()
+			return
+		}
+		now := time.Now()
+		e.mu.Lock()
+		for _, c := range held {
+			g := e.groups[c.ID]
+			if !kept[c.ID] {
+				e.cfg.Logger.Warn("lost flow group", "group_id", c.ID, "generation", c.Generation)
+				e.lose(g)
+				continue
+			}
+			g.renewedAt(now)
+		}
+		e.mu.Unlock()
+	}
+	want := e.cfg.MaxGroups - len(e.ownedGroups())
+	if want <= 0 {
+		return
+	}
+	claims, err := e.store.claimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, want, e.cfg.GroupCount)
+	if err != nil {
+		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
+		return
+	}
+	for _, c := range claims {
+		e.adopt(ctx, c)
+	}
+	if len(claims) > 0 {
+		e.worker.Sweep(ctx)
+	}
+}
+
+// renewedAt records a successful heartbeat.
+func (g *group) renewedAt(t time.Time) {
+	g.mu.Lock()
+	g.renewed = t
+	g.mu.Unlock()
+}
+
+// dropExpired stops the flows of groups whose lease may have run out while
+// heartbeats failed: another node may own them by now, and a step must never
+// run on two nodes at once.
+func (e *Engine) dropExpired() {
+	// Stop well before the lease ends so that in-flight work stops first.
+	deadline := time.Now().Add(-e.cfg.Lease / 2)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, g := range e.groups {
+		g.mu.Lock()
+		stale := g.renewed.Before(deadline)
+		g.mu.Unlock()
+		if stale {
+			e.cfg.Logger.Warn("dropping flow group whose lease could not be renewed", "group_id", id)
+			e.lose(g)
+		}
+	}
+}
+
+// lose stops a group's flows; e.mu must be held.
+func (e *Engine) lose(g *group) {
+	g.cancel()
+	delete(e.groups, g.id)
+	e.draining[g.id] = g
+}
+
+// awaitDrained waits, up to a lease, for the runtime calls a previous
+// incarnation of the group started on this node.
+func (e *Engine) awaitDrained(id int32) {
+	e.mu.Lock()
+	old := e.draining[id]
+	delete(e.draining, id)
+	e.mu.Unlock()
+	if old == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		old.calls.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(e.cfg.Lease):
+		e.cfg.Logger.Warn("runtime calls of a lost group still running; they ignore cancellation", "group_id", id)
+	}
+}
+
+// adopt takes a just-claimed group: stamps its live flows with the new
+// generation and starts an actor for each.
+func (e *Engine) adopt(ctx context.Context, c groupClaim) {
+	e.awaitDrained(c.ID)
+	gctx, cancel := context.WithCancel(e.ctx)
+	g := &group{id: c.ID, gen: c.Generation, ctx: gctx, cancel: cancel, eng: e, flows: map[Ref]*flowActor{}, renewed: time.Now()}
+	e.mu.Lock()
+	e.groups[c.ID] = g
+	e.mu.Unlock()
+	e.cfg.Logger.Info("claimed flow group", "group_id", c.ID, "generation", c.Generation)
+	if err := e.adoptFlows(ctx, g); err != nil {
+		e.cfg.Logger.Warn("adopt flows", "group_id", c.ID, "error", err.Error())
+	}
+}
+
+func (e *Engine) adoptFlows(ctx context.Context, g *group) error {
+	rows, err := e.store.adoptFlows(ctx, g.id, g.gen)
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		if err := e.runFlow(ctx, g, row, nil); err != nil {
+			e.cfg.Logger.Warn("resume flow", "flow", row.Ref.String(), "error", err.Error())
+		}
+	}
+	return nil
+}
+
+func (e *Engine) readoptAll(ctx context.Context) {
+	e.mu.RLock()
+	gs := make([]*group, 0, len(e.groups))
+	for _, g := range e.groups {
+		gs = append(gs, g)
+	}
+	e.mu.RUnlock()
+	for _, g := range gs {
+		if err := e.adoptFlows(ctx, g); err != nil {
+			e.cfg.Logger.Warn("re-adopt flows", "group_id", g.id, "error", err.Error())
+		}
+	}
+}
+
+// runFlow starts the actor of a live run unless one is running already.
+func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, runParams workflow.Params) error {
+	g.mu.Lock()
+	if _, running := g.flows[row.Ref]; running {
+		g.mu.Unlock()
+		return nil
+	}
+	g.mu.Unlock()
+	steps, err := e.store.loadLatestAttempts(ctx, row.Ref)
+	if err != nil {
+		return err
+	}
+	f, err := newFlow(e, g, row)
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil {
+		g.mu.Unlock()
+		f.cancel()
+		return nil
+	}
+	g.flows[row.Ref] = f
+	g.mu.Unlock()
+	e.wg.Add(1)
+	go f.run(runParams, steps)
+	return nil
+}
+
+// StartMessage is the payload of a start_workflow queue message.
+type StartMessage struct {
+	Ref
+	Group int32 `json:"group_id"`
+}
+
+// ActionMessage is the payload of an instance_action queue message.
+type ActionMessage struct {
+	Ref
+	Group  int32  `json:"group_id"`
+	Action Action `json:"action"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
+	var msg StartMessage
+	if err := json.Unmarshal(m.Payload, &msg); err != nil {
+		e.cfg.Logger.Error("drop malformed start message", "message_id", m.ID, "error", err.Error())
+		return nil
+	}
+	g := e.group(msg.Group)
+	if g == nil {
+		return fmt.Errorf("group %d is not owned here", msg.Group)
+	}
+	if g.lookup(msg.Ref) != nil {
+		return nil // already running: a repeated delivery
+	}
+	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID)
+	if err != nil || !ok {
+		return err
+	}
+	var runParams workflow.Params
+	if len(row.RunParams) > 2 {
+		if err := json.Unmarshal(row.RunParams, &runParams); err != nil {
+			return fmt.Errorf("decode run params of %s: %w", msg.Ref, err)
+		}
+	}
+	return e.runFlow(ctx, g, row, runParams)
+}
+
+// actionTimeout bounds how long an action waits for the run to stop before
+// the message is retried.
+const actionTimeout = 30 * time.Second
+
+func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
+	var msg ActionMessage
+	if err := json.Unmarshal(m.Payload, &msg); err != nil {
+		e.cfg.Logger.Error("drop malformed action message", "message_id", m.ID, "error", err.Error())
+		return nil
+	}
+	g := e.group(msg.Group)
+	if g == nil {
+		return fmt.Errorf("group %d is not owned here", msg.Group)
+	}
+	f := g.lookup(msg.Ref)
+	if f == nil {
+		return e.actOnAbsentFlow(ctx, msg)
+	}
+	reply := make(chan error, 1)
+	f.inbox.send(flowMsg{kind: flowAction, action: msg.Action, reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-f.done:
+		// The flow ended (or was dropped) before it read the action.
+		return e.actOnAbsentFlow(ctx, msg)
+	case <-time.After(actionTimeout):
+		return fmt.Errorf("%s of %s did not finish within %s", msg.Action, msg.Ref, actionTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// actOnAbsentFlow applies an action to a run that has no actor here: one
+// not started yet is ended directly; one that is over needs nothing; one
+// that is live but not in memory yet is retried shortly.
+func (e *Engine) actOnAbsentFlow(ctx context.Context, msg ActionMessage) error {
+	status := instance.WorkflowStopped
+	if msg.Action == ActionKill {
+		status = instance.WorkflowFailed
+	}
+	applied, err := e.store.stopCreated(ctx, msg.Ref, status, fmt.Sprintf("%s by user before it started", msg.Action))
+	if err != nil || applied {
+		return err
+	}
+	live, err := e.store.isLive(ctx, msg.Ref)
+	if err != nil {
+		return err
+	}
+	if live {
+		return fmt.Errorf("%s of %s: run is live but not in memory yet", msg.Action, msg.Ref)
+	}
+	return nil
+}
+
+// retryWrite runs a write, retrying transient failures until it succeeds,
+// is fenced, or ctx ends. A node that cannot write for long loses its
+// leases, and its flows stop through ctx.
+func (e *Engine) retryWrite(ctx context.Context, write func(context.Context) error) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := write(ctx)
+		if err == nil || errors.Is(err, ErrFenced) || ctx.Err() != nil || isPermanent(err) {
+			return err
+		}
+		e.cfg.Logger.Warn("database write failed; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}

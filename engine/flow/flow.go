@@ -1,0 +1,559 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/sel"
+)
+
+type flowMsgKind int
+
+const (
+	flowStepDone flowMsgKind = iota // a step attempt ended
+	flowRetryDue                    // a failed step's backoff is over
+	flowAction                      // stop or kill from the API
+	flowTimeout                     // the instance's timeout fired
+	flowLost                        // a write failed: drop the flow here
+)
+
+type flowMsg struct {
+	kind   flowMsgKind
+	done   stepSummary
+	stepID string
+	action Action
+	reply  chan error
+	err    error
+}
+
+// Action is an instance action the API asks for.
+type Action string
+
+// Instance actions.
+const (
+	ActionStop Action = "stop"
+	ActionKill Action = "kill"
+)
+
+// stepSummary is what the flow keeps of a step's latest attempt.
+type stepSummary struct {
+	id      string
+	attempt int64
+	status  instance.StepStatus
+	retry   instance.RetryInfo
+	retryAt *time.Time
+	params  params.Values
+	outputs map[string]any
+}
+
+// flowActor runs one workflow instance run: it decides which steps start,
+// starts a step actor per attempt, retries failed steps, applies actions,
+// and ends the run. Its state is in memory and every change to it is written
+// through before it is acted on.
+type flowActor struct {
+	eng    *Engine
+	grp    *group
+	ref    Ref
+	gen    int64
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	wf          workflow.Workflow
+	dag         *workflow.DAG
+	nodes       map[string]*workflow.StepNode
+	conditions  map[string]*sel.Program // "from->to"
+	status      instance.WorkflowStatus
+	params      params.Values
+	plainParams map[string]any
+	started     time.Time
+	timeout     time.Duration
+
+	steps    map[string]*stepSummary
+	running  map[string]*stepActor
+	retries  map[string]*time.Timer
+	stopping instance.WorkflowStatus
+	reason   string
+	waiters  []chan error
+	timer    *time.Timer
+
+	inbox *mailbox[flowMsg]
+	// done is closed when the actor loop has returned.
+	done chan struct{}
+}
+
+// newFlow builds the actor for an adopted or just-started instance.
+func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
+	var wf workflow.Workflow
+	if err := json.Unmarshal(row.Definition, &wf); err != nil {
+		return nil, fmt.Errorf("decode definition of %s: %w", row.Ref, err)
+	}
+	dag, err := workflow.BuildDAG(wf.Steps)
+	if err != nil {
+		return nil, fmt.Errorf("build dag of %s: %w", row.Ref, err)
+	}
+	ctx, cancel := context.WithCancel(grp.ctx)
+	f := &flowActor{
+		eng: eng, grp: grp, ref: row.Ref, gen: grp.gen, ctx: ctx, cancel: cancel,
+		wf: wf, dag: dag, nodes: map[string]*workflow.StepNode{}, conditions: map[string]*sel.Program{},
+		status: row.Status, timeout: time.Duration(row.TimeoutSeconds) * time.Second,
+		steps: map[string]*stepSummary{}, running: map[string]*stepActor{}, retries: map[string]*time.Timer{},
+		inbox: newMailbox[flowMsg](), done: make(chan struct{}),
+	}
+	for i := range wf.Steps {
+		f.nodes[wf.Steps[i].ID()] = &wf.Steps[i]
+	}
+	if row.StartTime != nil {
+		f.started = *row.StartTime
+	}
+	if len(row.Params) > 2 {
+		if err := json.Unmarshal(row.Params, &f.params); err != nil {
+			return nil, fmt.Errorf("decode params of %s: %w", row.Ref, err)
+		}
+	}
+	return f, nil
+}
+
+// run is the actor loop.
+func (f *flowActor) run(runParams workflow.Params, steps []stepRow) {
+	defer f.eng.wg.Done()
+	defer close(f.done)
+	defer f.grp.remove(f)
+	defer f.cancel()
+	if err := f.begin(runParams, steps); err != nil {
+		f.drop(err)
+		return
+	}
+	for !f.status.IsTerminal() {
+		select {
+		case <-f.ctx.Done():
+			f.drop(f.ctx.Err())
+			return
+		case <-f.inbox.ready():
+			for _, m := range f.inbox.drain() {
+				if err := f.handle(m); err != nil {
+					f.drop(err)
+					return
+				}
+			}
+			if err := f.decide(); err != nil {
+				f.drop(err)
+				return
+			}
+		}
+	}
+	for _, w := range f.waiters {
+		w <- nil
+	}
+}
+
+// drop abandons the flow in this process; the database keeps its state and
+// whoever owns the group next (this node included) resumes it.
+func (f *flowActor) drop(err error) {
+	if f.eng.ctx.Err() == nil && f.grp.ctx.Err() == nil {
+		f.eng.cfg.Logger.Warn("flow dropped from memory", "flow", f.ref.String(), "error", err.Error())
+		f.grp.requestReadopt()
+	}
+	for _, w := range f.waiters {
+		w <- fmt.Errorf("flow %s dropped: %w", f.ref, err)
+	}
+}
+
+// begin evaluates the params of a new run, or rebuilds the state of an
+// adopted one, then makes the first decisions.
+func (f *flowActor) begin(runParams workflow.Params, steps []stepRow) error {
+	if f.params == nil {
+		if err := f.evaluateParams(runParams); err != nil {
+			return err
+		}
+		if f.status.IsTerminal() {
+			return nil
+		}
+	}
+	f.plainParams = f.params.Plain()
+	if f.timeout > 0 {
+		start := f.started
+		if start.IsZero() {
+			start = time.Now()
+		}
+		f.timer = time.AfterFunc(time.Until(start.Add(f.timeout)), func() {
+			f.inbox.send(flowMsg{kind: flowTimeout})
+		})
+		defer func() {
+			if f.status.IsTerminal() {
+				f.timer.Stop()
+			}
+		}()
+	}
+	for _, row := range steps {
+		node := f.nodes[row.StepID]
+		if node == nil {
+			continue
+		}
+		s := &stepSummary{id: row.StepID, attempt: row.AttemptID, status: row.Status, retry: row.Retry, retryAt: row.Runtime.RetryAt}
+		if len(row.Params) > 2 {
+			_ = json.Unmarshal(row.Params, &s.params)
+		}
+		if len(row.Outputs) > 2 {
+			_ = json.Unmarshal(row.Outputs, &s.outputs)
+		}
+		f.steps[row.StepID] = s
+		switch {
+		case !row.Status.IsTerminal():
+			a := resumeAttempt(f, node, row)
+			a.rt = f.eng.cfg.Runtimes[string(node.Type())]
+			f.launch(a)
+		case row.Status.IsRetryable() && row.Retry.Retryable:
+			f.scheduleRetry(s)
+		}
+	}
+	return f.decide()
+}
+
+// evaluateParams computes the workflow params: the definition's, with the
+// run params overriding by name.
+func (f *flowActor) evaluateParams(runParams workflow.Params) error {
+	defs := maps.Clone(f.wf.Params)
+	if defs == nil {
+		defs = workflow.Params{}
+	}
+	maps.Copy(defs, runParams)
+	vals, err := params.Evaluate(f.ctx, defs, nil, nil)
+	if err != nil {
+		return f.end(instance.WorkflowFailed, "workflow params failed to evaluate: "+err.Error(), nil)
+	}
+	f.params = vals
+	raw, _ := json.Marshal(vals)
+	return f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
+		return f.eng.store.updateInstance(ctx, f.ref, f.gen, instanceUpdate{Status: f.status, Params: raw})
+	})
+}
+
+func (f *flowActor) launch(a *stepActor) {
+	f.running[a.id] = a
+	f.eng.wg.Add(1)
+	go a.run(f.ctx)
+}
+
+func (f *flowActor) handle(m flowMsg) error {
+	switch m.kind {
+	case flowStepDone:
+		s := m.done
+		delete(f.running, s.id)
+		f.steps[s.id] = &s
+		if f.stopping != "" {
+			return nil
+		}
+		switch {
+		case s.status.IsRetryable() && s.retry.Retryable:
+			f.scheduleRetry(&s)
+		case !s.status.IsComplete() && f.nodes[s.id].Common().EffectiveFailureMode() == workflow.FailureModeFailImmediately:
+			f.stopAll(instance.WorkflowFailed, fmt.Sprintf("step %s failed with FAIL_IMMEDIATELY", s.id))
+		}
+	case flowRetryDue:
+		delete(f.retries, m.stepID)
+		if f.stopping != "" {
+			return nil
+		}
+		prev := f.steps[m.stepID]
+		next := nextRetry(prev)
+		a := newAttempt(f, f.nodes[m.stepID], prev.attempt+1, next)
+		a.rt = f.eng.cfg.Runtimes[string(f.nodes[m.stepID].Type())]
+		f.steps[m.stepID] = &stepSummary{id: m.stepID, attempt: a.attempt, status: instance.StepNotCreated, retry: next}
+		f.launch(a)
+	case flowAction:
+		if m.action == ActionKill {
+			f.stopAll(instance.WorkflowFailed, "killed by user")
+		} else {
+			f.stopAll(instance.WorkflowStopped, "stopped by user")
+		}
+		f.waiters = append(f.waiters, m.reply)
+	case flowTimeout:
+		f.stopAll(instance.WorkflowTimedOut, fmt.Sprintf("workflow instance timed out after %s", f.timeout))
+	case flowLost:
+		return m.err
+	}
+	return nil
+}
+
+// nextRetry is the retry info of the attempt after a failed one.
+func nextRetry(prev *stepSummary) instance.RetryInfo {
+	r := prev.retry
+	switch prev.status {
+	case instance.StepUserFailed:
+		r.ErrorRetries++
+	case instance.StepPlatformFailed:
+		r.PlatformRetries++
+	case instance.StepTimeoutFailed:
+		r.TimeoutRetries++
+	}
+	r.Retryable = true
+	return r
+}
+
+func (f *flowActor) scheduleRetry(s *stepSummary) {
+	delay := time.Duration(0)
+	if s.retryAt != nil {
+		delay = time.Until(*s.retryAt)
+	}
+	id := s.id
+	f.retries[id] = time.AfterFunc(max(delay, 0), func() {
+		f.inbox.send(flowMsg{kind: flowRetryDue, stepID: id})
+	})
+}
+
+// stopAll ends the run as status once every running attempt has stopped.
+func (f *flowActor) stopAll(status instance.WorkflowStatus, reason string) {
+	if f.stopping != "" {
+		return
+	}
+	f.stopping, f.reason = status, reason
+	for id, t := range f.retries {
+		t.Stop()
+		delete(f.retries, id)
+	}
+	stepStatus := instance.StepStopped
+	if status == instance.WorkflowTimedOut {
+		stepStatus = instance.StepTimedOut
+	}
+	for _, a := range f.running {
+		a.inbox.send(stepMsg{kind: msgStop, status: stepStatus, reason: reason})
+	}
+}
+
+// decide starts every step whose predecessors are done and whose incoming
+// conditions hold, marks unreachable ones UNSATISFIED, and ends the run when
+// nothing is left to do.
+func (f *flowActor) decide() error {
+	if f.status.IsTerminal() {
+		return nil
+	}
+	if f.stopping == "" {
+		for _, id := range f.dag.TopoOrder() {
+			if _, seen := f.steps[id]; seen {
+				continue
+			}
+			ready, blocked := f.predecessorsDone(id)
+			if !ready || blocked {
+				continue
+			}
+			if limit := f.wf.InstanceStepConcurrency; limit != nil && *limit > 0 && int64(len(f.running)) >= *limit {
+				break
+			}
+			run, err := f.anyEdgeTrue(id)
+			if err != nil {
+				if err := f.recordTerminal(id, instance.StepFatallyFailed, err.Error()); err != nil {
+					return err
+				}
+				continue
+			}
+			if !run {
+				if err := f.recordTerminal(id, instance.StepUnsatisfied, "no incoming condition was true"); err != nil {
+					return err
+				}
+				continue
+			}
+			node := f.nodes[id]
+			a := newAttempt(f, node, 1, initialRetry(node))
+			a.rt = f.eng.cfg.Runtimes[string(node.Type())]
+			f.steps[id] = &stepSummary{id: id, attempt: 1, status: instance.StepNotCreated, retry: a.retry}
+			f.launch(a)
+		}
+	}
+	if len(f.running) > 0 || len(f.retries) > 0 {
+		return nil
+	}
+	if f.stopping != "" {
+		return f.end(f.stopping, f.reason, nil)
+	}
+	if f.canStartMore() {
+		return nil
+	}
+	status, reason := f.outcome()
+	return f.end(status, reason, nil)
+}
+
+// predecessorsDone reports whether every predecessor reached a final status
+// (ready), and whether one of them failed so the step can never run
+// (blocked).
+func (f *flowActor) predecessorsDone(id string) (ready, blocked bool) {
+	for _, p := range f.dag.Predecessors(id) {
+		s, ok := f.steps[p]
+		if !ok || !s.status.IsTerminal() {
+			return false, false
+		}
+		if _, retrying := f.retries[p]; retrying {
+			return false, false
+		}
+		if !s.status.IsComplete() {
+			return true, true
+		}
+	}
+	return true, false
+}
+
+// anyEdgeTrue evaluates the step's incoming conditions. Roots always run;
+// an edge from an UNSATISFIED or SKIPPED-by-condition predecessor is false.
+func (f *flowActor) anyEdgeTrue(id string) (bool, error) {
+	preds := f.dag.Predecessors(id)
+	if len(preds) == 0 {
+		return true, nil
+	}
+	for _, p := range preds {
+		s := f.steps[p]
+		if s.status == instance.StepUnsatisfied {
+			continue
+		}
+		cond := f.dag.Successors(p)[id]
+		if cond == "" {
+			return true, nil
+		}
+		ok, err := f.evalCondition(p, id, cond, s)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (f *flowActor) evalCondition(from, to, cond string, pred *stepSummary) (bool, error) {
+	key := from + "->" + to
+	prog := f.conditions[key]
+	if prog == nil {
+		var err error
+		prog, err = sel.Compile(cond)
+		if err != nil {
+			return false, fmt.Errorf("condition on %s: %w", key, err)
+		}
+		f.conditions[key] = prog
+	}
+	env := make(sel.MapEnv, len(f.plainParams)+len(pred.params))
+	maps.Copy(env, f.plainParams)
+	maps.Copy(env, pred.params.Plain())
+	v, err := prog.Eval(f.ctx, env)
+	if err != nil {
+		return false, fmt.Errorf("condition on %s: %w", key, err)
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("condition on %s returned %T, want boolean", key, v)
+	}
+	return b, nil
+}
+
+// canStartMore reports whether some step could still start.
+func (f *flowActor) canStartMore() bool {
+	for _, id := range f.dag.IDs() {
+		if _, seen := f.steps[id]; seen {
+			continue
+		}
+		if ready, blocked := f.predecessorsDone(id); ready && !blocked {
+			return true
+		}
+	}
+	return false
+}
+
+// outcome derives the run's status from its steps' final statuses.
+func (f *flowActor) outcome() (instance.WorkflowStatus, string) {
+	for _, id := range f.dag.IDs() {
+		if s, ok := f.steps[id]; ok && s.status.IsTerminal() && !s.status.IsComplete() {
+			return instance.WorkflowFailed, fmt.Sprintf("step %s ended %s", id, s.status)
+		}
+	}
+	return instance.WorkflowSucceeded, "all steps completed"
+}
+
+// recordTerminal writes a step that ends without running (UNSATISFIED, or a
+// condition that failed to evaluate).
+func (f *flowActor) recordTerminal(id string, status instance.StepStatus, reason string) error {
+	node := f.nodes[id]
+	a := newAttempt(f, node, 1, initialRetry(node))
+	if err := a.transition(instance.StepCreated, "step attempt created"); err != nil {
+		return err
+	}
+	if err := a.transition(status, reason); err != nil {
+		return err
+	}
+	if err := a.persist(f.ctx, false, true); err != nil {
+		return err
+	}
+	f.steps[id] = &stepSummary{id: id, attempt: 1, status: status}
+	return nil
+}
+
+// end writes the run's final status.
+func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []byte) error {
+	if err := instance.CheckWorkflowTransition(f.status, status); err != nil {
+		return err
+	}
+	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
+		return f.eng.store.updateInstance(ctx, f.ref, f.gen, instanceUpdate{
+			Status: status, Params: params, End: true,
+			Timeline: []instance.TimelineEvent{instance.StatusEvent(string(status), reason)},
+		})
+	})
+	if err != nil {
+		return err
+	}
+	f.status = status
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+	if obs := f.eng.cfg.FlowObserver; obs != nil {
+		obs(f.ref, status, time.Now())
+	}
+	return nil
+}
+
+// initialRetry resolves a step's retry policy for its first attempt.
+func initialRetry(node *workflow.StepNode) instance.RetryInfo {
+	r := instance.RetryInfo{
+		ErrorRetryLimit:    workflow.DefaultErrorRetryLimit,
+		PlatformRetryLimit: workflow.DefaultPlatformRetryLimit,
+		TimeoutRetryLimit:  workflow.DefaultTimeoutRetryLimit,
+		Retryable:          true,
+		Backoff: instance.Backoff{
+			Exponential:      true,
+			ErrorBackoffSecs: 60, ErrorExponent: 2, ErrorLimitSecs: 600,
+			PlatformBackoffSecs: 60, PlatformExponent: 2, PlatformLimitSecs: 3600,
+			TimeoutBackoffSecs: 60, TimeoutExponent: 2, TimeoutLimitSecs: 3600,
+		},
+	}
+	p := node.RetryPolicy()
+	if p == nil {
+		return r
+	}
+	set := func(dst *int64, v *workflow.ParsableLong) {
+		if v == nil {
+			return
+		}
+		if n, err := v.Resolve(); err == nil {
+			*dst = n
+		}
+	}
+	set(&r.ErrorRetryLimit, p.ErrorRetryLimit)
+	set(&r.PlatformRetryLimit, p.PlatformRetryLimit)
+	set(&r.TimeoutRetryLimit, p.TimeoutRetryLimit)
+	if b := p.Backoff; b != nil {
+		r.Backoff.Exponential = b.Type != workflow.BackoffFixed
+		set(&r.Backoff.ErrorBackoffSecs, b.ErrorRetryBackoffInSecs)
+		set(&r.Backoff.ErrorExponent, b.ErrorRetryExponent)
+		set(&r.Backoff.ErrorLimitSecs, b.ErrorRetryLimitInSecs)
+		set(&r.Backoff.PlatformBackoffSecs, b.PlatformRetryBackoffInSecs)
+		set(&r.Backoff.PlatformExponent, b.PlatformRetryExponent)
+		set(&r.Backoff.PlatformLimitSecs, b.PlatformRetryLimitInSecs)
+		set(&r.Backoff.TimeoutBackoffSecs, b.TimeoutRetryBackoffInSecs)
+		set(&r.Backoff.TimeoutExponent, b.TimeoutRetryExponent)
+		set(&r.Backoff.TimeoutLimitSecs, b.TimeoutRetryLimitInSecs)
+	}
+	return r
+}

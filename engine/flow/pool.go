@@ -1,0 +1,43 @@
+package flow
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+)
+
+// workerPool runs step runtime calls, which may block on AWS or HTTP, on a
+// bounded number of goroutines so that actors never block on them.
+type workerPool struct {
+	slots chan struct{}
+}
+
+func newWorkerPool(size int) *workerPool {
+	return &workerPool{slots: make(chan struct{}, size)}
+}
+
+// submit runs call on the pool and delivers its result with done. A
+// panicking runtime becomes a platform error, not a crash.
+// finished runs once the call has returned (or was never started).
+func (p *workerPool) submit(ctx context.Context, finished func(), call func(context.Context) stepruntime.Result, done func(stepruntime.Result)) {
+	go func() {
+		defer finished()
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-p.slots }()
+		var res stepruntime.Result
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					res = stepruntime.Result{State: stepruntime.PlatformError, Message: fmt.Sprintf("step runtime panicked: %v", v)}
+				}
+			}()
+			res = call(ctx)
+		}()
+		done(res)
+	}()
+}

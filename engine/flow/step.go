@@ -1,0 +1,463 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+type stepMsgKind int
+
+const (
+	msgResult  stepMsgKind = iota // a runtime call returned
+	msgWake                       // poll again
+	msgStop                       // stop the attempt (instance stop, kill, timeout, fail immediately)
+	msgTimeout                    // the step's own timeout fired
+)
+
+type phase int
+
+const (
+	phaseStart phase = iota
+	phaseExecute
+	phaseTerminate
+)
+
+type stepMsg struct {
+	kind   stepMsgKind
+	phase  phase
+	result stepruntime.Result
+	// status is what a stop ends the attempt as (STOPPED or TIMED_OUT).
+	status instance.StepStatus
+	reason string
+}
+
+// stepActor runs one attempt of one step: a goroutine with a mailbox that
+// moves the attempt through the step state machine, writing every change
+// through to PostgreSQL before acting on it, and running the step runtime's
+// calls on the worker pool.
+type stepActor struct {
+	f       *flowActor
+	node    *workflow.StepNode
+	rt      stepruntime.Runtime
+	id      string
+	attempt int64
+	uuid    string
+
+	status   instance.StepStatus
+	seq      int64
+	retry    instance.RetryInfo
+	params   params.Values
+	outputs  map[string]any
+	data     map[string]any
+	message  string
+	started  time.Time
+	pending  []instance.TimelineEvent
+	inserted bool
+
+	inbox    *mailbox[stepMsg]
+	inFlight bool
+	stopWith *stepMsg
+	timeout  *time.Timer
+	retryAt  *time.Time
+}
+
+// newAttempt prepares a fresh attempt of a step.
+func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry instance.RetryInfo) *stepActor {
+	return &stepActor{
+		f: f, node: node, id: node.ID(), attempt: attempt, uuid: uuid.NewString(),
+		status: instance.StepNotCreated, retry: retry, inbox: newMailbox[stepMsg](),
+	}
+}
+
+// resumeAttempt rebuilds an attempt that was live when its flow was adopted.
+func resumeAttempt(f *flowActor, node *workflow.StepNode, row stepRow) *stepActor {
+	a := &stepActor{
+		f: f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
+		status: row.Status, seq: row.Seq, retry: row.Retry, data: row.Runtime.Data,
+		inserted: true, inbox: newMailbox[stepMsg](),
+	}
+	if len(row.Params) > 0 {
+		_ = json.Unmarshal(row.Params, &a.params)
+	}
+	if row.StartTime != nil {
+		a.started = *row.StartTime
+	}
+	return a
+}
+
+func (a *stepActor) log() []any {
+	return []any{"flow", a.f.ref.String(), "step_id", a.id, "attempt_id", a.attempt}
+}
+
+// run is the actor loop. It returns when the attempt is terminal (and tells
+// the flow) or when the flow's context ends (group lost, engine stopping):
+// then the database holds the last state and the next owner resumes it.
+func (a *stepActor) run(ctx context.Context) {
+	defer a.f.eng.wg.Done()
+	defer func() {
+		if a.timeout != nil {
+			a.timeout.Stop()
+		}
+	}()
+	if err := a.advance(ctx); err != nil {
+		a.abandon(err)
+		return
+	}
+	for !a.status.IsTerminal() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.inbox.ready():
+			for _, m := range a.inbox.drain() {
+				if err := a.handle(ctx, m); err != nil {
+					a.abandon(err)
+					return
+				}
+				if a.status.IsTerminal() {
+					break
+				}
+			}
+		}
+	}
+	a.f.inbox.send(flowMsg{kind: flowStepDone, done: a.summary()})
+}
+
+// abandon gives up on the attempt in this process. Fenced writes mean
+// another node owns the flow now; any other error means the database is
+// unreachable, and the flow is dropped so that reconciliation rebuilds it.
+func (a *stepActor) abandon(err error) {
+	if ctxErr := a.f.ctx.Err(); ctxErr != nil {
+		return
+	}
+	a.f.eng.cfg.Logger.Warn("step actor stopped", append(a.log(), "error", err.Error())...)
+	a.f.inbox.send(flowMsg{kind: flowLost, err: err})
+}
+
+func (a *stepActor) summary() stepSummary {
+	return stepSummary{id: a.id, attempt: a.attempt, status: a.status, retry: a.retry, retryAt: a.retryAt,
+		params: a.params, outputs: a.outputs}
+}
+
+// transition records a status change in memory; persist writes it.
+func (a *stepActor) transition(to instance.StepStatus, reason string) error {
+	if err := instance.CheckStepTransition(a.status, to); err != nil {
+		return err
+	}
+	a.status = to
+	a.pending = append(a.pending, instance.StatusEvent(string(to), reason))
+	return nil
+}
+
+// persist writes the attempt's state and the transitions since the last
+// write in one statement, fenced by the flow's generation.
+func (a *stepActor) persist(ctx context.Context, start, end bool) error {
+	w := stepWrite{
+		Status: a.status, Seq: a.seq + 1, Retry: a.retry, Timeline: a.pending, Start: start, End: end,
+		Runtime: runtimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
+	}
+	if a.params != nil {
+		w.Params, _ = json.Marshal(a.params)
+	}
+	if a.outputs != nil {
+		w.Outputs, _ = json.Marshal(a.outputs)
+	}
+	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
+		if !a.inserted {
+			return a.f.eng.store.insertStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
+		}
+		return a.f.eng.store.updateStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, w)
+	})
+	if err != nil {
+		return err
+	}
+	a.inserted = true
+	a.seq++
+	a.pending = nil
+	if start {
+		a.started = time.Now()
+	}
+	if obs := a.f.eng.cfg.Observer; obs != nil {
+		obs(a.f.ref, a.id, a.attempt, a.status, time.Now())
+	}
+	return nil
+}
+
+// advance moves through the states that need no waiting, then starts the
+// runtime call the current state needs.
+func (a *stepActor) advance(ctx context.Context) error {
+	for {
+		switch a.status {
+		case instance.StepNotCreated:
+			if err := a.transition(instance.StepCreated, "step attempt created"); err != nil {
+				return err
+			}
+		case instance.StepCreated:
+			if err := a.transition(instance.StepInitialized, ""); err != nil {
+				return err
+			}
+		case instance.StepInitialized, instance.StepPaused:
+			if err := a.transition(instance.StepWaitingForSignals, ""); err != nil {
+				return err
+			}
+		case instance.StepWaitingForSignals:
+			if err := a.transition(instance.StepEvaluatingParams, ""); err != nil {
+				return err
+			}
+		case instance.StepEvaluatingParams:
+			if err := a.evaluateParams(ctx); err != nil {
+				return a.fail(ctx, stepruntime.Result{State: stepruntime.UserError, Message: err.Error()})
+			}
+			if err := a.transition(instance.StepWaitingForPermits, ""); err != nil {
+				return err
+			}
+		case instance.StepWaitingForPermits:
+			if a.rt == nil {
+				return a.fail(ctx, stepruntime.Result{State: stepruntime.FatalError,
+					Message: fmt.Sprintf("no runtime for step type %q on this engine", a.node.Type())})
+			}
+			if err := a.transition(instance.StepStarting, ""); err != nil {
+				return err
+			}
+			// STARTING is durable before the runtime is called, so a restarted
+			// engine knows the call may have happened and repeats it (Start is
+			// idempotent).
+			if err := a.persist(ctx, true, false); err != nil {
+				return err
+			}
+			a.armTimeout()
+			a.call(ctx, phaseStart)
+			return nil
+		case instance.StepStarting:
+			a.armTimeout()
+			a.call(ctx, phaseStart)
+			return nil
+		case instance.StepRunning:
+			a.armTimeout()
+			a.call(ctx, phaseExecute)
+			return nil
+		case instance.StepFinishing:
+			return a.finish(ctx, instance.StepSucceeded, "")
+		default:
+			return nil // terminal
+		}
+	}
+}
+
+func (a *stepActor) evaluateParams(ctx context.Context) error {
+	defs := a.node.Common().Params
+	if len(defs) == 0 {
+		a.params = params.Values{}
+		return nil
+	}
+	vals, err := params.Evaluate(ctx, defs, a.f.plainParams, nil)
+	if err != nil {
+		return err
+	}
+	a.params = vals
+	return nil
+}
+
+// armTimeout starts the step's own timeout clock from its start time.
+func (a *stepActor) armTimeout() {
+	if a.timeout != nil {
+		return
+	}
+	c := a.node.Common()
+	if c.Timeout == nil {
+		return
+	}
+	d, err := c.Timeout.Resolve()
+	if err != nil || d <= 0 {
+		return
+	}
+	start := a.started
+	if start.IsZero() {
+		start = time.Now()
+	}
+	a.timeout = time.AfterFunc(time.Until(start.Add(d)), func() {
+		a.inbox.send(stepMsg{kind: msgTimeout, reason: fmt.Sprintf("step timed out after %s", d)})
+	})
+}
+
+func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
+	var cfg map[string]json.RawMessage
+	if a.node.Step != nil {
+		cfg = a.node.Step.Config
+	}
+	return &stepruntime.Attempt{
+		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
+		StepID: a.id, AttemptID: a.attempt, Type: string(a.node.Type()),
+		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data,
+	}
+}
+
+// call runs one runtime call on the worker pool; its result comes back
+// through the mailbox.
+func (a *stepActor) call(ctx context.Context, p phase) {
+	a.inFlight = true
+	att := a.runtimeAttempt()
+	rt := a.rt
+	calls := &a.f.grp.calls
+	calls.Add(1)
+	a.f.eng.pool.submit(ctx, calls.Done, func(ctx context.Context) stepruntime.Result {
+		switch p {
+		case phaseStart:
+			return rt.Start(ctx, att)
+		case phaseExecute:
+			return rt.Execute(ctx, att)
+		default:
+			return rt.Terminate(ctx, att)
+		}
+	}, func(r stepruntime.Result) {
+		a.inbox.send(stepMsg{kind: msgResult, phase: p, result: r})
+	})
+}
+
+func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
+	if a.status.IsTerminal() {
+		return nil
+	}
+	switch m.kind {
+	case msgResult:
+		a.inFlight = false
+		if m.result.Data != nil {
+			a.data = m.result.Data
+		}
+		if m.result.Message != "" {
+			a.message = m.result.Message
+		}
+		if m.phase == phaseTerminate {
+			return a.stopped(ctx)
+		}
+		if a.stopWith != nil {
+			a.call(ctx, phaseTerminate)
+			return nil
+		}
+		return a.onResult(ctx, m.phase, m.result)
+	case msgWake:
+		if a.inFlight || a.stopWith != nil {
+			return nil
+		}
+		if a.status == instance.StepStarting {
+			a.call(ctx, phaseStart)
+		} else {
+			a.call(ctx, phaseExecute)
+		}
+		return nil
+	case msgStop, msgTimeout:
+		if a.stopWith != nil {
+			return nil
+		}
+		stop := m
+		if m.kind == msgTimeout {
+			stop.status = instance.StepTimeoutFailed
+		}
+		a.stopWith = &stop
+		if a.status != instance.StepStarting && a.status != instance.StepRunning {
+			// Nothing was started: end the attempt without a runtime call.
+			return a.stopped(ctx)
+		}
+		if !a.inFlight {
+			a.call(ctx, phaseTerminate)
+		}
+		return nil
+	}
+	return nil
+}
+
+func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result) error {
+	switch r.State {
+	case stepruntime.Continue:
+		delay := max(r.NextPollDelay, time.Millisecond)
+		if r.Data != nil {
+			if err := a.persist(ctx, false, false); err != nil {
+				return err
+			}
+		}
+		time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
+		return nil
+	case stepruntime.Done:
+		if p == phaseStart {
+			if err := a.transition(instance.StepRunning, r.Message); err != nil {
+				return err
+			}
+			if err := a.persist(ctx, false, false); err != nil {
+				return err
+			}
+			a.call(ctx, phaseExecute)
+			return nil
+		}
+		a.outputs = r.Outputs
+		if err := a.transition(instance.StepFinishing, ""); err != nil {
+			return err
+		}
+		return a.finish(ctx, instance.StepSucceeded, r.Message)
+	case stepruntime.Stopped:
+		a.stopWith = &stepMsg{status: instance.StepStopped, reason: "step runtime reported STOPPED: " + r.Message}
+		return a.stopped(ctx)
+	default:
+		return a.fail(ctx, r)
+	}
+}
+
+// finish ends the attempt successfully.
+func (a *stepActor) finish(ctx context.Context, to instance.StepStatus, reason string) error {
+	if err := a.transition(to, reason); err != nil {
+		return err
+	}
+	return a.persist(ctx, false, true)
+}
+
+// stopped ends the attempt after a stop request or the step's timeout.
+func (a *stepActor) stopped(ctx context.Context) error {
+	req := a.stopWith
+	if req.status == instance.StepTimeoutFailed {
+		return a.fail(ctx, stepruntime.Result{State: stepruntime.TimedOut, Message: req.reason})
+	}
+	return a.finish(ctx, req.status, req.reason)
+}
+
+// fail ends the attempt with a failure: a retryable status when the
+// failure's retry limit allows another attempt, else its final status.
+func (a *stepActor) fail(ctx context.Context, r stepruntime.Result) error {
+	var (
+		retryStatus instance.StepStatus
+		used, limit *int64
+		final       = instance.StepFatallyFailed
+	)
+	switch r.State {
+	case stepruntime.UserError:
+		retryStatus, used, limit = instance.StepUserFailed, &a.retry.ErrorRetries, &a.retry.ErrorRetryLimit
+	case stepruntime.PlatformError:
+		retryStatus, used, limit = instance.StepPlatformFailed, &a.retry.PlatformRetries, &a.retry.PlatformRetryLimit
+	case stepruntime.TimedOut:
+		retryStatus, used, limit = instance.StepTimeoutFailed, &a.retry.TimeoutRetries, &a.retry.TimeoutRetryLimit
+		final = instance.StepTimedOut
+	}
+	a.message = r.Message
+	a.pending = append(a.pending, instance.LogEvent("ERROR", fmt.Sprintf("%s: %s", r.State, r.Message)))
+	if used != nil && *used < *limit && a.node.Step != nil {
+		a.retry.Retryable = true
+		at := time.Now().Add(a.retry.Backoff.Delay(retryStatus, *used+1))
+		a.retryAt = &at
+		return a.finish(ctx, retryStatus, fmt.Sprintf("will retry at %s", at.UTC().Format(time.RFC3339)))
+	}
+	a.retry.Retryable = false
+	if a.node.Common().EffectiveFailureMode() == workflow.FailureModeIgnoreFailure {
+		final = instance.StepCompletedWithError
+	}
+	reason := r.Message
+	if used != nil {
+		reason = fmt.Sprintf("%s (retries exhausted)", r.Message)
+	}
+	return a.finish(ctx, final, reason)
+}

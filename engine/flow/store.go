@@ -1,0 +1,396 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+)
+
+// ErrFenced reports a write refused because this node no longer holds the
+// generation of the flow's group: another node has taken the flow over.
+var ErrFenced = errors.New("flow is owned by another engine node (generation fenced)")
+
+// store holds the engine's SQL. Every write that touches a flow is fenced
+// by the flow's generation.
+type store struct {
+	db *pgxpool.Pool
+}
+
+// Ref names one run of a workflow instance.
+type Ref struct {
+	WorkflowID string `json:"workflow_id"`
+	InstanceID int64  `json:"instance_id"`
+	RunID      int64  `json:"run_id"`
+}
+
+func (r Ref) String() string { return fmt.Sprintf("%s/%d/%d", r.WorkflowID, r.InstanceID, r.RunID) }
+
+// groupClaim is a flow group this node holds at a generation.
+type groupClaim struct {
+	ID         int32
+	Generation int64
+}
+
+func (s *store) ensureGroups(ctx context.Context, count int) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO flow_group (group_id) SELECT g FROM generate_series(0, $1 - 1) AS g ON CONFLICT DO NOTHING`, count)
+	if err != nil {
+		return fmt.Errorf("create flow groups: %w", err)
+	}
+	return nil
+}
+
+const claimGroupsSQL = `
+UPDATE flow_group SET owner = $1, generation = generation + 1, heartbeat_at = now(), expires_at = now() + $2::interval
+WHERE group_id IN (
+    SELECT group_id FROM flow_group
+    WHERE group_id < $4 AND (owner IS NULL OR expires_at IS NULL OR expires_at < now())
+    ORDER BY group_id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED)
+RETURNING group_id, generation`
+
+// claimGroups takes up to limit free or expired groups below count.
+func (s *store) claimGroups(ctx context.Context, node string, lease time.Duration, limit, count int) ([]groupClaim, error) {
+	rows, err := s.db.Query(ctx, claimGroupsSQL, node, lease, limit, count)
+	if err != nil {
+		return nil, fmt.Errorf("claim flow groups: %w", err)
+	}
+	claims, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (groupClaim, error) {
+		var c groupClaim
+		err := r.Scan(&c.ID, &c.Generation)
+		return c, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim flow groups: %w", err)
+	}
+	return claims, nil
+}
+
+const heartbeatSQL = `
+UPDATE flow_group g SET heartbeat_at = now(), expires_at = now() + $2::interval
+FROM unnest($3::integer[], $4::bigint[]) AS h(group_id, generation)
+WHERE g.group_id = h.group_id AND g.generation = h.generation AND g.owner = $1
+RETURNING g.group_id`
+
+// heartbeat extends the lease of the held groups and returns those still held.
+func (s *store) heartbeat(ctx context.Context, node string, lease time.Duration, held []groupClaim) (map[int32]bool, error) {
+	ids := make([]int32, len(held))
+	gens := make([]int64, len(held))
+	for i, c := range held {
+		ids[i], gens[i] = c.ID, c.Generation
+	}
+	rows, err := s.db.Query(ctx, heartbeatSQL, node, lease, ids, gens)
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat flow groups: %w", err)
+	}
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, fmt.Errorf("heartbeat flow groups: %w", err)
+	}
+	out := make(map[int32]bool, len(kept))
+	for _, id := range kept {
+		out[id] = true
+	}
+	return out, nil
+}
+
+// releaseGroups hands groups back so another node can take them at once.
+func (s *store) releaseGroups(ctx context.Context, node string, held []groupClaim) error {
+	ids := make([]int32, len(held))
+	for i, c := range held {
+		ids[i] = c.ID
+	}
+	_, err := s.db.Exec(ctx, `UPDATE flow_group SET owner = NULL, expires_at = NULL WHERE owner = $1 AND group_id = ANY ($2::integer[])`, node, ids)
+	if err != nil {
+		return fmt.Errorf("release flow groups: %w", err)
+	}
+	return nil
+}
+
+// instanceRow is what the engine reads of a workflow instance.
+type instanceRow struct {
+	Ref
+	Version        int64
+	GroupCount     int32
+	GroupID        int32
+	Status         instance.WorkflowStatus
+	Seq            int64
+	Definition     []byte
+	RunParams      []byte
+	Params         []byte
+	TimeoutSeconds int64
+	StartTime      *time.Time
+}
+
+const instanceColumns = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
+    definition, run_params, params, timeout_seconds, start_time`
+
+func scanInstance(r pgx.CollectableRow) (instanceRow, error) {
+	var i instanceRow
+	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq,
+		&i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime)
+	return i, err
+}
+
+// adoptFlows stamps every live flow of a just-claimed group with the new
+// generation and returns them. The row locks this takes wait for writes
+// still in flight from the previous owner; once it commits, that owner's
+// writes are refused.
+func (s *store) adoptFlows(ctx context.Context, group int32, gen int64) ([]instanceRow, error) {
+	rows, err := s.db.Query(ctx, `UPDATE workflow_instance SET generation = $2
+        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED')
+        RETURNING `+instanceColumns, group, gen)
+	if err != nil {
+		return nil, fmt.Errorf("adopt flows of group %d: %w", group, err)
+	}
+	flows, err := pgx.CollectRows(rows, scanInstance)
+	if err != nil {
+		return nil, fmt.Errorf("adopt flows of group %d: %w", group, err)
+	}
+	return flows, nil
+}
+
+const startFlowSQL = `
+WITH owned AS (
+    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR SHARE)
+UPDATE workflow_instance SET
+    generation = $5,
+    status = CASE WHEN status = 'CREATED' THEN 'IN_PROGRESS' ELSE status END,
+    start_time = COALESCE(start_time, now()),
+    seq = seq + 1,
+    timeline = CASE WHEN status = 'CREATED' THEN timeline || $7::jsonb ELSE timeline END,
+    modify_time = now()
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+  AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')
+  AND EXISTS (SELECT 1 FROM owned)
+RETURNING ` + instanceColumns
+
+// startFlow moves a CREATED instance to IN_PROGRESS under this node's
+// generation (or re-stamps one already running) and returns it. ok is false
+// when the instance is over or unknown. The share lock on the group row
+// makes a concurrent takeover wait for this write, so the new owner's
+// adoption sees it.
+func (s *store) startFlow(ctx context.Context, ref Ref, group int32, gen int64, node string) (instanceRow, bool, error) {
+	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)})
+	rows, err := s.db.Query(ctx, startFlowSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node, ev)
+	if err != nil {
+		return instanceRow{}, false, fmt.Errorf("start flow %s: %w", ref, err)
+	}
+	row, err := pgx.CollectExactlyOneRow(rows, scanInstance)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var live bool
+		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flow_group WHERE group_id = $1 AND generation = $2 AND owner = $3)`, group, gen, node).Scan(&live); err != nil {
+			return instanceRow{}, false, fmt.Errorf("check group %d: %w", group, err)
+		}
+		if !live {
+			return instanceRow{}, false, ErrFenced
+		}
+		return instanceRow{}, false, nil
+	}
+	if err != nil {
+		return instanceRow{}, false, fmt.Errorf("start flow %s: %w", ref, err)
+	}
+	return row, true, nil
+}
+
+// instanceUpdate is one write-through of a flow's own state.
+type instanceUpdate struct {
+	Status   instance.WorkflowStatus
+	Params   []byte // nil keeps the stored params
+	Timeline []instance.TimelineEvent
+	End      bool
+}
+
+const updateInstanceSQL = `
+UPDATE workflow_instance SET
+    status = $5, seq = seq + 1,
+    params = COALESCE($6::jsonb, params),
+    timeline = timeline || $7::jsonb,
+    end_time = CASE WHEN $8 THEN now() ELSE end_time END,
+    modify_time = now()
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4`
+
+func (s *store) updateInstance(ctx context.Context, ref Ref, gen int64, u instanceUpdate) error {
+	ev, _ := json.Marshal(orEmpty(u.Timeline))
+	var params any
+	if u.Params != nil {
+		params = u.Params
+	}
+	tag, err := s.db.Exec(ctx, updateInstanceSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen, u.Status, params, ev, u.End)
+	if err != nil {
+		return fmt.Errorf("update flow %s: %w", ref, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+func orEmpty(ev []instance.TimelineEvent) []instance.TimelineEvent {
+	if ev == nil {
+		return []instance.TimelineEvent{}
+	}
+	return ev
+}
+
+// stepRow is one step attempt as stored.
+type stepRow struct {
+	StepID    string
+	AttemptID int64
+	UUID      string
+	Status    instance.StepStatus
+	Seq       int64
+	Type      string
+	Params    []byte
+	Outputs   []byte
+	Runtime   runtimeState
+	Retry     instance.RetryInfo
+	StartTime *time.Time
+	EndTime   *time.Time
+}
+
+// runtimeState is the step_instance.runtime_state column: what a restarted
+// engine needs to resume the attempt.
+type runtimeState struct {
+	// Data is the runtime's own data (stepruntime.Result.Data).
+	Data map[string]any `json:"data,omitempty"`
+	// RetryAt is when the next attempt is due, for a failed attempt that
+	// will be retried.
+	RetryAt *time.Time `json:"retry_at,omitempty"`
+	// Message is the last runtime message.
+	Message string `json:"message,omitempty"`
+}
+
+// loadLatestAttempts returns the newest attempt of each step of a run.
+func (s *store) loadLatestAttempts(ctx context.Context, ref Ref) ([]stepRow, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (step_id)
+            step_id, attempt_id, uuid::text, status, seq, step_type, params, outputs, runtime_state, retry, start_time, end_time
+        FROM step_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+        ORDER BY step_id, attempt_id DESC`, ref.WorkflowID, ref.InstanceID, ref.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("load steps of %s: %w", ref, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (stepRow, error) {
+		var s stepRow
+		err := r.Scan(&s.StepID, &s.AttemptID, &s.UUID, &s.Status, &s.Seq, &s.Type, &s.Params, &s.Outputs,
+			&s.Runtime, &s.Retry, &s.StartTime, &s.EndTime)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load steps of %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// stepWrite is one write-through of a step attempt: its new status and the
+// timeline events of every transition since the last write.
+type stepWrite struct {
+	Status   instance.StepStatus
+	Seq      int64 // the new seq; the stored one must be Seq-1 (0 for an insert)
+	Params   []byte
+	Outputs  []byte
+	Runtime  runtimeState
+	Retry    instance.RetryInfo
+	Timeline []instance.TimelineEvent
+	Start    bool // set start_time now
+	End      bool // set end_time now
+}
+
+const insertStepSQL = `
+WITH fence AS (
+    SELECT 1 FROM workflow_instance
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 FOR SHARE)
+INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
+    params, outputs, runtime_state, retry, timeline, start_time, end_time)
+SELECT $1, $2, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+    CASE WHEN $16 THEN now() END, CASE WHEN $17 THEN now() END
+FROM fence`
+
+func (s *store) insertStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, uuid, stepType string, w stepWrite) error {
+	ev, _ := json.Marshal(orEmpty(w.Timeline))
+	tag, err := s.db.Exec(ctx, insertStepSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen,
+		stepID, attempt, uuid, w.Status, w.Seq, stepType, jsonOr(w.Params), jsonOr(w.Outputs), w.Runtime, w.Retry, ev, w.Start, w.End)
+	if err != nil {
+		return fmt.Errorf("insert step %s attempt %d of %s: %w", stepID, attempt, ref, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+const updateStepSQL = `
+WITH fence AS (
+    SELECT 1 FROM workflow_instance
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 FOR SHARE)
+UPDATE step_instance SET
+    status = $7, seq = $8,
+    params = COALESCE($9::jsonb, params),
+    outputs = COALESCE($10::jsonb, outputs),
+    runtime_state = $11, retry = $12,
+    timeline = timeline || $13::jsonb,
+    start_time = CASE WHEN $14 THEN now() ELSE start_time END,
+    end_time = CASE WHEN $15 THEN now() ELSE end_time END,
+    modify_time = now()
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $5 AND attempt_id = $6
+  AND seq = $8 - 1
+  AND EXISTS (SELECT 1 FROM fence)`
+
+func (s *store) updateStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, w stepWrite) error {
+	ev, _ := json.Marshal(orEmpty(w.Timeline))
+	var params, outputs any
+	if w.Params != nil {
+		params = w.Params
+	}
+	if w.Outputs != nil {
+		outputs = w.Outputs
+	}
+	tag, err := s.db.Exec(ctx, updateStepSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen, stepID, attempt,
+		w.Status, w.Seq, params, outputs, w.Runtime, w.Retry, ev, w.Start, w.End)
+	if err != nil {
+		return fmt.Errorf("update step %s attempt %d of %s: %w", stepID, attempt, ref, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+func jsonOr(b []byte) []byte {
+	if b == nil {
+		return []byte("{}")
+	}
+	return b
+}
+
+// stopCreated ends an instance the engine has not started yet.
+func (s *store) stopCreated(ctx context.Context, ref Ref, status instance.WorkflowStatus, reason string) (bool, error) {
+	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(status), reason)})
+	tag, err := s.db.Exec(ctx, `UPDATE workflow_instance SET status = $4, seq = seq + 1, end_time = now(), modify_time = now(),
+            timeline = timeline || $5::jsonb
+        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED'`,
+		ref.WorkflowID, ref.InstanceID, ref.RunID, status, ev)
+	if err != nil {
+		return false, fmt.Errorf("stop created instance %s: %w", ref, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// isLive reports whether a run has not ended.
+func (s *store) isLive(ctx context.Context, ref Ref) (bool, error) {
+	var live bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instance
+        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED'))`,
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&live)
+	if err != nil {
+		return false, fmt.Errorf("check run %s: %w", ref, err)
+	}
+	return live, nil
+}

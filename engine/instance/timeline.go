@@ -1,0 +1,75 @@
+package instance
+
+import "time"
+
+// TimelineEvent is one entry of a workflow instance's or step attempt's
+// timeline: a status change with its reason, or a log line.
+type TimelineEvent struct {
+	Type      string `json:"type"` // STATUS or LOG
+	Timestamp int64  `json:"timestamp"`
+	Status    string `json:"status,omitempty"`
+	Level     string `json:"level,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
+
+// StatusEvent records entering status, with why.
+func StatusEvent(status, reason string) TimelineEvent {
+	return TimelineEvent{Type: "STATUS", Timestamp: time.Now().UnixMilli(), Status: status, Message: reason}
+}
+
+// LogEvent records a message.
+func LogEvent(level, msg string) TimelineEvent {
+	return TimelineEvent{Type: "LOG", Timestamp: time.Now().UnixMilli(), Level: level, Message: msg}
+}
+
+// RetryInfo counts an attempt's retries against its limits, as Maestro's
+// step retry info does.
+type RetryInfo struct {
+	ErrorRetries       int64 `json:"error_retries"`
+	ErrorRetryLimit    int64 `json:"error_retry_limit"`
+	PlatformRetries    int64 `json:"platform_retries"`
+	PlatformRetryLimit int64 `json:"platform_retry_limit"`
+	TimeoutRetries     int64 `json:"timeout_retries"`
+	TimeoutRetryLimit  int64 `json:"timeout_retry_limit"`
+	ManualRetries      int64 `json:"manual_retries"`
+	// Retryable is false once a failure used up its limit.
+	Retryable bool `json:"retryable"`
+	// Backoff holds the delays in seconds, resolved at the first attempt.
+	Backoff Backoff `json:"backoff"`
+}
+
+// Backoff is a resolved retry backoff policy.
+type Backoff struct {
+	Exponential         bool  `json:"exponential"`
+	ErrorBackoffSecs    int64 `json:"error_backoff_secs"`
+	ErrorExponent       int64 `json:"error_exponent"`
+	ErrorLimitSecs      int64 `json:"error_limit_secs"`
+	PlatformBackoffSecs int64 `json:"platform_backoff_secs"`
+	PlatformExponent    int64 `json:"platform_exponent"`
+	PlatformLimitSecs   int64 `json:"platform_limit_secs"`
+	TimeoutBackoffSecs  int64 `json:"timeout_backoff_secs"`
+	TimeoutExponent     int64 `json:"timeout_exponent"`
+	TimeoutLimitSecs    int64 `json:"timeout_limit_secs"`
+}
+
+// Delay is how long to wait before retrying after the n-th failure
+// (n counts from 1) of the given kind.
+func (b Backoff) Delay(kind StepStatus, n int64) time.Duration {
+	base, exp, limit := b.ErrorBackoffSecs, b.ErrorExponent, b.ErrorLimitSecs
+	switch kind {
+	case StepPlatformFailed:
+		base, exp, limit = b.PlatformBackoffSecs, b.PlatformExponent, b.PlatformLimitSecs
+	case StepTimeoutFailed:
+		base, exp, limit = b.TimeoutBackoffSecs, b.TimeoutExponent, b.TimeoutLimitSecs
+	}
+	secs := base
+	if b.Exponential {
+		for i := int64(1); i < n && secs < limit; i++ {
+			secs *= max(exp, 1)
+		}
+		if limit > 0 {
+			secs = min(secs, limit)
+		}
+	}
+	return time.Duration(secs) * time.Second
+}

@@ -1,0 +1,194 @@
+// Package queue is the transactional outbox that carries work to the engine.
+//
+// A producer inserts a message in the same transaction as the change it
+// announces (Enqueue) and wakes the engine with pg_notify in that
+// transaction. The engine node that owns the message's flow group claims it,
+// processes it and deletes it. Claims time out, so a message whose worker
+// died is re-offered by the sweeper: delivery is at least once, and
+// processors are idempotent so the effect is exactly once.
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ID partitions messages by kind, as Maestro's queue ids do.
+type ID int16
+
+// Queue ids.
+const (
+	StartWorkflow  ID = 1
+	InstanceAction ID = 2
+	StepUpdate     ID = 3
+	Notification   ID = 4
+	DeleteWorkflow ID = 5
+)
+
+func (q ID) String() string {
+	switch q {
+	case StartWorkflow:
+		return "start_workflow"
+	case InstanceAction:
+		return "instance_action"
+	case StepUpdate:
+		return "step_update"
+	case Notification:
+		return "notification"
+	case DeleteWorkflow:
+		return "delete_workflow"
+	}
+	return fmt.Sprintf("queue_%d", int16(q))
+}
+
+// Channel is the pg_notify channel producers wake the engine on.
+const Channel = "maestro_queue"
+
+// Message is one outbox row.
+type Message struct {
+	Queue ID    `json:"q"`
+	ID    int64 `json:"id"`
+	// Group is the flow group the message targets, or -1 for any node.
+	Group   int32           `json:"g"`
+	Payload json.RawMessage `json:"-"`
+}
+
+// AnyGroup marks a message that any engine node may process.
+const AnyGroup int32 = -1
+
+// Execer is what Enqueue needs: a transaction in practice.
+type Execer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+const enqueueSQL = `
+INSERT INTO maestro_queue (queue_id, group_id, payload)
+VALUES ($1, NULLIF($2::integer, -1), $3)
+RETURNING message_id`
+
+// Enqueue inserts a message and notifies the engine, inside tx. The message
+// becomes visible, and the notification is delivered, only if tx commits.
+func Enqueue(ctx context.Context, tx Execer, q ID, group int32, payload any) (Message, error) {
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return Message{}, fmt.Errorf("encode %s message: %w", q, err)
+	}
+	m := Message{Queue: q, Group: group, Payload: body}
+	if err := tx.QueryRow(ctx, enqueueSQL, q, group, body).Scan(&m.ID); err != nil {
+		return Message{}, fmt.Errorf("enqueue %s message: %w", q, err)
+	}
+	note, _ := json.Marshal(m)
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, string(note)); err != nil {
+		return Message{}, fmt.Errorf("notify %s message: %w", q, err)
+	}
+	return m, nil
+}
+
+// ParseNotification decodes a pg_notify payload written by Enqueue.
+func ParseNotification(payload string) (Message, error) {
+	var m Message
+	if err := json.Unmarshal([]byte(payload), &m); err != nil {
+		return Message{}, fmt.Errorf("decode queue notification: %w", err)
+	}
+	if m.Queue == 0 || m.ID == 0 {
+		return Message{}, errors.New("decode queue notification: missing queue or id")
+	}
+	return m, nil
+}
+
+// Querier is what the store needs: a pool in practice.
+type Querier interface {
+	Execer
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Store claims and deletes messages.
+type Store struct {
+	db Querier
+}
+
+// NewStore wraps db.
+func NewStore(db Querier) *Store { return &Store{db: db} }
+
+const claimSQL = `
+UPDATE maestro_queue SET owned_by = $3, owned_until = now() + $4::interval
+WHERE queue_id = $1 AND message_id = $2 AND (owned_until IS NULL OR owned_until < now())
+RETURNING COALESCE(group_id, -1), payload`
+
+// Claim takes ownership of one message for ttl. ok is false when the message
+// is gone or another worker holds a live claim.
+func (s *Store) Claim(ctx context.Context, q ID, id int64, node string, ttl time.Duration) (Message, bool, error) {
+	m := Message{Queue: q, ID: id}
+	err := s.db.QueryRow(ctx, claimSQL, q, id, node, ttl).Scan(&m.Group, &m.Payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Message{}, false, nil
+	}
+	if err != nil {
+		return Message{}, false, fmt.Errorf("claim %s message %d: %w", q, id, err)
+	}
+	return m, true, nil
+}
+
+const claimDueSQL = `
+UPDATE maestro_queue SET owned_by = $2, owned_until = now() + $3::interval
+WHERE (queue_id, message_id) IN (
+    SELECT queue_id, message_id FROM maestro_queue
+    WHERE queue_id = ANY ($5::smallint[])
+      AND (group_id = ANY ($1::integer[]) OR group_id IS NULL)
+      AND (owned_until IS NULL OR owned_until < now())
+    ORDER BY message_id
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED)
+RETURNING queue_id, message_id, COALESCE(group_id, -1), payload`
+
+// ClaimDue claims up to limit messages of the given queues that nobody
+// holds, for the given groups and for any-node messages. The sweeper uses it to pick up messages
+// whose notification was missed or whose worker died.
+func (s *Store) ClaimDue(ctx context.Context, queues []ID, groups []int32, node string, ttl time.Duration, limit int) ([]Message, error) {
+	rows, err := s.db.Query(ctx, claimDueSQL, groups, node, ttl, limit, queues)
+	if err != nil {
+		return nil, fmt.Errorf("claim due messages: %w", err)
+	}
+	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
+		var m Message
+		err := r.Scan(&m.Queue, &m.ID, &m.Group, &m.Payload)
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim due messages: %w", err)
+	}
+	return msgs, nil
+}
+
+// Delete removes a processed message.
+func (s *Store) Delete(ctx context.Context, m Message) error {
+	if _, err := s.db.Exec(ctx, "DELETE FROM maestro_queue WHERE queue_id = $1 AND message_id = $2", m.Queue, m.ID); err != nil {
+		return fmt.Errorf("delete %s message %d: %w", m.Queue, m.ID, err)
+	}
+	return nil
+}
+
+// Release gives a claimed message back at once, for a worker that could not
+// process it now (for example because it lost the message's group).
+func (s *Store) Release(ctx context.Context, m Message) error {
+	if _, err := s.db.Exec(ctx, "UPDATE maestro_queue SET owned_by = NULL, owned_until = NULL WHERE queue_id = $1 AND message_id = $2", m.Queue, m.ID); err != nil {
+		return fmt.Errorf("release %s message %d: %w", m.Queue, m.ID, err)
+	}
+	return nil
+}
+
+// Defer keeps a claimed message out of reach for delay, after which the
+// sweeper offers it again. Workers use it when processing failed.
+func (s *Store) Defer(ctx context.Context, m Message, delay time.Duration) error {
+	if _, err := s.db.Exec(ctx, "UPDATE maestro_queue SET owned_until = now() + $3::interval WHERE queue_id = $1 AND message_id = $2", m.Queue, m.ID, delay); err != nil {
+		return fmt.Errorf("defer %s message %d: %w", m.Queue, m.ID, err)
+	}
+	return nil
+}

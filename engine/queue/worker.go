@@ -1,0 +1,280 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Handler processes one claimed message. Returning nil deletes the message;
+// an error leaves it to be offered again after the retry delay. Handlers must
+// be idempotent: a message may be delivered more than once.
+type Handler func(ctx context.Context, m Message) error
+
+// WorkerConfig configures a Worker.
+type WorkerConfig struct {
+	// Node names this process in claims. Required.
+	Node string
+	// Store claims and deletes messages. Required.
+	Store *Store
+	// Listen opens a dedicated connection for LISTEN. Required.
+	Listen func(ctx context.Context) (*pgx.Conn, error)
+	// Groups returns the flow groups this node owns now. Required.
+	Groups func() []int32
+	// Owns reports whether this node owns a group now. Required.
+	Owns func(group int32) bool
+	// Handlers by queue id. Messages of other queues are left alone.
+	Handlers map[ID]Handler
+	// WorkersPerQueue is how many messages of one queue run at once
+	// (default 4).
+	WorkersPerQueue int
+	// ClaimTTL is how long a claim lasts before the sweeper re-offers the
+	// message (default 30s).
+	ClaimTTL time.Duration
+	// RetryDelay is how long a failed message waits (default 1s).
+	RetryDelay time.Duration
+	// SweepInterval is how often unclaimed messages are looked for
+	// (default 1s).
+	SweepInterval time.Duration
+	// Logger is required.
+	Logger *slog.Logger
+}
+
+func (c *WorkerConfig) validate() error {
+	if c.Node == "" || c.Store == nil || c.Listen == nil || c.Groups == nil || c.Owns == nil || c.Logger == nil {
+		return errors.New("queue: WorkerConfig needs Node, Store, Listen, Groups, Owns and Logger")
+	}
+	if c.WorkersPerQueue <= 0 {
+		c.WorkersPerQueue = 4
+	}
+	if c.ClaimTTL <= 0 {
+		c.ClaimTTL = 30 * time.Second
+	}
+	if c.RetryDelay <= 0 {
+		c.RetryDelay = time.Second
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = time.Second
+	}
+	return nil
+}
+
+// Worker receives messages three ways: Offer from producers in this process
+// right after their commit, LISTEN notifications from other processes, and
+// the periodic sweep. Each is claimed before it is processed, so a message
+// offered twice runs once at a time.
+type Worker struct {
+	cfg    WorkerConfig
+	lanes  map[ID]chan delivery
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// delivery is a message on its way to a handler; claimed says whether this
+// node already holds the claim.
+type delivery struct {
+	m       Message
+	claimed bool
+}
+
+// NewWorker validates cfg.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, lanes: map[ID]chan delivery{}}
+	for q := range cfg.Handlers {
+		w.lanes[q] = make(chan delivery, 1024)
+	}
+	return w, nil
+}
+
+// Start starts the listener, the sweeper and the workers; it does not block.
+func (w *Worker) Start(ctx context.Context) error {
+	ctx, w.cancel = context.WithCancel(ctx)
+	for q, lane := range w.lanes {
+		for range w.cfg.WorkersPerQueue {
+			w.wg.Add(1)
+			go w.work(ctx, w.cfg.Handlers[q], lane)
+		}
+	}
+	w.wg.Add(2)
+	go w.listen(ctx)
+	go w.sweep(ctx)
+	return nil
+}
+
+// Stop stops everything and waits for handlers in flight. Idempotent.
+func (w *Worker) Stop() {
+	w.once.Do(func() {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		w.wg.Wait()
+	})
+}
+
+// Offer hands a committed message to this node's workers at once.
+func (w *Worker) Offer(m Message) {
+	w.deliver(delivery{m: m})
+}
+
+// Sweep looks for unclaimed messages now instead of waiting for the next
+// tick; the engine calls it after claiming groups.
+func (w *Worker) Sweep(ctx context.Context) {
+	w.sweepOnce(ctx)
+}
+
+func (w *Worker) deliver(d delivery) {
+	lane, ok := w.lanes[d.m.Queue]
+	if !ok {
+		return
+	}
+	if d.m.Group != AnyGroup && !w.cfg.Owns(d.m.Group) {
+		return
+	}
+	select {
+	case lane <- d:
+	default:
+		// The lane is full: the sweeper will offer the message again.
+	}
+}
+
+func (w *Worker) work(ctx context.Context, h Handler, lane <-chan delivery) {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-lane:
+			w.process(ctx, h, d)
+		}
+	}
+}
+
+func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
+	m := d.m
+	if !d.claimed {
+		claimed, ok, err := w.cfg.Store.Claim(ctx, m.Queue, m.ID, w.cfg.Node, w.cfg.ClaimTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.cfg.Logger.Warn("claim queue message", "queue", m.Queue.String(), "message_id", m.ID, "error", err.Error())
+			}
+			return
+		}
+		if !ok {
+			return // processed already, or another worker holds it
+		}
+		m = claimed
+	}
+	if err := w.run(ctx, h, m); err != nil {
+		if ctx.Err() != nil {
+			return // shutting down; the claim expires and another node retries
+		}
+		w.cfg.Logger.Warn("queue message failed; will retry", "queue", m.Queue.String(), "message_id", m.ID, "error", err.Error())
+		if err := w.cfg.Store.Defer(ctx, m, w.cfg.RetryDelay); err != nil {
+			w.cfg.Logger.Warn("defer queue message", "error", err.Error())
+		}
+		return
+	}
+	if err := w.cfg.Store.Delete(ctx, m); err != nil && ctx.Err() == nil {
+		w.cfg.Logger.Warn("delete queue message", "queue", m.Queue.String(), "message_id", m.ID, "error", err.Error())
+	}
+}
+
+// run calls h, turning a panic into an error so one bad message cannot take
+// the process down.
+func (w *Worker) run(ctx context.Context, h Handler, m Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler panic: %v", v)
+		}
+	}()
+	return h(ctx, m)
+}
+
+func (w *Worker) listen(ctx context.Context) {
+	defer w.wg.Done()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := w.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		w.cfg.Logger.Warn("queue listener lost its connection; reconnecting", "error", fmt.Sprint(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (w *Worker) listenOnce(ctx context.Context) error {
+	conn, err := w.cfg.Listen(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	// Anything sent while we were not listening is found by a sweep.
+	w.sweepOnce(ctx)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		m, err := ParseNotification(n.Payload)
+		if err != nil {
+			w.cfg.Logger.Warn("ignore queue notification", "error", err.Error())
+			continue
+		}
+		w.deliver(delivery{m: m})
+	}
+}
+
+func (w *Worker) sweep(ctx context.Context) {
+	defer w.wg.Done()
+	t := time.NewTicker(w.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.sweepOnce(ctx)
+		}
+	}
+}
+
+func (w *Worker) sweepOnce(ctx context.Context) {
+	groups := w.cfg.Groups()
+	queues := make([]ID, 0, len(w.lanes))
+	for q := range w.lanes {
+		queues = append(queues, q)
+	}
+	msgs, err := w.cfg.Store.ClaimDue(ctx, queues, groups, w.cfg.Node, w.cfg.ClaimTTL, 256)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.cfg.Logger.Warn("sweep queue", "error", err.Error())
+		}
+		return
+	}
+	for _, m := range msgs {
+		lane := w.lanes[m.Queue]
+		select {
+		case lane <- delivery{m: m, claimed: true}:
+		default:
+			_ = w.cfg.Store.Release(ctx, m)
+		}
+	}
+}

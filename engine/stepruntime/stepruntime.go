@@ -1,0 +1,165 @@
+// Package stepruntime defines how the engine drives one step attempt and
+// holds the built-in runtimes (NoOp and Sleep).
+//
+// The engine calls Start once (again after a crash, so Start must be
+// idempotent), then Execute until it returns something other than
+// Continue, and Terminate when the attempt is stopped, killed or timed out.
+// Calls run on the engine's bounded worker pool, never inside an actor.
+package stepruntime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// State is what a runtime call reports.
+type State int
+
+// Runtime states, as in Maestro.
+const (
+	// Continue: not done yet; call Execute again after NextPollDelay.
+	Continue State = iota
+	// Done: the phase finished successfully.
+	Done
+	// UserError: the user's job failed; retried within error_retry_limit.
+	UserError
+	// PlatformError: the platform failed; retried within platform_retry_limit.
+	PlatformError
+	// FatalError: failed for good; not retried.
+	FatalError
+	// Stopped: the job was stopped.
+	Stopped
+	// TimedOut: the job ran out of time; retried within timeout_retry_limit.
+	TimedOut
+)
+
+var stateNames = [...]string{"CONTINUE", "DONE", "USER_ERROR", "PLATFORM_ERROR", "FATAL_ERROR", "STOPPED", "TIMED_OUT"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Result is the outcome of one runtime call.
+type Result struct {
+	State State
+	// NextPollDelay is when to call Execute again after Continue.
+	NextPollDelay time.Duration
+	// Message explains the state; it goes on the step's timeline.
+	Message string
+	// Outputs are output params the step produced.
+	Outputs map[string]any
+	// Data replaces the attempt's runtime data (for example an external job
+	// id) and is persisted with the state, so a restarted engine resumes it.
+	Data map[string]any
+}
+
+// Attempt is what a runtime sees of the step attempt it runs.
+type Attempt struct {
+	WorkflowID string
+	InstanceID int64
+	RunID      int64
+	StepID     string
+	AttemptID  int64
+	Type       string
+	// Params are the step's evaluated params.
+	Params map[string]any
+	// Config holds the type's own fields from the definition.
+	Config map[string]json.RawMessage
+	// StartTime is when the attempt entered STARTING (stable across restarts).
+	StartTime time.Time
+	// Data is the runtime data the last call returned.
+	Data map[string]any
+}
+
+// Runtime runs steps of one type.
+type Runtime interface {
+	Start(ctx context.Context, a *Attempt) Result
+	Execute(ctx context.Context, a *Attempt) Result
+	Terminate(ctx context.Context, a *Attempt) Result
+}
+
+// Registry maps step types to runtimes.
+type Registry map[string]Runtime
+
+// Builtins returns the runtimes every engine has.
+func Builtins() Registry {
+	return Registry{"NoOp": NoOp{}, "Sleep": Sleep{Now: time.Now}}
+}
+
+// NoOp succeeds at once.
+type NoOp struct{}
+
+// Start implements Runtime.
+func (NoOp) Start(context.Context, *Attempt) Result { return Result{State: Done} }
+
+// Execute implements Runtime.
+func (NoOp) Execute(context.Context, *Attempt) Result { return Result{State: Done} }
+
+// Terminate implements Runtime.
+func (NoOp) Terminate(context.Context, *Attempt) Result { return Result{State: Stopped} }
+
+// Sleep succeeds once sleep_seconds (a step param, or a field of the step)
+// have passed since the attempt started. It holds no worker while waiting:
+// Execute returns Continue with the time left.
+type Sleep struct {
+	Now func() time.Time
+}
+
+// Start implements Runtime.
+func (s Sleep) Start(_ context.Context, a *Attempt) Result {
+	if _, err := sleepFor(a); err != nil {
+		return Result{State: FatalError, Message: err.Error()}
+	}
+	return Result{State: Done}
+}
+
+// Execute implements Runtime.
+func (s Sleep) Execute(_ context.Context, a *Attempt) Result {
+	d, err := sleepFor(a)
+	if err != nil {
+		return Result{State: FatalError, Message: err.Error()}
+	}
+	left := a.StartTime.Add(d).Sub(s.Now())
+	if left > 0 {
+		return Result{State: Continue, NextPollDelay: left}
+	}
+	return Result{State: Done, Message: fmt.Sprintf("slept %s", d)}
+}
+
+// Terminate implements Runtime.
+func (Sleep) Terminate(context.Context, *Attempt) Result { return Result{State: Stopped} }
+
+func sleepFor(a *Attempt) (time.Duration, error) {
+	var secs float64
+	switch v := a.Params["sleep_seconds"].(type) {
+	case int64:
+		secs = float64(v)
+	case float64:
+		secs = v
+	case nil:
+		raw, ok := a.Config["sleep_seconds"]
+		if !ok {
+			return 0, fmt.Errorf("Sleep step needs sleep_seconds")
+		}
+		var text string
+		if json.Unmarshal(raw, &text) == nil {
+			return workflow.ParseDuration(text)
+		}
+		if err := json.Unmarshal(raw, &secs); err != nil {
+			return 0, fmt.Errorf("sleep_seconds must be a number or a duration: %w", err)
+		}
+	default:
+		return 0, fmt.Errorf("sleep_seconds must be a number, got %T", v)
+	}
+	if secs < 0 {
+		return 0, fmt.Errorf("sleep_seconds must not be negative")
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
