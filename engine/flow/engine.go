@@ -43,6 +43,10 @@ type Config struct {
 	// HeartbeatInterval is how often leases are renewed and free groups
 	// claimed (default Lease/5).
 	HeartbeatInterval time.Duration
+	// ReconcileInterval is how often the live flows of owned groups are
+	// compared with the database, so a flow missing from memory for any
+	// reason is rebuilt (default 30s). Events drive everything else.
+	ReconcileInterval time.Duration
 	// Workers bounds concurrent step runtime calls (default 64).
 	Workers int
 	// Runtimes by step type (default stepruntime.Builtins()).
@@ -53,8 +57,9 @@ type Config struct {
 	Queue queue.WorkerConfig
 	// Logger is required.
 	Logger *slog.Logger
-	// Observer, when set, is told of every step status the engine has
-	// written; benchmarks use it to measure latencies.
+	// Observer, when set, is told of every step transition once it is
+	// written, with the time the transition happened; benchmarks use it to
+	// measure latencies.
 	Observer func(ref Ref, stepID string, attempt int64, status instance.StepStatus, at time.Time)
 	// FlowObserver, when set, is told of every run that ended.
 	FlowObserver func(ref Ref, status instance.WorkflowStatus, at time.Time)
@@ -80,6 +85,9 @@ func (c *Config) defaults() error {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = c.Lease / 5
 	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = 30 * time.Second
+	}
 	if c.Workers <= 0 {
 		c.Workers = 64
 	}
@@ -91,11 +99,12 @@ func (c *Config) defaults() error {
 
 // Engine is one engine node.
 type Engine struct {
-	cfg    Config
-	db     *pgxpool.Pool
-	store  *store
-	pool   *workerPool
-	worker *queue.Worker
+	cfg     Config
+	db      *pgxpool.Pool
+	relaxed *pgxpool.Pool // queue bookkeeping, synchronous_commit off
+	store   *store
+	pool    *workerPool
+	worker  *queue.Worker
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -155,9 +164,21 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, db: db, store: &store{db: db}, pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1)}
+	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
+	// in a crash only redelivers a message, and every handler is
+	// idempotent. Engine state writes stay synchronous.
+	relaxedCfg := db.Config().Copy()
+	relaxedCfg.MaxConns = 4
+	relaxedCfg.MinConns = 0
+	relaxedCfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	relaxed, err := pgxpool.NewWithConfig(context.Background(), relaxedCfg)
+	if err != nil {
+		return nil, fmt.Errorf("open queue pool: %w", err)
+	}
+	e.relaxed = relaxed
 	qc := cfg.Queue
 	qc.Node = cfg.NodeID
-	qc.Store = queue.NewStore(db)
+	qc.Store = queue.NewStore(relaxed)
 	qc.Listen = func(ctx context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy())
 	}
@@ -173,6 +194,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	qc.Handlers[queue.InstanceAction] = e.handleAction
 	w, err := queue.NewWorker(qc)
 	if err != nil {
+		relaxed.Close()
 		return nil, err
 	}
 	e.worker = w
@@ -221,6 +243,7 @@ func (e *Engine) Stop() {
 		if err := e.store.releaseGroups(ctx, e.cfg.NodeID, held); err != nil {
 			e.cfg.Logger.Warn("release flow groups", "error", err.Error())
 		}
+		e.relaxed.Close()
 	})
 }
 
@@ -251,12 +274,16 @@ func (e *Engine) loop() {
 	defer e.wg.Done()
 	t := time.NewTicker(e.cfg.HeartbeatInterval)
 	defer t.Stop()
+	r := time.NewTicker(e.cfg.ReconcileInterval)
+	defer r.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
 		case <-t.C:
 			e.tick(e.ctx)
+		case <-r.C:
+			e.readoptAll(e.ctx)
 		case <-e.readopt:
 			e.readoptAll(e.ctx)
 		}
@@ -406,7 +433,7 @@ func (e *Engine) readoptAll(ctx context.Context) {
 }
 
 // runFlow starts the actor of a live run unless one is running already.
-func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, runParams workflow.Params) error {
+func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramErr error) error {
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running {
 		g.mu.Unlock()
@@ -430,7 +457,7 @@ func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, runPara
 	g.flows[row.Ref] = f
 	g.mu.Unlock()
 	e.wg.Add(1)
-	go f.run(runParams, steps)
+	go f.run(paramErr, steps)
 	return nil
 }
 
@@ -461,17 +488,41 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	if g.lookup(msg.Ref) != nil {
 		return nil // already running: a repeated delivery
 	}
-	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID)
+	// Evaluate the params first so that the CREATED -> IN_PROGRESS write
+	// stores them too: one write instead of two on the start path.
+	pending, ok, err := e.store.readCreated(ctx, msg.Ref)
+	if err != nil {
+		return err
+	}
+	var paramsJSON []byte
+	var paramErr error
+	if ok {
+		paramsJSON, paramErr = evaluateStartParams(ctx, pending)
+	}
+	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON)
 	if err != nil || !ok {
 		return err
+	}
+	return e.runFlow(ctx, g, row, paramErr)
+}
+
+// evaluateStartParams evaluates a CREATED run's workflow params.
+func evaluateStartParams(ctx context.Context, row createdRow) ([]byte, error) {
+	var wf workflow.Workflow
+	if err := json.Unmarshal(row.Definition, &wf); err != nil {
+		return nil, fmt.Errorf("decode definition: %w", err)
 	}
 	var runParams workflow.Params
 	if len(row.RunParams) > 2 {
 		if err := json.Unmarshal(row.RunParams, &runParams); err != nil {
-			return fmt.Errorf("decode run params of %s: %w", msg.Ref, err)
+			return nil, fmt.Errorf("decode run params: %w", err)
 		}
 	}
-	return e.runFlow(ctx, g, row, runParams)
+	vals, err := workflowParams(ctx, &wf, runParams)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(vals)
 }
 
 // actionTimeout bounds how long an action waits for the run to stop before

@@ -8,5 +8,6 @@ func (e *Engine) Crash() {
 		e.cancel()
 		e.worker.Stop()
 		e.wg.Wait()
+		e.relaxed.Close()
 	})
 }

@@ -111,7 +111,7 @@ func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
 	if row.StartTime != nil {
 		f.started = *row.StartTime
 	}
-	if len(row.Params) > 2 {
+	if len(row.Params) > 0 {
 		if err := json.Unmarshal(row.Params, &f.params); err != nil {
 			return nil, fmt.Errorf("decode params of %s: %w", row.Ref, err)
 		}
@@ -120,12 +120,14 @@ func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
 }
 
 // run is the actor loop.
-func (f *flowActor) run(runParams workflow.Params, steps []stepRow) {
+// paramErr is set when the run's params failed to evaluate at start: the
+// run then ends FAILED at once.
+func (f *flowActor) run(paramErr error, steps []stepRow) {
 	defer f.eng.wg.Done()
 	defer close(f.done)
 	defer f.grp.remove(f)
 	defer f.cancel()
-	if err := f.begin(runParams, steps); err != nil {
+	if err := f.begin(paramErr, steps); err != nil {
 		f.drop(err)
 		return
 	}
@@ -164,16 +166,11 @@ func (f *flowActor) drop(err error) {
 	}
 }
 
-// begin evaluates the params of a new run, or rebuilds the state of an
-// adopted one, then makes the first decisions.
-func (f *flowActor) begin(runParams workflow.Params, steps []stepRow) error {
-	if f.params == nil {
-		if err := f.evaluateParams(runParams); err != nil {
-			return err
-		}
-		if f.status.IsTerminal() {
-			return nil
-		}
+// begin rebuilds the state of the run from its step rows (none for a new
+// run) and makes the first decisions.
+func (f *flowActor) begin(paramErr error, steps []stepRow) error {
+	if paramErr != nil {
+		return f.end(instance.WorkflowFailed, "workflow params failed to evaluate: "+paramErr.Error(), nil)
 	}
 	f.plainParams = f.params.Plain()
 	if f.timeout > 0 {
@@ -215,23 +212,15 @@ func (f *flowActor) begin(runParams workflow.Params, steps []stepRow) error {
 	return f.decide()
 }
 
-// evaluateParams computes the workflow params: the definition's, with the
-// run params overriding by name.
-func (f *flowActor) evaluateParams(runParams workflow.Params) error {
-	defs := maps.Clone(f.wf.Params)
+// workflowParams evaluates a run's workflow params: the definition's, with
+// the run params overriding by name.
+func workflowParams(ctx context.Context, wf *workflow.Workflow, runParams workflow.Params) (params.Values, error) {
+	defs := maps.Clone(wf.Params)
 	if defs == nil {
 		defs = workflow.Params{}
 	}
 	maps.Copy(defs, runParams)
-	vals, err := params.Evaluate(f.ctx, defs, nil, nil)
-	if err != nil {
-		return f.end(instance.WorkflowFailed, "workflow params failed to evaluate: "+err.Error(), nil)
-	}
-	f.params = vals
-	raw, _ := json.Marshal(vals)
-	return f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
-		return f.eng.store.updateInstance(ctx, f.ref, f.gen, instanceUpdate{Status: f.status, Params: raw})
-	})
+	return params.Evaluate(ctx, defs, nil, nil)
 }
 
 func (f *flowActor) launch(a *stepActor) {

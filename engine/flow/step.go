@@ -52,16 +52,18 @@ type stepActor struct {
 	attempt int64
 	uuid    string
 
-	status   instance.StepStatus
-	seq      int64
-	retry    instance.RetryInfo
-	params   params.Values
-	outputs  map[string]any
-	data     map[string]any
-	message  string
-	started  time.Time
-	pending  []instance.TimelineEvent
-	inserted bool
+	status  instance.StepStatus
+	seq     int64
+	retry   instance.RetryInfo
+	params  params.Values
+	outputs map[string]any
+	data    map[string]any
+	message string
+	started time.Time
+	pending []instance.TimelineEvent
+	// pendingAt holds when each pending transition happened, for Observer.
+	pendingAt []time.Time
+	inserted  bool
 
 	inbox    *mailbox[stepMsg]
 	inFlight bool
@@ -154,6 +156,7 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 	}
 	a.status = to
 	a.pending = append(a.pending, instance.StatusEvent(string(to), reason))
+	a.pendingAt = append(a.pendingAt, time.Now())
 	return nil
 }
 
@@ -181,13 +184,19 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	}
 	a.inserted = true
 	a.seq++
-	a.pending = nil
 	if start {
 		a.started = time.Now()
 	}
 	if obs := a.f.eng.cfg.Observer; obs != nil {
-		obs(a.f.ref, a.id, a.attempt, a.status, time.Now())
+		i := 0
+		for _, ev := range a.pending {
+			if ev.Type == "STATUS" {
+				obs(a.f.ref, a.id, a.attempt, instance.StepStatus(ev.Status), a.pendingAt[i])
+				i++
+			}
+		}
 	}
+	a.pending, a.pendingAt = nil, nil
 	return nil
 }
 
@@ -378,7 +387,9 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 	switch r.State {
 	case stepruntime.Continue:
 		delay := max(r.NextPollDelay, time.Millisecond)
-		if r.Data != nil {
+		// Before waiting, everything that happened is made durable (RUNNING
+		// included, which is written lazily).
+		if r.Data != nil || len(a.pending) > 0 {
 			if err := a.persist(ctx, false, false); err != nil {
 				return err
 			}
@@ -387,10 +398,12 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 		return nil
 	case stepruntime.Done:
 		if p == phaseStart {
+			// RUNNING is written with the next write: the attempt is durable
+			// in STARTING already, and a restart from STARTING repeats the
+			// idempotent Start. A step that finishes at once thus costs one
+			// write less; one that keeps running is written before the
+			// actor waits for it.
 			if err := a.transition(instance.StepRunning, r.Message); err != nil {
-				return err
-			}
-			if err := a.persist(ctx, false, false); err != nil {
 				return err
 			}
 			a.call(ctx, phaseExecute)

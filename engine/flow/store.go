@@ -139,20 +139,24 @@ func scanInstance(r pgx.CollectableRow) (instanceRow, error) {
 	return i, err
 }
 
-// adoptFlows stamps every live flow of a just-claimed group with the new
-// generation and returns them. The row locks this takes wait for writes
-// still in flight from the previous owner; once it commits, that owner's
-// writes are refused.
+// adoptFlows stamps every live flow of a group with the node's generation
+// and returns all live flows of the group. On a takeover the stamping
+// UPDATE waits for writes still in flight from the previous owner; once it
+// commits, that owner's writes are refused. On a periodic reconciliation
+// nothing needs stamping and it writes nothing.
 func (s *store) adoptFlows(ctx context.Context, group int32, gen int64) ([]instanceRow, error) {
-	rows, err := s.db.Query(ctx, `UPDATE workflow_instance SET generation = $2
-        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED')
-        RETURNING `+instanceColumns, group, gen)
-	if err != nil {
+	if _, err := s.db.Exec(ctx, `UPDATE workflow_instance SET generation = $2
+        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND generation <> $2`, group, gen); err != nil {
 		return nil, fmt.Errorf("adopt flows of group %d: %w", group, err)
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+instanceColumns+` FROM workflow_instance
+        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND generation = $2`, group, gen)
+	if err != nil {
+		return nil, fmt.Errorf("load flows of group %d: %w", group, err)
 	}
 	flows, err := pgx.CollectRows(rows, scanInstance)
 	if err != nil {
-		return nil, fmt.Errorf("adopt flows of group %d: %w", group, err)
+		return nil, fmt.Errorf("load flows of group %d: %w", group, err)
 	}
 	return flows, nil
 }
@@ -166,6 +170,7 @@ UPDATE workflow_instance SET
     start_time = COALESCE(start_time, now()),
     seq = seq + 1,
     timeline = CASE WHEN status = 'CREATED' THEN timeline || $7::jsonb ELSE timeline END,
+    params = CASE WHEN status = 'CREATED' THEN COALESCE($8::jsonb, params) ELSE params END,
     modify_time = now()
 WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
   AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')
@@ -177,9 +182,13 @@ RETURNING ` + instanceColumns
 // when the instance is over or unknown. The share lock on the group row
 // makes a concurrent takeover wait for this write, so the new owner's
 // adoption sees it.
-func (s *store) startFlow(ctx context.Context, ref Ref, group int32, gen int64, node string) (instanceRow, bool, error) {
+func (s *store) startFlow(ctx context.Context, ref Ref, group int32, gen int64, node string, params []byte) (instanceRow, bool, error) {
 	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)})
-	rows, err := s.db.Query(ctx, startFlowSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node, ev)
+	var p any
+	if params != nil {
+		p = params
+	}
+	rows, err := s.db.Query(ctx, startFlowSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node, ev, p)
 	if err != nil {
 		return instanceRow{}, false, fmt.Errorf("start flow %s: %w", ref, err)
 	}
@@ -198,6 +207,27 @@ func (s *store) startFlow(ctx context.Context, ref Ref, group int32, gen int64, 
 		return instanceRow{}, false, fmt.Errorf("start flow %s: %w", ref, err)
 	}
 	return row, true, nil
+}
+
+// createdRow is what starting a run needs of a CREATED instance.
+type createdRow struct {
+	Definition []byte
+	RunParams  []byte
+}
+
+// readCreated reads a run that is still CREATED; ok is false otherwise.
+func (s *store) readCreated(ctx context.Context, ref Ref) (createdRow, bool, error) {
+	var r createdRow
+	err := s.db.QueryRow(ctx, `SELECT definition, run_params FROM workflow_instance
+        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED'`,
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return createdRow{}, false, nil
+	}
+	if err != nil {
+		return createdRow{}, false, fmt.Errorf("read run %s: %w", ref, err)
+	}
+	return r, true, nil
 }
 
 // instanceUpdate is one write-through of a flow's own state.
