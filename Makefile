@@ -11,20 +11,31 @@ LAMBDAS     := api
 BUILD       := build
 FUZZTIME    ?= 20s
 TEST_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgtest-$(shell id -u)
+EMULATOR_DIR ?= $(or $(TMPDIR),/tmp)/maestro-ministack-$(shell id -u)
+MINISTACK_VERSION := 1.5.33
+VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
 
-.PHONY: run test test-go postgres build synth bench fuzz lint clean
+.PHONY: run test postgres emulator build synth bench fuzz lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
 	$(GO) run ./cmd/maestro dev --addr 127.0.0.1:8080
 
-## test: every test against a real, throwaway PostgreSQL
-test: postgres
+## test: every test, against a real throwaway PostgreSQL and a LocalStack-compatible emulator
+test: postgres emulator
 	@status=0; \
-	MAESTRO_TEST_PGDIR=$(TEST_PGDIR) $(GO) test -race -timeout 15m ./... || status=$$?; \
+	MAESTRO_TEST_PGDIR=$(TEST_PGDIR) MAESTRO_EMULATOR_DIR=$(EMULATOR_DIR) $(GO) test -race -timeout 15m ./... || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(TEST_PGDIR) || true; \
+	if [ -f $(EMULATOR_DIR)/pid ]; then kill $$(cat $(EMULATOR_DIR)/pid) 2>/dev/null || true; rm -f $(EMULATOR_DIR)/pid $(EMULATOR_DIR)/port; fi; \
 	exit $$status
+
+## emulator: install ministack (a LocalStack drop-in that needs no Docker) into .maestro/venv
+emulator: $(VENV)/bin/ministack
+
+$(VENV)/bin/ministack:
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check ministack==$(MINISTACK_VERSION)
 
 ## postgres: install PostgreSQL server binaries from Debian when missing
 postgres:

@@ -1,0 +1,188 @@
+// Package localstack runs the AWS side of Maestro locally for tests: a
+// LocalStack-compatible endpoint that the real aws-sdk-go-v2 clients talk
+// to.
+//
+// The endpoint is MAESTRO_AWS_ENDPOINT when set (LocalStack itself, e.g.
+// from docker-compose.yml here). Otherwise the first test that needs it
+// starts ministack, a LocalStack drop-in installed from PyPI by
+// `make emulator`, which runs provided.al2023 Lambda bootstraps as local
+// processes, so no Docker engine is needed. Later test binaries of the same
+// `go test` run reuse it; `make test` stops it at the end.
+package localstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+)
+
+// Region is the region tests use.
+const Region = "us-east-1"
+
+// StateDir holds the shared emulator's pid, port and log.
+func StateDir() string {
+	if d := os.Getenv("MAESTRO_EMULATOR_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("maestro-ministack-%d", os.Getuid()))
+}
+
+var (
+	once     sync.Once
+	endpoint string
+	startErr error
+)
+
+// Endpoint returns the emulator's URL, starting ministack if needed.
+func Endpoint(t testing.TB) string {
+	t.Helper()
+	once.Do(func() {
+		if e := os.Getenv("MAESTRO_AWS_ENDPOINT"); e != "" {
+			endpoint = e
+			return
+		}
+		endpoint, startErr = startShared()
+	})
+	if startErr != nil {
+		t.Fatalf("localstack: %v", startErr)
+	}
+	return endpoint
+}
+
+// Config is an AWS config whose clients call the emulator.
+func Config(t testing.TB) aws.Config {
+	t.Helper()
+	ep := Endpoint(t)
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithBaseEndpoint(ep))
+	if err != nil {
+		t.Fatalf("localstack: aws config: %v", err)
+	}
+	return cfg
+}
+
+// ministackBinary finds the ministack command: $MAESTRO_MINISTACK, then the
+// virtualenv `make emulator` creates under .maestro/ at the module root,
+// then $PATH.
+func ministackBinary() (string, error) {
+	if p := os.Getenv("MAESTRO_MINISTACK"); p != "" {
+		return p, nil
+	}
+	if root, err := moduleRoot(); err == nil {
+		p := filepath.Join(root, ".maestro", "venv", "bin", "ministack")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("ministack"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("ministack is not installed: run `make emulator` (or set MAESTRO_AWS_ENDPOINT to a LocalStack endpoint)")
+}
+
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+func startShared() (string, error) {
+	dir := StateDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", err
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck
+
+	if b, err := os.ReadFile(filepath.Join(dir, "port")); err == nil {
+		url := "http://127.0.0.1:" + strings.TrimSpace(string(b))
+		if healthy(url) {
+			return url, nil
+		}
+	}
+	bin, err := ministackBinary()
+	if err != nil {
+		return "", err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	logf, err := os.Create(filepath.Join(dir, "ministack.log"))
+	if err != nil {
+		return "", err
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "GATEWAY_PORT="+strconv.Itoa(port), "MINISTACK_HOST=127.0.0.1",
+		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own session: it outlives this test binary for the next ones.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("start ministack: %w", err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+	_ = cmd.Process.Release()
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for !healthy(url) {
+		select {
+		case <-ctx.Done():
+			log, _ := os.ReadFile(filepath.Join(dir, "ministack.log"))
+			return "", fmt.Errorf("ministack did not become healthy on %s: %s", url, log)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "port"), []byte(strconv.Itoa(port)), 0o644); err != nil {
+		return "", err
+	}
+	return url, nil
+}
+
+func healthy(url string) bool {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(url + "/_localstack/health")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
