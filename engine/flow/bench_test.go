@@ -146,14 +146,14 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(cpu.Seconds()/n*1000, "cpu-s/1k-steps")
 }
 
-// BenchmarkInFlightMemory: heap held per 1,000 runs that are in flight
-// (each sleeping in its only step).
+// BenchmarkInFlightMemory: heap held, and CPU used while idle, per 1,000
+// runs in flight (each sleeping in its only step).
 func BenchmarkInFlightMemory(b *testing.B) {
 	const runs = 1000
 	e := newEnv(b)
 	e.engine(flow.Config{})
 	e.push(`{"workflow":{"id":"idle","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":3600}}]}}`)
-	var perK float64
+	var perK, idleCPU float64
 	b.ResetTimer()
 	for b.Loop() {
 		runtime.GC()
@@ -171,6 +171,11 @@ func BenchmarkInFlightMemory(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		perK = float64(after.HeapInuse-before.HeapInuse) / (1 << 20) / (runs / 1000)
+		// CPU the engine spends holding them (timers, heartbeats,
+		// reconciliation) while nothing happens.
+		cpu0, wall0 := cpuTime(), time.Now()
+		time.Sleep(2 * time.Second)
+		idleCPU = float64(cpuTime()-cpu0) / float64(time.Since(wall0)) * 100 / (runs / 1000)
 		if _, err := e.runs.ActOnAll(context.Background(), "idle", flow.ActionStop); err != nil {
 			b.Fatal(err)
 		}
@@ -179,6 +184,7 @@ func BenchmarkInFlightMemory(b *testing.B) {
 		}
 	}
 	b.ReportMetric(perK, "heap-MiB/1k-runs")
+	b.ReportMetric(idleCPU, "idle-cpu-%/1k-runs")
 }
 
 func cpuTime() time.Duration {

@@ -1,0 +1,189 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/queue"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func enqueue(t *testing.T, pool *pgxpool.Pool, q queue.ID, group int32, payload any) queue.Message {
+	t.Helper()
+	var m queue.Message
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		var err error
+		m, err = queue.Enqueue(context.Background(), tx, q, group, payload)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func worker(t *testing.T, pool *pgxpool.Pool, node string, groups []int32, h map[queue.ID]queue.Handler) *queue.Worker {
+	t.Helper()
+	w, err := queue.NewWorker(queue.WorkerConfig{
+		Node: node, Store: queue.NewStore(pool),
+		Listen: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+		},
+		Groups: func() []int32 { return groups },
+		Owns: func(g int32) bool {
+			for _, x := range groups {
+				if x == g {
+					return true
+				}
+			}
+			return false
+		},
+		Handlers: h, ClaimTTL: time.Second, RetryDelay: 100 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
+func waitEmpty(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM maestro_queue`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages never processed", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A message committed in another process reaches the owner of its group
+// through NOTIFY, is processed once and deleted.
+func TestNotifiedMessageIsProcessedOnceByItsGroupOwner(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	var mine, theirs atomic.Int64
+	worker(t, pool, "owner", []int32{3}, map[queue.ID]queue.Handler{
+		queue.StartWorkflow: func(context.Context, queue.Message) error { mine.Add(1); return nil },
+	})
+	worker(t, pool, "other", []int32{4}, map[queue.ID]queue.Handler{
+		queue.StartWorkflow: func(context.Context, queue.Message) error { theirs.Add(1); return nil },
+	})
+	time.Sleep(200 * time.Millisecond) // both are listening
+	for range 20 {
+		enqueue(t, pool, queue.StartWorkflow, 3, map[string]int{"x": 1})
+	}
+	waitEmpty(t, pool)
+	if mine.Load() != 20 || theirs.Load() != 0 {
+		t.Fatalf("owner processed %d, other node %d; want 20 and 0", mine.Load(), theirs.Load())
+	}
+}
+
+// A message whose handler fails is offered again until it succeeds; a
+// rolled-back transaction leaves no message at all.
+func TestFailedMessageIsRetriedAndRollbackPublishesNothing(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	var calls atomic.Int64
+	worker(t, pool, "n", []int32{1}, map[queue.ID]queue.Handler{
+		queue.InstanceAction: func(context.Context, queue.Message) error {
+			if calls.Add(1) < 3 {
+				return errors.New("not yet")
+			}
+			return nil
+		},
+	})
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		if _, err := queue.Enqueue(context.Background(), tx, queue.InstanceAction, 1, "doomed"); err != nil {
+			return err
+		}
+		return errors.New("roll back")
+	})
+	if err == nil {
+		t.Fatal("transaction committed")
+	}
+	enqueue(t, pool, queue.InstanceAction, 1, "retry me")
+	waitEmpty(t, pool)
+	if calls.Load() != 3 {
+		t.Fatalf("handler called %d times, want 3 (two failures, one success)", calls.Load())
+	}
+}
+
+// Messages enqueued while no worker listened are found by the sweep, and a
+// message offered by both NOTIFY and the sweep runs once at a time.
+func TestSweepFindsMissedMessagesAndClaimsAreExclusive(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	for range 10 {
+		enqueue(t, pool, queue.StartWorkflow, queue.AnyGroup, "early")
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var concurrent, maxConcurrent atomic.Int64
+	h := func(_ context.Context, m queue.Message) error {
+		n := concurrent.Add(1)
+		defer concurrent.Add(-1)
+		for {
+			cur := maxConcurrent.Load()
+			if n <= cur || maxConcurrent.CompareAndSwap(cur, n) {
+				break
+			}
+		}
+		mu.Lock()
+		seen[m.ID]++
+		mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		return nil
+	}
+	w1 := worker(t, pool, "a", nil, map[queue.ID]queue.Handler{queue.StartWorkflow: h})
+	w2 := worker(t, pool, "b", nil, map[queue.ID]queue.Handler{queue.StartWorkflow: h})
+	for range 10 {
+		m := enqueue(t, pool, queue.StartWorkflow, queue.AnyGroup, "late")
+		w1.Offer(m)
+		w2.Offer(m) // the same message offered twice
+	}
+	waitEmpty(t, pool)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 20 {
+		t.Fatalf("processed %d distinct messages, want 20", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("message %d processed %d times", id, n)
+		}
+	}
+}
+
+func TestParseNotificationRejectsGarbage(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"", "{", `{"q":0,"id":1}`, `{"q":1}`} {
+		if _, err := queue.ParseNotification(bad); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
