@@ -128,11 +128,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) listSteps(w http.ResponseWriter, r *http.Request) error {
-	iid, err := pathInt(r, "iid")
-	if err != nil {
-		return err
-	}
-	run, err := pathInt(r, "run")
+	iid, run, err := pathRun(r)
 	if err != nil {
 		return err
 	}
@@ -145,11 +141,7 @@ func (s *Server) listSteps(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) getAttempt(w http.ResponseWriter, r *http.Request) error {
-	iid, err := pathInt(r, "iid")
-	if err != nil {
-		return err
-	}
-	run, err := pathInt(r, "run")
+	iid, run, err := pathRun(r)
 	if err != nil {
 		return err
 	}
@@ -205,6 +197,17 @@ func pathInt(r *http.Request, name string) (int64, error) {
 		return 0, badRequest(name + " must be a positive integer, got " + strconv.Quote(r.PathValue(name)))
 	}
 	return n, nil
+}
+
+// pathRun reads the {iid} and {run} path values.
+func pathRun(r *http.Request) (iid, run int64, err error) {
+	if iid, err = pathInt(r, "iid"); err != nil {
+		return 0, 0, err
+	}
+	if run, err = pathInt(r, "run"); err != nil {
+		return 0, 0, err
+	}
+	return iid, run, nil
 }
 
 // runError maps execution and definition errors to responses.
