@@ -10,9 +10,9 @@ package migrations
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 
