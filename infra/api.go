@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+	"strconv"
 )
 
 // APIStageName is the stage of the REST API; clients call
@@ -26,6 +27,9 @@ type APIStackProps struct {
 	// DatabaseSecret is passed to the function as DB_SECRET_ARN; the function
 	// may read this secret and nothing else.
 	DatabaseSecret awssecretsmanager.ISecret
+	// GroupCount is the number of flow groups (MAESTRO_GROUP_COUNT); it must
+	// equal the engine's.
+	GroupCount int
 	// Code is the function's deployment package: a zip holding `bootstrap`,
 	// built for linux/arm64.
 	Code awslambda.Code
@@ -58,7 +62,8 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 		Description: "Maestro REST API",
 		Code:        props.Code,
 		Environment: map[string]string{
-			"DB_SECRET_ARN": *props.DatabaseSecret.SecretArn(),
+			"DB_SECRET_ARN":       *props.DatabaseSecret.SecretArn(),
+			"MAESTRO_GROUP_COUNT": strconv.Itoa(props.GroupCount),
 		},
 		Vpc:           props.Vpc,
 		SecurityGroup: props.SecurityGroup,

@@ -56,11 +56,11 @@ func TestAPIStack(t *testing.T) {
 		}
 	})
 
-	t.Run("DB_SECRET_ARN", func(t *testing.T) {
+	t.Run("DB_SECRET_ARN and the group count", func(t *testing.T) {
 		_, p := tmpl.one(t, "AWS::Lambda::Function")
 		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if len(vars) != 1 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) {
-			t.Errorf("environment = %s, want only DB_SECRET_ARN of the database secret", asJSON(vars))
+		if len(vars) != 2 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) || vars["MAESTRO_GROUP_COUNT"] != "16" {
+			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret and MAESTRO_GROUP_COUNT 16", asJSON(vars))
 		}
 	})
 

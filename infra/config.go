@@ -39,6 +39,14 @@ type Config struct {
 	// Context key maestro:dbRemovalPolicy.
 	DBRemovalPolicy string
 
+	// GroupCount is the number of flow groups new runs are spread over. The
+	// engine and every function that starts runs must agree on it, so it is
+	// set in one place and passed to both as MAESTRO_GROUP_COUNT. Raising it
+	// later is safe (runs keep the count they started with); lowering it
+	// strands runs in groups no engine claims. Context key
+	// maestro:groupCount, default 16.
+	GroupCount int
+
 	// EngineDesiredCount is the number of engine tasks.
 	// Context key maestro:engineDesiredCount, default 2.
 	EngineDesiredCount int
@@ -81,6 +89,7 @@ func DefaultConfig() Config {
 		DBReaders:               0,
 		DBDeletionProtection:    true,
 		DBRemovalPolicy:         "snapshot",
+		GroupCount:              16,
 		EngineDesiredCount:      2,
 		EngineCPU:               512,
 		EngineMemoryMiB:         1024,
@@ -143,6 +152,7 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	integer("dbReaders", &c.DBReaders)
 	boolean("dbDeletionProtection", &c.DBDeletionProtection)
 	str("dbRemovalPolicy", &c.DBRemovalPolicy)
+	integer("groupCount", &c.GroupCount)
 	integer("engineDesiredCount", &c.EngineDesiredCount)
 	integer("engineCpu", &c.EngineCPU)
 	integer("engineMemoryMiB", &c.EngineMemoryMiB)
@@ -186,6 +196,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.removalPolicy(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.GroupCount < 1 || c.GroupCount > 4096 {
+		errs = append(errs, fmt.Errorf("groupCount %d: want 1 to 4096", c.GroupCount))
 	}
 	if c.EngineDesiredCount < 0 {
 		errs = append(errs, fmt.Errorf("engineDesiredCount %d: want 0 or more", c.EngineDesiredCount))

@@ -48,6 +48,7 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "capacity step", ctx: map[string]any{"maestro:dbMaxCapacity": 4.25}, wantErr: "steps of 0.5"},
 		{name: "removal policy", ctx: map[string]any{"maestro:dbRemovalPolicy": "keep"}, wantErr: "dbRemovalPolicy"},
 		{name: "retention", ctx: map[string]any{"maestro:logRetentionDays": 10.0}, wantErr: "logRetentionDays 10"},
+		{name: "no flow groups", ctx: map[string]any{"maestro:groupCount": 0.0}, wantErr: "groupCount 0"},
 		{name: "empty code path", ctx: map[string]any{"maestro:apiCodePath": " "}, wantErr: "apiCodePath"},
 	}
 	for _, tt := range tests {

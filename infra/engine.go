@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+	"strconv"
 )
 
 // EngineSecretEnv maps each database variable of the engine container to the
@@ -40,6 +41,9 @@ type EngineStackProps struct {
 	Image awsecs.ContainerImage
 	// DesiredCount is the number of engine tasks.
 	DesiredCount int
+	// GroupCount is the number of flow groups (MAESTRO_GROUP_COUNT); it must
+	// equal the API function's.
+	GroupCount int
 	// CPU (CPU units) and MemoryMiB size each task.
 	CPU, MemoryMiB int
 	// LogRetention applies to the engine's log group.
@@ -94,7 +98,8 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		Command:   jsii.Strings("engine"),
 		Essential: jsii.Bool(true),
 		Environment: &map[string]*string{
-			"LOG_FORMAT": jsii.String("json"),
+			"LOG_FORMAT":          jsii.String("json"),
+			"MAESTRO_GROUP_COUNT": jsii.String(strconv.Itoa(props.GroupCount)),
 		},
 		Secrets: &secrets,
 		Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{

@@ -67,9 +67,13 @@ func TestEngineStack(t *testing.T) {
 				"Cpu":                     "512",
 				"Memory":                  "1024",
 				"ContainerDefinitions": []any{assertions.Match_ObjectLike(&map[string]any{
-					"Name":        EngineContainerName,
-					"Command":     []any{"engine"},
-					"Environment": []any{map[string]any{"Name": "LOG_FORMAT", "Value": "json"}},
+					"Name":    EngineContainerName,
+					"Command": []any{"engine"},
+					// The same group count as the API function's (api_test.go).
+					"Environment": []any{
+						map[string]any{"Name": "LOG_FORMAT", "Value": "json"},
+						map[string]any{"Name": "MAESTRO_GROUP_COUNT", "Value": "16"},
+					},
 					"Image": map[string]any{
 						"Fn::Sub": assertions.Match_StringLikeRegexp(jsii.String("container-assets")),
 					},
