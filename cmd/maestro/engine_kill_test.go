@@ -84,7 +84,7 @@ func startRuns(t *testing.T, dsn string, n int) *killFixture {
 	}
 	t.Cleanup(pool.Close)
 	defs := definition.NewStore(pool)
-	d, err := workflow.DecodeJSON([]byte(`{"workflow":{"id":"sleepy","steps":[
+	d, err := workflow.DecodeJSON([]byte(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"sleepy","steps":[
 		{"step":{"id":"s1","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s2":"true"}}}},
 		{"step":{"id":"s2","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s3":"true"}}}},
 		{"step":{"id":"s3","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s4":"true"}}}},

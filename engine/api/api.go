@@ -78,6 +78,7 @@ func (s *Server) routes() {
 	s.handle("GET /api/v3/health", s.health)
 	s.workflowRoutes()
 	s.instanceRoutes()
+	s.patternRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))

@@ -10,6 +10,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -24,6 +25,7 @@ func (s *Server) instanceRoutes() {
 	s.handle("PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", s.actOn(flow.ActionKill))
 	s.handle("PUT /api/v3/workflows/{id}/actions/stop", s.actOnAll(flow.ActionStop))
 	s.handle("PUT /api/v3/workflows/{id}/actions/kill", s.actOnAll(flow.ActionKill))
+	s.runControlRoutes()
 }
 
 // startBody is the body of a start request, as in Maestro.
@@ -52,6 +54,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	code := http.StatusCreated
 	if res.Duplicated {
 		status, code = "DUPLICATED", http.StatusOK
+	} else if res.Instance.Status == instance.WorkflowStopped {
+		status = "STOPPED" // dropped by the FIRST_ONLY run strategy
 	}
 	writeJSON(w, code, map[string]any{"status": status, "workflow_instance": res.Instance})
 	return nil
@@ -108,7 +112,7 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	inst, err := s.cfg.Runs.Instance(r.Context(), r.PathValue("id"), iid, run)
+	inst, err := s.cfg.Runs.Detail(r.Context(), r.PathValue("id"), iid, run)
 	if err != nil {
 		return runError(err)
 	}

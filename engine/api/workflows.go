@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"
 )
@@ -55,6 +56,7 @@ func (s *Server) workflowRouteTable() []route {
 // compiled to catch syntax and static errors before anything is stored.
 var definitionValidator = workflow.Validator{
 	CheckExpression: func(expr string) error { _, err := sel.Compile(expr); return err },
+	CheckParams:     params.Check,
 }
 
 // definitionError maps engine/definition and engine/workflow errors to

@@ -93,12 +93,16 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if initiator == nil {
 		initiator = map[string]any{"type": "MANUAL"}
 	}
-	created := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated), "run requested")}
 	var ref flow.Ref
+	queued := false
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// Allocating the instance id locks the workflow row: starts, ends
+		// and restarts of the workflow's runs are serialised here, so
+		// instance ids follow trigger order and admission sees every run.
 		var iid int64
+		var props []byte
 		err := tx.QueryRow(ctx, `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
-                WHERE workflow_id = $1 RETURNING latest_instance_id`, req.WorkflowID).Scan(&iid)
+                WHERE workflow_id = $1 RETURNING latest_instance_id, properties`, req.WorkflowID).Scan(&iid, &props)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Deleted since its version was read.
 			return fmt.Errorf("workflow %s: %w", req.WorkflowID, ErrNotFound)
@@ -107,19 +111,23 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 			return fmt.Errorf("allocate instance id: %w", err)
 		}
 		ref = flow.Ref{WorkflowID: req.WorkflowID, InstanceID: iid, RunID: 1}
-		group := instance.GroupFor(req.WorkflowID, iid, s.groupCount)
+		drop, err := flow.PrepareStart(ctx, tx, req.WorkflowID, props)
+		if err != nil {
+			return err
+		}
 		var requestID *string
 		if req.RequestID != "" {
 			requestID = &req.RequestID
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
-                request_id, group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds)
-                VALUES ($1, $2, 1, $3, $4, $5, $6, $7, 'CREATED', $8, $9, $10, $11, $12)`,
-			req.WorkflowID, iid, v.Version, uuid.New(), requestID, s.groupCount, group, v.Raw, runParams,
-			initiator, created, int64(timeout/time.Second)); err != nil {
-			return fmt.Errorf("insert instance: %w", err)
+		queued, err = s.insertRun(ctx, tx, newRun{
+			ref: ref, version: v.Version, requestID: requestID, definition: v.Raw, runParams: runParams,
+			initiator: initiator, timeoutSeconds: int64(timeout / time.Second), dropReason: drop,
+			runConfig: map[string]any{"policy": "START"},
+			created:   "run requested",
+		}, props)
+		if err == nil && queued && testHookQueued != nil {
+			testHookQueued()
 		}
-		_, err = queue.Enqueue(ctx, tx, queue.StartWorkflow, group, flow.StartMessage{Ref: ref, Group: group})
 		return err
 	})
 	var pgErr *pgconn.PgError
@@ -134,11 +142,80 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
+	if queued {
+		s.admitLater(ctx, ref.WorkflowID)
+	}
 	inst, err := s.Instance(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	if err != nil {
 		return nil, err
 	}
 	return &StartResult{Instance: inst}, nil
+}
+
+// newRun is a run to insert as queued (or, with dropReason, as STOPPED).
+type newRun struct {
+	ref            flow.Ref
+	version        int64
+	requestID      *string
+	definition     []byte
+	runParams      []byte
+	initiator      any
+	timeoutSeconds int64
+	runConfig      map[string]any
+	created        string
+	dropReason     string
+}
+
+// insertRun inserts a run: admitted with its start message when the run
+// strategy has room now, else queued. The caller holds the workflow lock in
+// tx. queued reports that the new run waits for admission: the caller then
+// runs admission again once tx has committed (admitLater).
+func (s *Service) insertRun(ctx context.Context, tx pgx.Tx, r newRun, props []byte) (queued bool, err error) {
+	group := instance.GroupFor(r.ref.WorkflowID, r.ref.InstanceID, s.groupCount)
+	timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated), r.created)}
+	status := instance.WorkflowCreated
+	if r.dropReason != "" {
+		status = instance.WorkflowStopped
+		timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), r.dropReason))
+	} else {
+		room, err := flow.RoomNow(ctx, tx, r.ref.WorkflowID, props)
+		if err != nil {
+			return false, err
+		}
+		queued = !room
+		if queued {
+			timeline = append(timeline, instance.LogEvent("INFO",
+				fmt.Sprintf("queued by the %s run strategy", flow.ParseStrategy(props).Rule)))
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+            request_id, group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
+            queued, run_config, end_time)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                CASE WHEN $9 = 'STOPPED' THEN now() END)`,
+		r.ref.WorkflowID, r.ref.InstanceID, r.ref.RunID, r.version, uuid.New(), r.requestID, s.groupCount, group,
+		status, r.definition, r.runParams, r.initiator, timeline, r.timeoutSeconds, queued, r.runConfig); err != nil {
+		return false, fmt.Errorf("insert instance: %w", err)
+	}
+	if r.dropReason != "" || queued {
+		return queued, nil
+	}
+	_, err = queue.Enqueue(ctx, tx, queue.StartWorkflow, group, flow.StartMessage{Ref: r.ref, Group: group})
+	return false, err
+}
+
+// testHookQueued, when set, runs inside a start's transaction once its run
+// was queued: a test ends a run there to race the start.
+var testHookQueued func()
+
+// admitLater runs admission once more after a run was queued. The start
+// counted the workflow's admitted runs under the workflow lock, but a run
+// ending at that moment does not take the lock: if it still counted as
+// active here, this admission sees it ended, or the end's own admission
+// sees the queued run (docs/run-control.md). An error is left to the
+// engine's admission sweep, which admits within its interval.
+func (s *Service) admitLater(ctx context.Context, workflowID string) {
+	_, _ = flow.AdmitWorkflow(ctx, s.db, workflowID, false)
 }
 
 func orEmptyParams(p workflow.Params) workflow.Params {

@@ -31,6 +31,12 @@ type Instance struct {
 	EndTime         *time.Time              `json:"end_time,omitempty"`
 	ModifyTime      time.Time               `json:"modify_time"`
 	Definition      json.RawMessage         `json:"runtime_workflow,omitempty"`
+	// Queued is true while the run waits for its workflow's run strategy
+	// to admit it.
+	Queued bool `json:"queued,omitempty"`
+	// RunConfig says how the run was started (START or a restart policy).
+	RunConfig      json.RawMessage `json:"run_config,omitempty"`
+	AggregatedInfo *AggregatedInfo `json:"aggregated_info,omitempty"`
 
 	groupID int32
 }
@@ -43,14 +49,15 @@ type RuntimeOverview struct {
 }
 
 const instanceSelect = `SELECT workflow_id, instance_id, run_id, workflow_version, uuid::text, request_id, status,
-    initiator, run_params, params, timeline, create_time, start_time, end_time, modify_time, definition, group_id
+    initiator, run_params, params, timeline, create_time, start_time, end_time, modify_time, definition, group_id,
+    queued, run_config
     FROM workflow_instance`
 
 func scanInstance(r pgx.Row) (*Instance, error) {
 	var i Instance
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.UUID, &i.RequestID, &i.Status,
 		&i.Initiator, &i.RunParams, &i.Params, &i.Timeline, &i.CreateTime, &i.StartTime, &i.EndTime, &i.ModifyTime,
-		&i.Definition, &i.groupID)
+		&i.Definition, &i.groupID, &i.Queued, &i.RunConfig)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -95,6 +102,19 @@ func (s *Service) Instance(ctx context.Context, workflowID string, instanceID, r
 	return inst, nil
 }
 
+// Detail reads one run like Instance, with the aggregated view of all the
+// instance's runs up to it (what the REST read returns).
+func (s *Service) Detail(ctx context.Context, workflowID string, instanceID, run int64) (*Instance, error) {
+	inst, err := s.Instance(ctx, workflowID, instanceID, run)
+	if err != nil {
+		return nil, err
+	}
+	if inst.AggregatedInfo, err = s.aggregate(ctx, inst); err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
 func (s *Service) byRequestID(ctx context.Context, workflowID, requestID string) (*Instance, error) {
 	inst, err := scanInstance(s.db.QueryRow(ctx, instanceSelect+` WHERE workflow_id = $1 AND request_id = $2 AND run_id = 1`, workflowID, requestID))
 	if err != nil {
@@ -118,7 +138,7 @@ func (s *Service) List(ctx context.Context, workflowID string, cursor int64, lim
 	}
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (instance_id) workflow_id, instance_id, run_id, workflow_version, uuid::text,
             request_id, status, initiator, run_params, params, timeline, create_time, start_time, end_time, modify_time,
-            NULL::jsonb, group_id
+            NULL::jsonb, group_id, queued, run_config
         FROM workflow_instance WHERE workflow_id = $1 AND ($2 = 0 OR instance_id < $2)
         ORDER BY instance_id DESC, run_id DESC LIMIT $3`, workflowID, cursor, limit+1)
 	if err != nil {

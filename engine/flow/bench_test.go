@@ -118,7 +118,8 @@ func BenchmarkThroughput(b *testing.B) {
 	const runs, steps = 200, 10
 	e := newEnv(b)
 	e.engine(flow.Config{})
-	e.push(chainJSON("tput", steps))
+	// PARALLEL: the runs are meant to run at once (SEQUENTIAL is the default).
+	e.push(withStrategy(chainJSON("tput", steps), `{"rule":"PARALLEL","workflow_concurrency":1000}`))
 	var total time.Duration
 	var cpu time.Duration
 	b.ResetTimer()
@@ -152,7 +153,8 @@ func BenchmarkInFlightMemory(b *testing.B) {
 	const runs = 1000
 	e := newEnv(b)
 	e.engine(flow.Config{})
-	e.push(`{"workflow":{"id":"idle","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":3600}}]}}`)
+	e.push(withStrategy(`{"workflow":{"id":"idle","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":3600}}]}}`,
+		`{"rule":"PARALLEL","workflow_concurrency":1000}`))
 	var perK, idleCPU float64
 	b.ResetTimer()
 	for b.Loop() {

@@ -47,6 +47,11 @@ type Config struct {
 	// compared with the database, so a flow missing from memory for any
 	// reason is rebuilt (default 30s). Events drive everything else.
 	ReconcileInterval time.Duration
+	// AdmitInterval is how often queued runs are checked against their
+	// workflow's run strategy (default 2s). A run's end admits the next
+	// runs at once; the sweep applies properties changes (strategy,
+	// concurrency) to runs already queued.
+	AdmitInterval time.Duration
 	// Workers bounds concurrent step runtime calls (default 64).
 	Workers int
 	// Runtimes by step type (default stepruntime.Builtins()).
@@ -87,6 +92,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ReconcileInterval <= 0 {
 		c.ReconcileInterval = 30 * time.Second
+	}
+	if c.AdmitInterval <= 0 {
+		c.AdmitInterval = 2 * time.Second
 	}
 	if c.Workers <= 0 {
 		c.Workers = 64
@@ -131,7 +139,46 @@ type group struct {
 	// calls counts runtime calls in flight for the group's attempts. A lost
 	// group is not adopted again on this node until they have returned, so
 	// an attempt never has two calls running here.
-	calls sync.WaitGroup
+	calls inflight
+}
+
+// inflight counts calls in flight. Unlike sync.WaitGroup it allows Add
+// from zero while another goroutine waits (an actor of a lost group may
+// still start a call while the group is drained): Wait returns once the
+// count is zero.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil while nobody waits
+}
+
+// Add changes the count by d.
+func (c *inflight) Add(d int) {
+	c.mu.Lock()
+	c.n += d
+	if c.n <= 0 && c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
+	c.mu.Unlock()
+}
+
+// Done ends one call.
+func (c *inflight) Done() { c.Add(-1) }
+
+// Wait blocks until no call is in flight.
+func (c *inflight) Wait() {
+	c.mu.Lock()
+	if c.n <= 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	ch := c.idle
+	c.mu.Unlock()
+	<-ch
 }
 
 func (g *group) remove(f *flowActor) {
@@ -162,7 +209,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, db: db, store: &store{db: db}, pool: newWorkerPool(cfg.Workers),
+	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1)}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
@@ -192,6 +239,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
 	qc.Handlers[queue.InstanceAction] = e.handleAction
+	qc.Handlers[queue.StepUpdate] = e.handleStepUpdate
 	w, err := queue.NewWorker(qc)
 	if err != nil {
 		relaxed.Close()
@@ -276,6 +324,8 @@ func (e *Engine) loop() {
 	defer t.Stop()
 	r := time.NewTicker(e.cfg.ReconcileInterval)
 	defer r.Stop()
+	a := time.NewTicker(e.cfg.AdmitInterval)
+	defer a.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
@@ -284,6 +334,8 @@ func (e *Engine) loop() {
 			e.tick(e.ctx)
 		case <-r.C:
 			e.readoptAll(e.ctx)
+		case <-a.C:
+			e.admitSweep(e.ctx)
 		case <-e.readopt:
 			e.readoptAll(e.ctx)
 		}
@@ -467,11 +519,13 @@ type StartMessage struct {
 	Group int32 `json:"group_id"`
 }
 
-// ActionMessage is the payload of an instance_action queue message.
+// ActionMessage is the payload of an instance_action queue message. With
+// StepID set it is a step action (StepRestart, StepSkip, ...).
 type ActionMessage struct {
 	Ref
 	Group  int32  `json:"group_id"`
 	Action Action `json:"action"`
+	StepID string `json:"step_id,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -540,11 +594,14 @@ func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
 		return fmt.Errorf("group %d is not owned here", msg.Group)
 	}
 	f := g.lookup(msg.Ref)
+	if msg.StepID != "" {
+		return e.handleStepAction(ctx, f, msg)
+	}
 	if f == nil {
 		return e.actOnAbsentFlow(ctx, msg)
 	}
 	reply := make(chan error, 1)
-	f.inbox.send(flowMsg{kind: flowAction, action: msg.Action, reply: reply})
+	f.inbox.send(flowMsg{kind: flowAction, action: msg.Action, reason: msg.Reason, reply: reply})
 	select {
 	case err := <-reply:
 		return err
@@ -558,6 +615,39 @@ func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
 	}
 }
 
+// handleStepAction hands a step action to the run's actor. An action the
+// step's current state no longer allows is dropped (logged); one for a run
+// not in memory yet is retried; one for a run that ended is dropped.
+func (e *Engine) handleStepAction(ctx context.Context, f *flowActor, msg ActionMessage) error {
+	if f == nil {
+		live, err := e.store.isLive(ctx, msg.Ref)
+		if err != nil {
+			return err
+		}
+		if live {
+			return fmt.Errorf("step %s %s of %s: run is live but not in memory yet", msg.StepID, msg.Action, msg.Ref)
+		}
+		e.cfg.Logger.Warn("step action dropped: run has ended", "flow", msg.Ref.String(), "step_id", msg.StepID, "action", string(msg.Action))
+		return nil
+	}
+	reply := make(chan error, 1)
+	f.inbox.send(flowMsg{kind: flowStepAction, stepID: msg.StepID, action: msg.Action, reason: msg.Reason, reply: reply})
+	select {
+	case err := <-reply:
+		if errors.Is(err, ErrActionNotAllowed) {
+			e.cfg.Logger.Warn("step action dropped", "flow", msg.Ref.String(), "step_id", msg.StepID, "error", err.Error())
+			return nil
+		}
+		return err
+	case <-f.done:
+		return fmt.Errorf("step %s %s of %s: run ended or was dropped before the action was applied", msg.StepID, msg.Action, msg.Ref)
+	case <-time.After(actionTimeout):
+		return fmt.Errorf("step %s %s of %s did not finish within %s", msg.StepID, msg.Action, msg.Ref, actionTimeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // actOnAbsentFlow applies an action to a run that has no actor here: one
 // not started yet is ended directly; one that is over needs nothing; one
 // that is live but not in memory yet is retried shortly.
@@ -566,7 +656,11 @@ func (e *Engine) actOnAbsentFlow(ctx context.Context, msg ActionMessage) error {
 	if msg.Action == ActionKill {
 		status = instance.WorkflowFailed
 	}
-	applied, err := e.store.stopCreated(ctx, msg.Ref, status, fmt.Sprintf("%s by user before it started", msg.Action))
+	reason := fmt.Sprintf("%s by user before it started", msg.Action)
+	if msg.Reason != "" {
+		reason = msg.Reason
+	}
+	applied, err := e.store.stopCreated(ctx, msg.Ref, status, reason)
 	if err != nil || applied {
 		return err
 	}

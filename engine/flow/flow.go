@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -16,11 +17,12 @@ import (
 type flowMsgKind int
 
 const (
-	flowStepDone flowMsgKind = iota // a step attempt ended
-	flowRetryDue                    // a failed step's backoff is over
-	flowAction                      // stop or kill from the API
-	flowTimeout                     // the instance's timeout fired
-	flowLost                        // a write failed: drop the flow here
+	flowStepDone   flowMsgKind = iota // a step attempt ended
+	flowRetryDue                      // a failed step's backoff is over
+	flowAction                        // stop or kill from the API
+	flowTimeout                       // the instance's timeout fired
+	flowLost                          // a write failed: drop the flow here
+	flowStepAction                    // a step action from the API
 )
 
 type flowMsg struct {
@@ -28,6 +30,7 @@ type flowMsg struct {
 	done   stepSummary
 	stepID string
 	action Action
+	reason string
 	reply  chan error
 	err    error
 }
@@ -215,12 +218,7 @@ func (f *flowActor) begin(paramErr error, steps []stepRow) error {
 // workflowParams evaluates a run's workflow params: the definition's, with
 // the run params overriding by name.
 func workflowParams(ctx context.Context, wf *workflow.Workflow, runParams workflow.Params) (params.Values, error) {
-	defs := maps.Clone(wf.Params)
-	if defs == nil {
-		defs = workflow.Params{}
-	}
-	maps.Copy(defs, runParams)
-	return params.Evaluate(ctx, defs, nil, nil)
+	return params.EvaluateWorkflow(ctx, params.WorkflowInput{Workflow: wf, RunParams: runParams})
 }
 
 func (f *flowActor) launch(a *stepActor) {
@@ -245,6 +243,9 @@ func (f *flowActor) handle(m flowMsg) error {
 			f.stopAll(instance.WorkflowFailed, fmt.Sprintf("step %s failed with FAIL_IMMEDIATELY", s.id))
 		}
 	case flowRetryDue:
+		if _, pending := f.retries[m.stepID]; !pending {
+			return nil // a step action cancelled the retry after its timer fired
+		}
 		delete(f.retries, m.stepID)
 		if f.stopping != "" {
 			return nil
@@ -256,14 +257,24 @@ func (f *flowActor) handle(m flowMsg) error {
 		f.steps[m.stepID] = &stepSummary{id: m.stepID, attempt: a.attempt, status: instance.StepNotCreated, retry: next}
 		f.launch(a)
 	case flowAction:
+		status, reason := instance.WorkflowStopped, "stopped by user"
 		if m.action == ActionKill {
-			f.stopAll(instance.WorkflowFailed, "killed by user")
-		} else {
-			f.stopAll(instance.WorkflowStopped, "stopped by user")
+			status, reason = instance.WorkflowFailed, "killed by user"
 		}
+		if m.reason != "" {
+			reason = m.reason
+		}
+		f.stopAll(status, reason)
 		f.waiters = append(f.waiters, m.reply)
 	case flowTimeout:
 		f.stopAll(instance.WorkflowTimedOut, fmt.Sprintf("workflow instance timed out after %s", f.timeout))
+	case flowStepAction:
+		err := f.stepAction(m.stepID, m.action, m.reason)
+		m.reply <- err
+		if errors.Is(err, ErrActionNotAllowed) {
+			return nil
+		}
+		return err
 	case flowLost:
 		return m.err
 	}
@@ -451,12 +462,25 @@ func (f *flowActor) canStartMore() bool {
 	return false
 }
 
-// outcome derives the run's status from its steps' final statuses.
+// outcome derives the run's status from its steps' final statuses: FAILED
+// when a step failed, STOPPED when steps were only stopped (a step stop
+// action), else SUCCEEDED.
 func (f *flowActor) outcome() (instance.WorkflowStatus, string) {
+	stopped := ""
 	for _, id := range f.dag.IDs() {
-		if s, ok := f.steps[id]; ok && s.status.IsTerminal() && !s.status.IsComplete() {
+		s, ok := f.steps[id]
+		if !ok || !s.status.IsTerminal() || s.status.IsComplete() {
+			continue
+		}
+		if s.status != instance.StepStopped {
 			return instance.WorkflowFailed, fmt.Sprintf("step %s ended %s", id, s.status)
 		}
+		if stopped == "" {
+			stopped = id
+		}
+	}
+	if stopped != "" {
+		return instance.WorkflowStopped, fmt.Sprintf("step %s was stopped", stopped)
 	}
 	return instance.WorkflowSucceeded, "all steps completed"
 }
@@ -500,6 +524,8 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	if obs := f.eng.cfg.FlowObserver; obs != nil {
 		obs(f.ref, status, time.Now())
 	}
+	// Hand the run's slot to the next queued run (docs/run-control.md).
+	f.eng.store.admitIfQueued(f.ctx, f.ref.WorkflowID)
 	return nil
 }
 

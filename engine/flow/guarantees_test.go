@@ -14,7 +14,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 )
 
-const chainDef = `{"workflow":{"id":"%s","steps":[
+// chainDef runs in PARALLEL so that many runs are in flight at once.
+const chainDef = `{"properties":{"owner":"tester","run_strategy":{"rule":"PARALLEL","workflow_concurrency":100}},"workflow":{"id":"%s","steps":[
 	{"step":{"id":"s1","type":"Exclusive","transition":{"successors":{"s2":"true"}}}},
 	{"step":{"id":"s2","type":"Exclusive","transition":{"successors":{"s3":"true"}}}},
 	{"step":{"id":"s3","type":"Exclusive"}}]}}`
@@ -128,7 +129,7 @@ func TestStopRacingExecution(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.engine(flow.Config{})
-	e.push(`{"workflow":{"id":"race","steps":[
+	e.push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"race","steps":[
 		{"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"true"}}}},
 		{"step":{"id":"b","type":"Sleep","sleep_seconds":0.05,"transition":{"successors":{"c":"true"}}}},
 		{"step":{"id":"c","type":"NoOp"}}]}}`)

@@ -3,7 +3,9 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,6 +23,7 @@ const (
 	msgWake                       // poll again
 	msgStop                       // stop the attempt (instance stop, kill, timeout, fail immediately)
 	msgTimeout                    // the step's own timeout fired
+	msgRecheck                    // look again at a breakpoint or at permits
 )
 
 type phase int
@@ -70,14 +73,38 @@ type stepActor struct {
 	stopWith *stepMsg
 	timeout  *time.Timer
 	retryAt  *time.Time
+
+	// upstream is the read-only view of the other steps' params (outputs
+	// merged in) the attempt's params may read, taken from the flow when
+	// the attempt was created; nil when its params read none, or for a
+	// resumed attempt, which loads it from the database if it needs it.
+	upstream map[string]params.Values
+	// defs are the attempt's merged param defs, for the modes of outputs.
+	defs workflow.Params
+	// permitted is set once the attempt holds its tags' permits.
+	permitted bool
+	// waitLogged is set once the wait for permits is on the timeline.
+	waitLogged bool
+	recheck    *time.Timer
+	waitTags   []string
 }
 
 // newAttempt prepares a fresh attempt of a step.
 func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry instance.RetryInfo) *stepActor {
-	return &stepActor{
+	a := &stepActor{
 		f: f, node: node, id: node.ID(), attempt: attempt, uuid: uuid.NewString(),
 		status: instance.StepNotCreated, retry: retry, inbox: newMailbox[stepMsg](),
 	}
+	// Called on the flow's goroutine: the flow's step summaries may be read.
+	if c := node.Common(); c != nil && params.ReadsUpstream(c.Params) {
+		a.upstream = make(map[string]params.Values, len(f.steps))
+		for id, s := range f.steps {
+			if id != a.id && s.params != nil {
+				a.upstream[id] = s.params
+			}
+		}
+	}
+	return a
 }
 
 // resumeAttempt rebuilds an attempt that was live when its flow was adopted.
@@ -109,6 +136,7 @@ func (a *stepActor) run(ctx context.Context) {
 		if a.timeout != nil {
 			a.timeout.Stop()
 		}
+		a.stopWaiting()
 	}()
 	if err := a.advance(ctx); err != nil {
 		a.abandon(err)
@@ -130,6 +158,7 @@ func (a *stepActor) run(ctx context.Context) {
 			}
 		}
 	}
+	a.releasePermits(ctx)
 	a.f.inbox.send(flowMsg{kind: flowStepDone, done: a.summary()})
 }
 
@@ -213,8 +242,38 @@ func (a *stepActor) advance(ctx context.Context) error {
 			if err := a.transition(instance.StepInitialized, ""); err != nil {
 				return err
 			}
-		case instance.StepInitialized, instance.StepPaused:
+		case instance.StepInitialized:
+			paused, err := a.f.eng.store.pauseAtBreakpoint(ctx, a.f.ref, a.id, a.attempt)
+			if err != nil {
+				return err
+			}
+			if paused {
+				if err := a.transition(instance.StepPaused, "paused at a breakpoint"); err != nil {
+					return err
+				}
+				// Registered first, so that a resume arriving right after the
+				// write wakes the attempt; durable before waiting, so that the
+				// pause is visible and can be resumed.
+				a.waitFor(pausedRecheck, nil)
+				if err := a.persist(ctx, false, false); err != nil {
+					return err
+				}
+				return nil
+			}
 			if err := a.transition(instance.StepWaitingForSignals, ""); err != nil {
+				return err
+			}
+		case instance.StepPaused:
+			paused, err := a.f.eng.store.stillPaused(ctx, a.f.ref, a.id, a.attempt)
+			if err != nil {
+				return err
+			}
+			if paused {
+				a.waitFor(pausedRecheck, nil)
+				return nil
+			}
+			a.stopWaiting()
+			if err := a.transition(instance.StepWaitingForSignals, "resumed from the breakpoint"); err != nil {
 				return err
 			}
 		case instance.StepWaitingForSignals:
@@ -232,6 +291,9 @@ func (a *stepActor) advance(ctx context.Context) error {
 			if a.rt == nil {
 				return a.fail(ctx, stepruntime.Result{State: stepruntime.FatalError,
 					Message: fmt.Sprintf("no runtime for step type %q on this engine", a.node.Type())})
+			}
+			if waiting, err := a.acquirePermits(ctx); err != nil || waiting {
+				return err
 			}
 			if err := a.transition(instance.StepStarting, ""); err != nil {
 				return err
@@ -261,18 +323,195 @@ func (a *stepActor) advance(ctx context.Context) error {
 	}
 }
 
-func (a *stepActor) evaluateParams(ctx context.Context) error {
-	defs := a.node.Common().Params
-	if len(defs) == 0 {
-		a.params = params.Values{}
-		return nil
+// ParamInjector is implemented by a step runtime that injects params
+// derived from its step schema; they are merged after the default general
+// params and before the step definition's (see params.StepDefs).
+type ParamInjector interface {
+	// InjectParams returns the params to inject for the attempt (Params
+	// is not set yet).
+	InjectParams(a *stepruntime.Attempt) workflow.Params
+}
+
+// stepInput is what merging the attempt's params needs.
+func (a *stepActor) stepInput() params.StepInput {
+	in := params.StepInput{
+		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
+		StepID: a.id, StepType: string(a.node.Type()), AttemptID: a.attempt, UUID: a.uuid,
+		Defs: a.node.Common().Params, Workflow: a.f.plainParams, Steps: a.lookupUpstream,
 	}
-	vals, err := params.Evaluate(ctx, defs, a.f.plainParams, nil)
+	if inj, ok := a.rt.(ParamInjector); ok {
+		att := a.runtimeAttempt()
+		att.Params = nil
+		in.Injected = inj.InjectParams(att)
+	}
+	return in
+}
+
+// evaluateParams merges and evaluates the attempt's params in Maestro's
+// order (see params.StepDefs).
+func (a *stepActor) evaluateParams(ctx context.Context) error {
+	if a.upstream == nil && params.ReadsUpstream(a.node.Common().Params) {
+		if err := a.loadUpstream(ctx); err != nil {
+			return err
+		}
+	}
+	in := a.stepInput()
+	defs, err := params.StepDefs(in)
 	if err != nil {
 		return err
 	}
-	a.params = vals
+	vals, err := params.EvaluateIn(ctx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps})
+	if err != nil {
+		return err
+	}
+	a.defs, a.params = defs, vals
 	return nil
+}
+
+// lookupUpstream reads a param of another step from the attempt's view.
+func (a *stepActor) lookupUpstream(step, name string) (any, bool) {
+	v, ok := a.upstream[step][name]
+	if !ok {
+		return nil, false
+	}
+	return v.Value, true
+}
+
+// loadUpstream builds the upstream view from the database, for an attempt
+// rebuilt after a takeover.
+func (a *stepActor) loadUpstream(ctx context.Context) error {
+	rows, err := a.f.eng.store.loadLatestAttempts(ctx, a.f.ref)
+	if err != nil {
+		return err
+	}
+	a.upstream = make(map[string]params.Values, len(rows))
+	for _, r := range rows {
+		if r.StepID == a.id || len(r.Params) <= 2 {
+			continue
+		}
+		var vals params.Values
+		if err := json.Unmarshal(r.Params, &vals); err == nil {
+			a.upstream[r.StepID] = vals
+		}
+	}
+	return nil
+}
+
+// mergeOutputs merges the output params of the runtime's result and those
+// an external job set through the API into the attempt's params, so that
+// downstream steps read them. Only MUTABLE params may be changed.
+func (a *stepActor) mergeOutputs(ctx context.Context, fromRuntime map[string]any) error {
+	raw := make(map[string]any, len(fromRuntime))
+	maps.Copy(raw, fromRuntime)
+	stored, err := a.f.eng.store.readOutputData(ctx, a.uuid)
+	if err != nil {
+		return err
+	}
+	if len(stored) > 2 {
+		var ext params.Values
+		if err := json.Unmarshal(stored, &ext); err != nil {
+			return fmt.Errorf("output data: %w", err)
+		}
+		for k, v := range ext {
+			raw[k] = v
+		}
+	}
+	if len(raw) == 0 {
+		return nil
+	}
+	outs, err := params.Outputs(a.params, raw)
+	if err != nil {
+		return &outputError{err}
+	}
+	if a.defs == nil {
+		if a.defs, err = params.StepDefs(a.stepInput()); err != nil {
+			return &outputError{err}
+		}
+	}
+	merged, err := params.MergeOutputs(a.params, a.defs, outs)
+	if err != nil {
+		return &outputError{err}
+	}
+	a.params, a.outputs = merged, outs.Plain()
+	return nil
+}
+
+// outputError is output params the step may not set; it fails the step.
+type outputError struct{ err error }
+
+func (e *outputError) Error() string { return "invalid output params: " + e.err.Error() }
+
+func (e *outputError) Unwrap() error { return e.err }
+
+// permitTags returns the step's tags, each with the limit written on it.
+func (a *stepActor) permitTags() []tagLimit {
+	tags := a.node.Common().Tags
+	if len(tags) == 0 {
+		return nil
+	}
+	out := make([]tagLimit, 0, len(tags))
+	for _, t := range tags {
+		l := tagLimit{Tag: t.Name}
+		if t.Permit != nil {
+			l.Inline = *t.Permit
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// acquirePermits takes a permit of each of the step's tags; waiting is true
+// when one is used up and the attempt waits, rechecking when a permit is
+// released here or on its timer.
+func (a *stepActor) acquirePermits(ctx context.Context) (waiting bool, err error) {
+	tags := a.permitTags()
+	if len(tags) == 0 || a.permitted {
+		return false, nil
+	}
+	if !a.waitLogged {
+		// Held permits point at the attempt's row, which must exist (a
+		// holder without a live row is taken for a leftover of a crash).
+		if err := a.persist(ctx, false, false); err != nil {
+			return false, err
+		}
+	}
+	ok, blocked, err := a.f.eng.store.acquirePermits(ctx, a.f.ref, a.id, a.attempt, a.uuid, tags)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		a.stopWaiting()
+		a.permitted = true
+		return false, nil
+	}
+	if !a.waitLogged {
+		a.waitLogged = true
+		a.pending = append(a.pending, instance.LogEvent("INFO", fmt.Sprintf("waiting for a permit of tag %s", blocked)))
+	}
+	names := make([]string, len(tags))
+	for i, t := range tags {
+		names[i] = t.Tag
+	}
+	a.waitFor(permitRecheck, names)
+	return true, nil
+}
+
+// releasePermits gives back an ended attempt's permits and wakes the
+// attempts here that wait for them. A failure is left to the next
+// acquirer, which drops permits of ended attempts.
+func (a *stepActor) releasePermits(ctx context.Context) {
+	tags := a.permitTags()
+	if len(tags) == 0 || !a.status.IsTerminal() || ctx.Err() != nil {
+		return
+	}
+	if err := a.f.eng.store.releasePermits(ctx, a.uuid); err != nil {
+		a.f.eng.cfg.Logger.Warn("release tag permits", append(a.log(), "error", err.Error())...)
+	}
+	names := make([]string, len(tags))
+	for i, t := range tags {
+		names[i] = t.Tag
+	}
+	wakePermitWaiters(names)
 }
 
 // armTimeout starts the step's own timeout clock from its start time.
@@ -285,6 +524,9 @@ func (a *stepActor) armTimeout() {
 		return
 	}
 	d, err := c.Timeout.Resolve()
+	if errors.Is(err, workflow.ErrNeedsParams) {
+		d, err = a.paramTimeout(c.Timeout.Text)
+	}
 	if err != nil || d <= 0 {
 		return
 	}
@@ -295,6 +537,21 @@ func (a *stepActor) armTimeout() {
 	a.timeout = time.AfterFunc(time.Until(start.Add(d)), func() {
 		a.inbox.send(stepMsg{kind: msgTimeout, reason: fmt.Sprintf("step timed out after %s", d)})
 	})
+}
+
+// paramTimeout resolves a timeout written with params ("${hours}h") from
+// the attempt's params and the workflow's.
+func (a *stepActor) paramTimeout(text string) (time.Duration, error) {
+	vals := maps.Clone(a.f.plainParams)
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	maps.Copy(vals, a.params.Plain())
+	s, err := params.Interpolate(text, vals)
+	if err != nil {
+		return 0, err
+	}
+	return workflow.ParseDuration(s)
 }
 
 func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
@@ -352,6 +609,11 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			return nil
 		}
 		return a.onResult(ctx, m.phase, m.result)
+	case msgRecheck:
+		if a.stopWith != nil || (a.status != instance.StepPaused && a.status != instance.StepWaitingForPermits) {
+			return nil
+		}
+		return a.advance(ctx)
 	case msgWake:
 		if a.inFlight || a.stopWith != nil {
 			return nil
@@ -409,7 +671,13 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			a.call(ctx, phaseExecute)
 			return nil
 		}
-		a.outputs = r.Outputs
+		if err := a.mergeOutputs(ctx, r.Outputs); err != nil {
+			var bad *outputError
+			if errors.As(err, &bad) {
+				return a.fail(ctx, stepruntime.Result{State: stepruntime.FatalError, Message: err.Error()})
+			}
+			return err
+		}
 		if err := a.transition(instance.StepFinishing, ""); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,7 +21,8 @@ var ErrFenced = errors.New("flow is owned by another engine node (generation fen
 // store holds the engine's SQL. Every write that touches a flow is fenced
 // by the flow's generation.
 type store struct {
-	db *pgxpool.Pool
+	db  *pgxpool.Pool
+	log *slog.Logger
 }
 
 // Ref names one run of a workflow instance.
@@ -173,7 +175,7 @@ UPDATE workflow_instance SET
     params = CASE WHEN status = 'CREATED' THEN COALESCE($8::jsonb, params) ELSE params END,
     modify_time = now()
 WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
-  AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')
+  AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
   AND EXISTS (SELECT 1 FROM owned)
 RETURNING ` + instanceColumns
 
@@ -219,7 +221,7 @@ type createdRow struct {
 func (s *store) readCreated(ctx context.Context, ref Ref) (createdRow, bool, error) {
 	var r createdRow
 	err := s.db.QueryRow(ctx, `SELECT definition, run_params FROM workflow_instance
-        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED'`,
+        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
 		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return createdRow{}, false, nil
@@ -398,19 +400,6 @@ func jsonOr(b []byte) []byte {
 		return []byte("{}")
 	}
 	return b
-}
-
-// stopCreated ends an instance the engine has not started yet.
-func (s *store) stopCreated(ctx context.Context, ref Ref, status instance.WorkflowStatus, reason string) (bool, error) {
-	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(status), reason)})
-	tag, err := s.db.Exec(ctx, `UPDATE workflow_instance SET status = $4, seq = seq + 1, end_time = now(), modify_time = now(),
-            timeline = timeline || $5::jsonb
-        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED'`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID, status, ev)
-	if err != nil {
-		return false, fmt.Errorf("stop created instance %s: %w", ref, err)
-	}
-	return tag.RowsAffected() == 1, nil
 }
 
 // isLive reports whether a run has not ended.

@@ -1,6 +1,11 @@
-// Package params evaluates parameter definitions into typed values: literals
-// are converted to their declared type and SEL expressions are evaluated in
-// dependency order, each seeing the values evaluated before it.
+// Package params merges and evaluates parameter definitions into typed
+// values, as Maestro does: workflow and step params are merged in Maestro's
+// order (WorkflowDefs, StepDefs), overrides are checked against the param
+// modes (CheckOverrides), literal strings are interpolated ($name, ${name},
+// ${name@step}, $$), SEL expressions are evaluated in dependency order, each
+// seeing the values evaluated before it and upstream steps' params
+// (step__name, params.getFromStep), and a step's output params are merged
+// into its params (Outputs, MergeOutputs). See docs/params.md.
 package params
 
 import (
@@ -81,17 +86,49 @@ func (e *Error) Unwrap() error { return e.Err }
 // ErrCycle reports parameters whose expressions depend on each other.
 var ErrCycle = errors.New("parameters depend on each other in a cycle")
 
+// StepLookup returns the value of param name of an upstream step (its
+// evaluated params with its output params merged in); ok is false when the
+// step has not run or has no such param.
+type StepLookup func(step, name string) (v any, ok bool)
+
+// Scope is what evaluated defs may read besides each other.
+type Scope struct {
+	// Base holds values already known, such as the workflow's params when
+	// evaluating a step's; defs of the same name shadow them.
+	Base map[string]any
+	// Steps resolves step__name, ${name@step} and params.getFromStep; nil
+	// when no upstream step is visible.
+	Steps StepLookup
+	// Funcs are extra SEL functions.
+	Funcs map[string]sel.Func
+}
+
 // Evaluate evaluates defs. Expressions see base (already known values, such
 // as the workflow's params when evaluating a step's) and the defs evaluated
 // before them; defs are evaluated so that every def comes after the defs its
 // expression reads. funcs are extra SEL functions (params.getFromStep, ...).
 func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, funcs map[string]sel.Func) (Values, error) {
-	order, programs, err := plan(defs)
+	return EvaluateIn(ctx, defs, Scope{Base: base, Funcs: funcs})
+}
+
+// EvaluateIn evaluates defs in a scope. Literal strings are interpolated
+// ($name, ${name}, ${name@step}, ${step__name}; $$ is a literal $),
+// expressions are SEL, and a def with a validator must satisfy it.
+func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, error) {
+	funcs := sc.Funcs
+	if sc.Steps != nil {
+		funcs = maps.Clone(funcs)
+		if funcs == nil {
+			funcs = map[string]sel.Func{}
+		}
+		funcs["params.getFromStep"] = getFromStep(sc.Steps)
+	}
+	order, programs, err := plan(defs, funcs)
 	if err != nil {
 		return nil, err
 	}
-	env := make(sel.MapEnv, len(base)+len(defs))
-	maps.Copy(env, base)
+	env := &scopeEnv{vals: make(sel.MapEnv, len(sc.Base)+len(defs)), steps: sc.Steps}
+	maps.Copy(env.vals, sc.Base)
 	out := make(Values, len(defs))
 	for _, name := range order {
 		def := defs[name]
@@ -102,7 +139,7 @@ func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, fu
 				return nil, &Error{Param: name, Err: err}
 			}
 		} else {
-			v, err = literal(ctx, def, env, funcs)
+			v, err = literal(ctx, def, env, sc.Steps, funcs)
 			if err != nil {
 				return nil, &Error{Param: name, Err: err}
 			}
@@ -111,23 +148,115 @@ func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, fu
 		if err != nil {
 			return nil, &Error{Param: name, Err: err}
 		}
+		env.vals[name] = typed
+		if def.Validator != "" {
+			if err := validate(ctx, def.Validator, env, funcs); err != nil {
+				return nil, &Error{Param: name, Err: err}
+			}
+		}
 		out[name] = Value{Type: def.Type, Value: typed}
-		env[name] = typed
 	}
 	return out, nil
 }
 
-// plan compiles the expressions and orders the defs by dependency.
-func plan(defs workflow.Params) ([]string, map[string]*sel.Program, error) {
+// ErrValidator reports a value its def's validator refused.
+var ErrValidator = errors.New("param value failed its validator")
+
+// validate runs a validator: a SEL expression that sees the params (the one
+// validated included) and must return true.
+func validate(ctx context.Context, src string, env sel.Env, funcs map[string]sel.Func) error {
+	prog, err := sel.Compile(src, sel.WithFunctions(funcs))
+	if err != nil {
+		return fmt.Errorf("validator: %w", err)
+	}
+	v, err := prog.Eval(ctx, env)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrValidator, src, err)
+	}
+	if ok, isBool := v.(bool); !isBool || !ok {
+		return fmt.Errorf("%w: %s returned %v", ErrValidator, src, v)
+	}
+	return nil
+}
+
+// scopeEnv resolves free names: evaluated params first, then step__name
+// references to upstream steps.
+type scopeEnv struct {
+	vals  sel.MapEnv
+	steps StepLookup
+}
+
+func (e *scopeEnv) Lookup(name string) (any, bool) {
+	if v, ok := e.vals[name]; ok {
+		return v, true
+	}
+	if e.steps != nil {
+		if step, param, ok := strings.Cut(name, "__"); ok && step != "" && param != "" {
+			return e.steps(step, param)
+		}
+	}
+	return nil, false
+}
+
+// lookupRef resolves an interpolation reference.
+func (e *scopeEnv) lookupRef(r ref) (any, bool) {
+	if r.step == "" {
+		v, ok := e.vals[r.name]
+		return v, ok
+	}
+	if e.steps == nil {
+		return nil, false
+	}
+	return e.steps(r.step, r.name)
+}
+
+// ErrNoSuchStepParam reports params.getFromStep of something not available.
+var ErrNoSuchStepParam = errors.New("no such step param")
+
+func getFromStep(steps StepLookup) sel.Func {
+	return func(_ context.Context, args []any) (any, error) {
+		if len(args) != 2 {
+			return nil, fmt.Errorf("params.getFromStep takes (stepId, paramName), got %d arguments", len(args))
+		}
+		step, ok1 := args[0].(string)
+		name, ok2 := args[1].(string)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("params.getFromStep takes two strings")
+		}
+		v, ok := steps(step, name)
+		if !ok {
+			return nil, fmt.Errorf("%w: param %s of step %s", ErrNoSuchStepParam, name, step)
+		}
+		return v, nil
+	}
+}
+
+// plan compiles the expressions and orders the defs by dependency: an
+// expression depends on the defs it names, a literal on the defs its
+// strings interpolate.
+func plan(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string]*sel.Program, error) {
 	names := slices.Sorted(maps.Keys(defs))
 	programs := make(map[string]*sel.Program, len(defs))
 	deps := make(map[string][]string, len(defs))
 	for _, name := range names {
 		def := defs[name]
 		if def.Expression == nil {
+			refs, err := literalRefs(def)
+			if err != nil {
+				return nil, nil, &Error{Param: name, Err: err}
+			}
+			for _, n := range refs {
+				if _, ok := defs[n]; ok && n != name {
+					deps[name] = append(deps[name], n)
+				}
+			}
 			continue
 		}
-		prog, err := sel.Compile(*def.Expression)
+		var opts []sel.Option
+		if len(funcs) > 0 {
+			opts = append(opts, sel.WithFunctions(funcs))
+		}
+		prog, err := sel.Compile(*def.Expression, opts...)
 		if err != nil {
 			return nil, nil, &Error{Param: name, Err: err}
 		}
@@ -172,11 +301,49 @@ func plan(defs workflow.Params) ([]string, map[string]*sel.Program, error) {
 	return order, programs, nil
 }
 
-// literal returns a literal def's value; MAP values are evaluated member by
-// member since each member is itself a param definition.
-func literal(ctx context.Context, def workflow.Param, env sel.MapEnv, funcs map[string]sel.Func) (any, error) {
+// literalRefs returns the same-scope names a literal def interpolates,
+// nested MAP members included.
+func literalRefs(def workflow.Param) ([]string, error) {
 	if nested, ok := def.MapValue(); ok {
-		vals, err := Evaluate(ctx, nested, env, funcs)
+		var out []string
+		for _, d := range nested {
+			if d.Expression != nil {
+				prog, err := sel.Compile(*d.Expression)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, prog.Names()...)
+				continue
+			}
+			refs, err := literalRefs(d)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, refs...)
+		}
+		return out, nil
+	}
+	var out []string
+	for _, s := range stringsIn(def.Value) {
+		refs, err := parseRefs(s)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range refs {
+			if r.step == "" {
+				out = append(out, r.name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// literal returns a literal def's value with its strings interpolated; MAP
+// values are evaluated member by member since each member is itself a param
+// definition.
+func literal(ctx context.Context, def workflow.Param, env *scopeEnv, steps StepLookup, funcs map[string]sel.Func) (any, error) {
+	if nested, ok := def.MapValue(); ok {
+		vals, err := EvaluateIn(ctx, nested, Scope{Base: env.vals, Steps: steps, Funcs: funcs})
 		if err != nil {
 			return nil, err
 		}
@@ -186,7 +353,7 @@ func literal(ctx context.Context, def workflow.Param, env sel.MapEnv, funcs map[
 		}
 		return out, nil
 	}
-	return def.Value, nil
+	return interpolateValue(def.Value, env.lookupRef)
 }
 
 // Convert converts v to the Go type of t, accepting JSON-decoded values

@@ -50,6 +50,9 @@ type Validator struct {
 	// CheckExpression parses a SEL expression and returns its error; nil only checks that
 	// expressions are not empty.
 	CheckExpression func(expr string) error
+	// CheckParams checks a user-defined params map as a whole (for example that expressions
+	// and interpolations do not depend on each other in a cycle); nil checks nothing more.
+	CheckParams func(ps Params) error
 }
 
 // DefaultStepTypes returns the step types a zero Validator accepts.
@@ -108,6 +111,7 @@ type validation struct {
 	typeNames string
 	config    map[string]map[string]ConfigCheck // by type as configured and lower-cased
 	check     func(string) error
+	checkPs   func(Params) error
 	exprCache map[string]error
 	stepLocs  map[string]*loc // step id -> where it is defined
 }
@@ -117,6 +121,7 @@ func (v Validator) start() *validation {
 		maxSteps:  v.MaxSteps,
 		maxDepth:  v.MaxDepth,
 		check:     v.CheckExpression,
+		checkPs:   v.CheckParams,
 		types:     map[string]bool{},
 		config:    map[string]map[string]ConfigCheck{},
 		exprCache: map[string]error{},

@@ -18,6 +18,11 @@ func (s *validation) params(ps Params, at *loc, userDefined bool) {
 		}
 		s.param(&p, pp)
 	}
+	if userDefined && s.checkPs != nil && len(ps) > 0 {
+		if err := s.checkPs(ps); err != nil {
+			s.report(at, err.Error())
+		}
+	}
 }
 
 // param checks one definition: type, mode, exactly one of value and expression, and that the

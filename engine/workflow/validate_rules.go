@@ -19,6 +19,9 @@ var reservedParamNames = map[string]bool{
 	"params": true, "Params": true, "PARAMS": true,
 	"AUTH_BLOB": true, "AUTH_DATA": true, "AUTH_ACTING_ON_BEHALF_OF_BLOB": true,
 	"AUTH_TRIGGERING_ON_BEHALF_OF_BLOB": true, "AUTHORIZED_MANAGERS": true,
+	// Set by the engine for every run and step (engine/params).
+	"workflow_id": true, "workflow_instance_id": true, "workflow_run_id": true,
+	"step_id": true, "step_instance_uuid": true, "step_attempt_id": true,
 }
 
 // workflowID checks a workflow id: [_a-zA-Z0-9][.\-_a-zA-Z0-9]*, at most 128 characters, no

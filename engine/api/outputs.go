@@ -1,0 +1,167 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// patternRoutes registers the endpoints of output params, tag permits and
+// step breakpoints.
+func (s *Server) patternRoutes() {
+	s.handle("PUT /api/v3/output-data", s.putOutputData)
+	s.handle("POST /api/v3/tag-permits", s.putTagPermit)
+	s.handle("GET /api/v3/tag-permits", s.listTagPermits)
+	s.handle("GET /api/v3/tag-permits/{tag}", s.getTagPermit)
+	s.handle("DELETE /api/v3/tag-permits/{tag}", s.deleteTagPermit)
+	s.handle("POST /api/v3/workflows/steps/breakpoints", s.createBreakpoint)
+	s.handle("GET /api/v3/workflows/steps/breakpoints", s.listBreakpoints)
+	s.handle("DELETE /api/v3/workflows/steps/breakpoints", s.deleteBreakpoints)
+	s.handle("GET /api/v3/workflows/steps/breakpoints/paused-step-attempts", s.listPausedAttempts)
+	s.handle("PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", s.resumePausedAttempt)
+}
+
+// outputDataBody is what an external job sends to set output params of the
+// step attempt that runs it. step_instance_uuid is the attempt's
+// step_instance_uuid param: knowing it proves the caller runs the attempt.
+type outputDataBody struct {
+	WorkflowID string `json:"workflow_id"`
+	InstanceID int64  `json:"workflow_instance_id"`
+	RunID      int64  `json:"workflow_run_id"`
+	StepID     string `json:"step_id"`
+	AttemptID  int64  `json:"step_attempt_id"`
+	UUID       string `json:"step_instance_uuid"`
+	// Params are typed values: {"name": {"type": "LONG", "value": 5}}.
+	Params map[string]struct {
+		Type  workflow.ParamType `json:"type"`
+		Value json.RawMessage    `json:"value"`
+	} `json:"params"`
+}
+
+func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
+	var body outputDataBody
+	if err := decodeStrict(r, &body); err != nil {
+		return err
+	}
+	var problems []string
+	if body.WorkflowID == "" || body.StepID == "" || body.InstanceID <= 0 || body.RunID <= 0 || body.AttemptID <= 0 || body.UUID == "" {
+		problems = append(problems, "workflow_id, workflow_instance_id, workflow_run_id, step_id, step_attempt_id and step_instance_uuid are required")
+	}
+	if len(body.Params) == 0 {
+		problems = append(problems, "params: at least one output param is required")
+	}
+	vals := make(params.Values, len(body.Params))
+	for _, name := range slices.Sorted(maps.Keys(body.Params)) {
+		p := body.Params[name]
+		if !outputName.MatchString(name) || strings.Contains(name, "__") {
+			problems = append(problems, fmt.Sprintf("params.%s: a param name starts with a letter or '_' and has only letters, digits, '.', '-' and '_' (no '__')", name))
+			continue
+		}
+		if params.Reserved(name) {
+			problems = append(problems, fmt.Sprintf("params.%s: the name is reserved and set by Maestro", name))
+			continue
+		}
+		if !p.Type.Valid() {
+			problems = append(problems, fmt.Sprintf("params.%s: unknown type %q", name, p.Type))
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(p.Value))
+		dec.UseNumber()
+		var raw any
+		if len(p.Value) == 0 || dec.Decode(&raw) != nil {
+			problems = append(problems, fmt.Sprintf("params.%s: value is required", name))
+			continue
+		}
+		v, err := params.Convert(p.Type, raw)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("params.%s: %v", name, err))
+			continue
+		}
+		vals[name] = params.Value{Type: p.Type, Value: v}
+	}
+	if len(problems) > 0 {
+		return badRequest("invalid output data", problems...)
+	}
+	encoded, err := json.Marshal(vals)
+	if err != nil {
+		return err
+	}
+	var merged []byte
+	err = pgx.BeginFunc(r.Context(), s.cfg.DB, func(tx pgx.Tx) error {
+		var uuid string
+		var status instance.StepStatus
+		err := tx.QueryRow(r.Context(), `SELECT uuid::text, status FROM step_instance
+            WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5 FOR SHARE`,
+			body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID).Scan(&uuid, &status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound(fmt.Sprintf("step attempt %s/%d/%d/%s/%d not found", body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID))
+		}
+		if err != nil {
+			return fmt.Errorf("read step attempt: %w", err)
+		}
+		if uuid != body.UUID {
+			return forbidden("step_instance_uuid does not match the step attempt")
+		}
+		if status.IsTerminal() {
+			return conflict(fmt.Sprintf("step attempt is already %s; output params must be set while it runs", status))
+		}
+		return tx.QueryRow(r.Context(), `INSERT INTO step_output_data (step_uuid, workflow_id, instance_id, run_id, step_id, attempt_id, params)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            ON CONFLICT (step_uuid) DO UPDATE SET params = step_output_data.params || EXCLUDED.params, modify_time = now()
+            RETURNING params`, body.UUID, body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID, encoded).Scan(&merged)
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"workflow_id": body.WorkflowID, "workflow_instance_id": body.InstanceID, "workflow_run_id": body.RunID,
+		"step_id": body.StepID, "step_attempt_id": body.AttemptID, "params": json.RawMessage(merged),
+	})
+	return nil
+}
+
+// outputName is the shape of a param name.
+var outputName = regexp.MustCompile(`^[_a-zA-Z][.\-_a-zA-Z0-9]{0,127}$`)
+
+// decodeStrict reads a JSON body, refusing unknown fields.
+func decodeStrict(r *http.Request, v any) error {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return tooLarge("request body is larger than 256 KB")
+		}
+		return badRequest("cannot read request body")
+	}
+	if buf.Len() == 0 {
+		return badRequest("a JSON body is required")
+	}
+	dec := json.NewDecoder(&buf)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("malformed request body", err.Error())
+	}
+	return nil
+}
+
+// exists runs a query that selects one boolean.
+func (s *Server) exists(ctx context.Context, sql string, args ...any) (bool, error) {
+	var ok bool
+	if err := s.cfg.DB.QueryRow(ctx, sql, args...).Scan(&ok); err != nil {
+		return false, err
+	}
+	return ok, nil
+}

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// runControlRoutes registers restart, unblock, step actions and the action
+// maps (docs/run-control.md).
+func (s *Server) runControlRoutes() {
+	for _, rt := range s.runControlRouteTable() {
+		s.handle(rt.pattern, rt.handler)
+	}
+}
+
+func (s *Server) runControlRouteTable() []route {
+	return []route{
+		{"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart", s.restartInstance},
+		{"PUT /api/v3/workflows/{id}/actions/unblock", s.unblock},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock", s.unblock},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart", s.stepAction(flow.StepRestart)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", s.stepAction(flow.StepSkip)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", s.stepAction(flow.StepStop)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", s.stepAction(flow.StepKill)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", s.stepAction(flow.StepBypassDependencies)},
+		{"GET /api/v3/instances/action-map", s.instanceActionMap},
+		{"GET /api/v3/steps/instances/action-map", s.stepActionMap},
+	}
+}
+
+// restartBody is the body of an instance restart. The policy may be given
+// at the top level or, as in Maestro's run request, in restart_config.
+type restartBody struct {
+	RestartPolicy string          `json:"restart_policy"`
+	RunParams     workflow.Params `json:"run_params"`
+	Initiator     map[string]any  `json:"initiator"`
+	RestartConfig *struct {
+		RestartPolicy string `json:"restart_policy"`
+		// RestartPath, as in Maestro, names the step to restart from
+		// (RESTART_FROM_SPECIFIC) in its last node.
+		RestartPath []struct {
+			StepID string `json:"step_id"`
+		} `json:"restart_path"`
+	} `json:"restart_config"`
+}
+
+func (s *Server) restartInstance(w http.ResponseWriter, r *http.Request) error {
+	iid, err := pathInt(r, "iid")
+	if err != nil {
+		return err
+	}
+	var body restartBody
+	if err := decodeBody(r, &body); err != nil {
+		return err
+	}
+	if err := workflowParamsValid(body.RunParams); err != nil {
+		return err
+	}
+	policy, step := body.RestartPolicy, ""
+	if c := body.RestartConfig; c != nil {
+		if c.RestartPolicy != "" {
+			policy = c.RestartPolicy
+		}
+		if n := len(c.RestartPath); n > 0 {
+			step = c.RestartPath[n-1].StepID
+		}
+	}
+	inst, err := s.cfg.Runs.Restart(r.Context(), execution.RestartRequest{
+		WorkflowID: r.PathValue("id"), InstanceID: iid, Policy: policy, StepID: step,
+		RunParams: body.RunParams, Initiator: body.Initiator,
+	})
+	if err != nil {
+		return controlError(err)
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"status": "CREATED", "workflow_instance": inst})
+	return nil
+}
+
+func (s *Server) unblock(w http.ResponseWriter, r *http.Request) error {
+	var iid int64
+	if r.PathValue("iid") != "" {
+		var err error
+		if iid, err = pathInt(r, "iid"); err != nil {
+			return err
+		}
+	}
+	n, err := s.cfg.Runs.Unblock(r.Context(), r.PathValue("id"), iid)
+	if err != nil {
+		return controlError(err)
+	}
+	resp := map[string]any{"workflow_id": r.PathValue("id"), "action": flow.ActionUnblock, "unblocked": n}
+	if iid > 0 {
+		resp["workflow_instance_id"] = iid
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+func (s *Server) stepAction(action flow.Action) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		iid, err := pathInt(r, "iid")
+		if err != nil {
+			return err
+		}
+		var run int64
+		if r.PathValue("run") != "latest" {
+			if run, err = pathInt(r, "run"); err != nil {
+				return err
+			}
+		}
+		res, err := s.cfg.Runs.StepAct(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"), action)
+		if err != nil {
+			return controlError(err)
+		}
+		code := http.StatusAccepted
+		if res.Restarted != nil {
+			code = http.StatusCreated
+		}
+		writeJSON(w, code, res)
+		return nil
+	}
+}
+
+func (s *Server) instanceActionMap(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, flow.InstanceActionMap())
+	return nil
+}
+
+func (s *Server) stepActionMap(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, flow.StepActionMap())
+	return nil
+}
+
+// controlError maps run-control errors; the rest as runError does.
+func controlError(err error) error {
+	if errors.Is(err, execution.ErrInvalid) {
+		return badRequest(err.Error())
+	}
+	return runError(err)
+}

@@ -1,0 +1,178 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+const strictWorkflow = `{"properties":{"owner":"alice","run_strategy":"STRICT_SEQUENTIAL"},
+	"workflow":{"id":"strictapi","params":{"fail":{"type":"BOOLEAN","value":false}},"steps":[
+	{"step":{"id":"nap","type":"Sleep","sleep_seconds":0.01,"transition":{"successors":{"boom":"fail == true"}}}},
+	{"step":{"id":"boom","type":"Sleep","sleep_seconds":60,"timeout":"300ms","retry_policy":{"timeout_retry_limit":0}}}]}}`
+
+// waitStepStatus polls a run's steps until step has status.
+func (e *testEnv) waitStepStatus(path, step, status string) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.send(http.MethodGet, path, "", "").expect(e.t, http.StatusOK)
+		for _, s := range r.body["steps"].([]any) {
+			m := s.(map[string]any)
+			if m["step_id"] == step && m["status"] == status {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("step %s never reached %s: %s", step, status, r.raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestActionMaps(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	im := e.send(http.MethodGet, "/api/v3/instances/action-map", "", "").expect(t, http.StatusOK)
+	if got := im.body["FAILED"].([]any); len(got) != 2 || got[0] != "restart" || got[1] != "unblock" {
+		t.Errorf("instance action map %s", im.raw)
+	}
+	sm := e.send(http.MethodGet, "/api/v3/steps/instances/action-map", "", "").expect(t, http.StatusOK)
+	if got := sm.body["WAITING_FOR_SIGNALS"].([]any); len(got) != 4 || got[3] != "bypass-dependencies" {
+		t.Errorf("step action map %s", sm.raw)
+	}
+	if got := sm.body["SUCCEEDED"].([]any); len(got) != 1 || got[0] != "restart" {
+		t.Errorf("step action map %s", sm.raw)
+	}
+}
+
+func TestUnblockAndRestartOverREST(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.withEngine()
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", strictWorkflow).expect(t, http.StatusCreated)
+	start := "/api/v3/workflows/strictapi/versions/latest/actions/start"
+	e.send(http.MethodPost, start, "alice", `{"run_params":{"fail":{"type":"BOOLEAN","value":true}}}`).expect(t, http.StatusCreated)
+	if got := e.waitTerminal("/api/v3/workflows/strictapi/instances/1"); got.body["status"] != "FAILED" {
+		t.Fatalf("run 1 %s", got.raw)
+	}
+	queued := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated)
+	if inst := queued.body["workflow_instance"].(map[string]any); inst["status"] != "CREATED" || inst["queued"] != true {
+		t.Fatalf("start behind a failed run %s", queued.raw)
+	}
+	// Unblocking a run that is not FAILED is a conflict.
+	e.send(http.MethodPut, "/api/v3/workflows/strictapi/instances/2/actions/unblock", "alice", "").expect(t, http.StatusConflict)
+	e.send(http.MethodPut, "/api/v3/workflows/strictapi/instances/9/actions/unblock", "alice", "").expect(t, http.StatusNotFound)
+	e.send(http.MethodPut, "/api/v3/workflows/nope/actions/unblock", "alice", "").expect(t, http.StatusNotFound)
+	time.Sleep(200 * time.Millisecond)
+	if got := e.send(http.MethodGet, "/api/v3/workflows/strictapi/instances/2", "", "").expect(t, http.StatusOK); got.body["status"] != "CREATED" {
+		t.Fatalf("run 2 ran while blocked: %s", got.raw)
+	}
+	r := e.send(http.MethodPut, "/api/v3/workflows/strictapi/actions/unblock", "alice", "").expect(t, http.StatusOK)
+	if r.body["unblocked"].(float64) != 1 {
+		t.Errorf("unblock answered %s", r.raw)
+	}
+	if got := e.waitTerminal("/api/v3/workflows/strictapi/instances/2"); got.body["status"] != "SUCCEEDED" {
+		t.Fatalf("run 2 %s", got.raw)
+	}
+
+	// Restart instance 1 from the beginning with the failure switched off.
+	e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/actions/restart", "alice",
+		`{"restart_policy":"NOPE"}`).expect(t, http.StatusBadRequest)
+	e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/7/actions/restart", "alice", "").expect(t, http.StatusNotFound)
+	rr := e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/actions/restart", "alice",
+		`{"restart_config":{"restart_policy":"RESTART_FROM_BEGINNING"},"run_params":{"fail":{"type":"BOOLEAN","value":false}}}`).
+		expect(t, http.StatusCreated)
+	if inst := rr.body["workflow_instance"].(map[string]any); inst["workflow_run_id"].(float64) != 2 {
+		t.Fatalf("restart answered %s", rr.raw)
+	}
+	done := e.waitTerminal("/api/v3/workflows/strictapi/instances/1")
+	if done.body["status"] != "SUCCEEDED" || done.num(t, "workflow_run_id") != 2 {
+		t.Fatalf("restarted run %s", done.raw)
+	}
+	agg := done.body["aggregated_info"].(map[string]any)
+	views := agg["step_aggregated_views"].(map[string]any)
+	if agg["workflow_instance_status"] != "SUCCEEDED" || views["nap"].(map[string]any)["workflow_run_id"].(float64) != 2 ||
+		views["boom"].(map[string]any)["status"] != "UNSATISFIED" {
+		t.Errorf("aggregated info %v", agg)
+	}
+	// A step action not allowed from the step's status is a clear 409.
+	c := e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/runs/2/steps/nap/actions/stop", "alice", "").
+		expect(t, http.StatusConflict)
+	if c.body["status"] != "CONFLICT" {
+		t.Errorf("conflict body %s", c.raw)
+	}
+	e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/runs/2/steps/ghost/actions/skip", "alice", "").
+		expect(t, http.StatusNotFound)
+	e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/runs/1/steps/nap/actions/restart", "alice", "").
+		expect(t, http.StatusConflict) // not the latest run
+}
+
+func TestStepActionsOverREST(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.withEngine()
+	e.send(http.MethodPost, "/api/v3/workflows", "alice",
+		`{"workflow":{"id":"napper","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusCreated)
+	e.send(http.MethodPost, "/api/v3/workflows/napper/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+	e.waitStepStatus("/api/v3/workflows/napper/instances/1/runs/1/steps", "nap", "RUNNING")
+	e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/1/steps/nap/actions/restart", "alice", "").
+		expect(t, http.StatusConflict)
+	r := e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/latest/steps/nap/actions/stop", "alice", "").
+		expect(t, http.StatusAccepted)
+	if r.body["status"] != "ACCEPTED" || r.body["action"] != "stop" {
+		t.Errorf("stop answered %s", r.raw)
+	}
+	if got := e.waitTerminal("/api/v3/workflows/napper/instances/1"); got.body["status"] != "STOPPED" {
+		t.Fatalf("run %s", got.raw)
+	}
+	// Restarting the stopped step of the ended run starts run 2.
+	rr := e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/1/steps/nap/actions/restart", "alice", "").
+		expect(t, http.StatusCreated)
+	if rr.body["status"] != "RESTARTED" {
+		t.Fatalf("restart answered %s", rr.raw)
+	}
+	e.waitStepStatus("/api/v3/workflows/napper/instances/1/runs/2/steps", "nap", "RUNNING")
+	e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/2/steps/nap/actions/kill", "alice", "").
+		expect(t, http.StatusAccepted)
+	if got := e.waitTerminal("/api/v3/workflows/napper/instances/1"); got.body["status"] != "FAILED" {
+		t.Fatalf("killed run %s", got.raw)
+	}
+	// Maestro's restart_path names the step to restart from.
+	restart := "/api/v3/workflows/napper/instances/1/actions/restart"
+	e.send(http.MethodPost, restart, "alice", `{"restart_config":{"restart_policy":"RESTART_FROM_SPECIFIC"}}`).
+		expect(t, http.StatusBadRequest)
+	e.send(http.MethodPost, restart, "alice", `{"restart_config":{"restart_policy":"RESTART_FROM_SPECIFIC","restart_path":[{"step_id":"ghost"}]}}`).
+		expect(t, http.StatusNotFound)
+	r3 := e.send(http.MethodPost, restart, "alice",
+		`{"restart_config":{"restart_policy":"RESTART_FROM_SPECIFIC","restart_path":[{"workflow_id":"napper","instance_id":1,"step_id":"nap"}]}}`).
+		expect(t, http.StatusCreated)
+	if inst := r3.body["workflow_instance"].(map[string]any); inst["workflow_run_id"].(float64) != 3 {
+		t.Fatalf("restart answered %s", r3.raw)
+	}
+	e.waitStepStatus("/api/v3/workflows/napper/instances/1/runs/3/steps", "nap", "RUNNING")
+	e.send(http.MethodPut, "/api/v3/workflows/napper/instances/1/actions/stop", "alice", "").expect(t, http.StatusAccepted)
+	e.waitTerminal("/api/v3/workflows/napper/instances/1")
+}
+
+// FIRST_ONLY over REST: a start while a run is in progress answers STOPPED
+// with the dropped instance.
+func TestFirstOnlyStartAnswersStopped(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.withEngine()
+	e.send(http.MethodPost, "/api/v3/workflows", "alice",
+		`{"properties":{"owner":"alice","run_strategy":"FIRST_ONLY"},
+		  "workflow":{"id":"firstapi","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusCreated)
+	start := "/api/v3/workflows/firstapi/versions/latest/actions/start"
+	if r := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated); r.body["status"] != "CREATED" {
+		t.Fatalf("first start %s", r.raw)
+	}
+	r := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated)
+	inst := r.body["workflow_instance"].(map[string]any)
+	if r.body["status"] != "STOPPED" || inst["status"] != "STOPPED" || inst["workflow_instance_id"].(float64) != 2 {
+		t.Fatalf("second start %s", r.raw)
+	}
+	e.send(http.MethodPut, "/api/v3/workflows/firstapi/actions/stop", "alice", "").expect(t, http.StatusAccepted)
+	e.waitTerminal("/api/v3/workflows/firstapi/instances/1")
+}

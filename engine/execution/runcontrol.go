@@ -1,0 +1,362 @@
+package execution
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// Restart policies of an instance restart, as in Maestro.
+const (
+	RestartFromIncomplete = "RESTART_FROM_INCOMPLETE"
+	RestartFromBeginning  = "RESTART_FROM_BEGINNING"
+	// RestartFromSpecific restarts from one step (a step restart of an
+	// ended run): the step and everything downstream of it run again.
+	RestartFromSpecific = "RESTART_FROM_SPECIFIC"
+)
+
+// ErrInvalid reports a request the API must refuse as malformed.
+var ErrInvalid = errors.New("invalid request")
+
+// RestartRequest asks for a new run of an ended workflow instance.
+type RestartRequest struct {
+	WorkflowID string
+	InstanceID int64
+	// Policy is RESTART_FROM_INCOMPLETE (default), RESTART_FROM_BEGINNING or
+	// RESTART_FROM_SPECIFIC (with StepID).
+	Policy string
+	StepID string
+	// SkipStepID, with RESTART_FROM_INCOMPLETE, records that step SKIPPED
+	// in the new run (a skip of a failed step of an ended run).
+	SkipStepID string
+	// RunParams override the previous run's run params by name.
+	RunParams workflow.Params
+	Initiator map[string]any
+}
+
+// carriedStatuses are the step statuses a restart from incomplete keeps:
+// the new run records them as done (with a reference to the run that did
+// the work) and does not run them again.
+var carriedStatuses = []string{
+	string(instance.StepSucceeded), string(instance.StepSkipped),
+	string(instance.StepCompletedWithError), string(instance.StepDisabled),
+}
+
+// lastRun is what a restart reads of an instance's latest run.
+type lastRun struct {
+	runID          int64
+	status         instance.WorkflowStatus
+	version        int64
+	definition     []byte
+	runParams      []byte
+	initiator      []byte
+	timeoutSeconds int64
+}
+
+const lastRunSQL = `SELECT run_id, status, workflow_version, definition, run_params, initiator, timeout_seconds
+    FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 ORDER BY run_id DESC LIMIT 1`
+
+func readLastRun(ctx context.Context, tx pgx.Tx, workflowID string, instanceID int64) (lastRun, error) {
+	var r lastRun
+	err := tx.QueryRow(ctx, lastRunSQL, workflowID, instanceID).Scan(&r.runID, &r.status, &r.version, &r.definition,
+		&r.runParams, &r.initiator, &r.timeoutSeconds)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fmt.Errorf("workflow instance %s/%d: %w", workflowID, instanceID, ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("read workflow instance %s/%d: %w", workflowID, instanceID, err)
+	}
+	return r, nil
+}
+
+// lockWorkflow takes the workflow's admission lock and maps its absence.
+func lockWorkflow(ctx context.Context, tx pgx.Tx, workflowID string) ([]byte, error) {
+	props, err := flow.LockWorkflow(ctx, tx, workflowID)
+	if errors.Is(err, flow.ErrWorkflowGone) {
+		return nil, fmt.Errorf("workflow %s: %w", workflowID, ErrNotFound)
+	}
+	return props, err
+}
+
+// Restart creates the next run of an ended instance. The new run is queued
+// under the workflow's run strategy like a start. RESTART_FROM_INCOMPLETE
+// copies the steps that completed in the previous run into the new run as
+// they were (with a carried_from reference in runtime_state), so they are
+// not run again and their successors see them done.
+//
+// Run params: the previous run's run params with req.RunParams overriding
+// by name; an override the param's mode forbids on restart (CONSTANT,
+// IMMUTABLE, MUTABLE_ON_START) is ErrInvalid.
+func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, error) {
+	policy := strings.ToUpper(req.Policy)
+	if policy == "" {
+		policy = RestartFromIncomplete
+	}
+	switch policy {
+	case RestartFromIncomplete, RestartFromBeginning:
+	case RestartFromSpecific:
+		if req.StepID == "" {
+			return nil, fmt.Errorf("%w: %s needs a step id", ErrInvalid, policy)
+		}
+	default:
+		return nil, fmt.Errorf("%w: unknown restart policy %q; use %s, %s or %s (with a step)", ErrInvalid, req.Policy,
+			RestartFromIncomplete, RestartFromBeginning, RestartFromSpecific)
+	}
+	if req.StepID != "" && policy != RestartFromSpecific {
+		return nil, fmt.Errorf("%w: a step to restart from needs policy %s", ErrInvalid, RestartFromSpecific)
+	}
+	var ref flow.Ref
+	queued := false
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		props, err := lockWorkflow(ctx, tx, req.WorkflowID)
+		if err != nil {
+			return err
+		}
+		prev, err := readLastRun(ctx, tx, req.WorkflowID, req.InstanceID)
+		if err != nil {
+			return err
+		}
+		if !prev.status.IsTerminal() {
+			return fmt.Errorf("%w: workflow instance %s/%d run %d is %s; only an ended run can be restarted",
+				ErrConflict, req.WorkflowID, req.InstanceID, prev.runID, prev.status)
+		}
+		if policy == RestartFromIncomplete && prev.status == instance.WorkflowSucceeded {
+			return fmt.Errorf("%w: workflow instance %s/%d succeeded; nothing is incomplete (use %s)",
+				ErrConflict, req.WorkflowID, req.InstanceID, RestartFromBeginning)
+		}
+		var wf workflow.Workflow
+		if err := json.Unmarshal(prev.definition, &wf); err != nil {
+			return fmt.Errorf("decode definition of %s/%d: %w", req.WorkflowID, req.InstanceID, err)
+		}
+		rerun := map[string]bool{}
+		if policy == RestartFromSpecific {
+			dag, err := workflow.BuildDAG(wf.Steps)
+			if err != nil {
+				return fmt.Errorf("build dag of %s/%d: %w", req.WorkflowID, req.InstanceID, err)
+			}
+			if !dag.Has(req.StepID) {
+				return fmt.Errorf("step %s of %s/%d: %w", req.StepID, req.WorkflowID, req.InstanceID, ErrNotFound)
+			}
+			rerun = downstream(dag, req.StepID)
+		}
+		if err := params.CheckOverrides(wf.Params, req.RunParams, params.PhaseRestart); err != nil {
+			return fmt.Errorf("%w: restart params: %w", ErrInvalid, err)
+		}
+		runParams, err := mergeRunParams(prev.runParams, req.RunParams)
+		if err != nil {
+			return err
+		}
+		ref = flow.Ref{WorkflowID: req.WorkflowID, InstanceID: req.InstanceID, RunID: prev.runID + 1}
+		drop, err := flow.PrepareStart(ctx, tx, req.WorkflowID, props)
+		if err != nil {
+			return err
+		}
+		var initiator any = json.RawMessage(prev.initiator)
+		if req.Initiator != nil {
+			initiator = req.Initiator
+		}
+		cfg := map[string]any{"policy": policy, "from_run": prev.runID}
+		if req.StepID != "" {
+			cfg["step_id"] = req.StepID
+		}
+		queued, err = s.insertRun(ctx, tx, newRun{
+			ref: ref, version: prev.version, definition: prev.definition, runParams: runParams,
+			initiator: initiator, timeoutSeconds: prev.timeoutSeconds, dropReason: drop, runConfig: cfg,
+			created: fmt.Sprintf("restart of run %d (%s)", prev.runID, policy),
+		}, props)
+		if err != nil {
+			return err
+		}
+		if policy == RestartFromBeginning || drop != "" {
+			return nil
+		}
+		return carrySteps(ctx, tx, ref, prev.runID, rerun, req.SkipStepID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if queued {
+		s.admitLater(ctx, ref.WorkflowID)
+	}
+	return s.Instance(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
+}
+
+// downstream is step and every step reachable from it.
+func downstream(dag *workflow.DAG, step string) map[string]bool {
+	out := map[string]bool{step: true}
+	todo := []string{step}
+	for len(todo) > 0 {
+		id := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		for next := range dag.Successors(id) {
+			if !out[next] {
+				out[next] = true
+				todo = append(todo, next)
+			}
+		}
+	}
+	return out
+}
+
+// mergeRunParams overrides the previous run params by name.
+func mergeRunParams(prev []byte, overrides workflow.Params) ([]byte, error) {
+	merged := workflow.Params{}
+	if len(prev) > 2 {
+		if err := json.Unmarshal(prev, &merged); err != nil {
+			return nil, fmt.Errorf("decode previous run params: %w", err)
+		}
+	}
+	maps.Copy(merged, overrides)
+	b, err := json.Marshal(merged)
+	if err != nil {
+		return nil, fmt.Errorf("encode run params: %w", err)
+	}
+	return b, nil
+}
+
+const carryStepsSQL = `
+INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
+    params, outputs, runtime_state, retry, timeline, create_time, start_time, end_time)
+SELECT workflow_id, instance_id, $4, step_id, attempt_id, gen_random_uuid(),
+    CASE WHEN step_id = $8 THEN 'SKIPPED' ELSE status END, 1, step_type, params, outputs,
+    runtime_state || jsonb_build_object('carried_from', COALESCE(runtime_state->'carried_from',
+        jsonb_build_object('workflow_run_id', run_id, 'step_attempt_id', attempt_id, 'step_instance_uuid', uuid))),
+    retry, timeline || CASE WHEN step_id = $8 THEN $9::jsonb ELSE $5::jsonb END, create_time, start_time, end_time
+FROM (SELECT DISTINCT ON (step_id) * FROM step_instance
+      WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+      ORDER BY step_id, attempt_id DESC) latest
+WHERE (status = ANY ($6::text[]) OR step_id = $8) AND NOT (step_id = ANY ($7::text[]))`
+
+// carrySteps copies the completed steps of run from into the new run, and
+// records skipStep (if set) SKIPPED.
+func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, from int64, rerun map[string]bool, skipStep string) error {
+	ev, _ := json.Marshal([]instance.TimelineEvent{instance.LogEvent("INFO",
+		fmt.Sprintf("completed in run %d; carried over by the restart", from))})
+	skipped, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.StepSkipped),
+		fmt.Sprintf("skipped by user after run %d ended", from))})
+	skip := make([]string, 0, len(rerun))
+	for id := range rerun {
+		skip = append(skip, id)
+	}
+	if _, err := tx.Exec(ctx, carryStepsSQL, ref.WorkflowID, ref.InstanceID, from, ref.RunID, ev, carriedStatuses, skip,
+		skipStep, skipped); err != nil {
+		return fmt.Errorf("carry steps of run %d into %s: %w", from, ref, err)
+	}
+	return nil
+}
+
+// Unblock marks failed runs so they no longer block a STRICT_SEQUENTIAL
+// workflow, and admits the queued runs that may now run. With instanceID 0
+// every blocking run of the workflow is unblocked; otherwise the instance's
+// latest run must be FAILED. It returns how many runs it unblocked.
+func (s *Service) Unblock(ctx context.Context, workflowID string, instanceID int64) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		props, err := lockWorkflow(ctx, tx, workflowID)
+		if err != nil {
+			return err
+		}
+		ev, _ := json.Marshal([]instance.TimelineEvent{instance.LogEvent("INFO", "unblocked by user")})
+		if instanceID > 0 {
+			prev, err := readLastRun(ctx, tx, workflowID, instanceID)
+			if err != nil {
+				return err
+			}
+			if prev.status != instance.WorkflowFailed {
+				return fmt.Errorf("%w: workflow instance %s/%d is %s; only a FAILED run can be unblocked",
+					ErrConflict, workflowID, instanceID, prev.status)
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE workflow_instance f SET unblocked = true, seq = seq + 1, modify_time = now(),
+                timeline = timeline || $3::jsonb
+            WHERE f.workflow_id = $1 AND ($2 = 0 OR f.instance_id = $2) AND f.status = 'FAILED' AND NOT f.unblocked
+              AND NOT EXISTS (SELECT 1 FROM workflow_instance n
+                  WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id)`,
+			workflowID, instanceID, ev)
+		if err != nil {
+			return fmt.Errorf("unblock runs of %s: %w", workflowID, err)
+		}
+		n = int(tag.RowsAffected())
+		_, err = flow.AdmitQueued(ctx, tx, workflowID, props)
+		return err
+	})
+	return n, err
+}
+
+// StepActionResult is what a step action did.
+type StepActionResult struct {
+	WorkflowID string      `json:"workflow_id"`
+	InstanceID int64       `json:"workflow_instance_id"`
+	RunID      int64       `json:"workflow_run_id"`
+	StepID     string      `json:"step_id"`
+	Action     flow.Action `json:"action"`
+	// Status is ACCEPTED when the engine applies the action to the live
+	// run, RESTARTED when the action started a new run (Restarted).
+	Status    string    `json:"status"`
+	Restarted *Instance `json:"workflow_instance,omitempty"`
+}
+
+// StepAct applies a step action. On a live run it is checked against the
+// status of the step's latest attempt (StepActionMap) and handed to the
+// engine through the outbox. On an ended run, restart starts a new run
+// from that step (RESTART_FROM_SPECIFIC) and skip a new run from the
+// incomplete steps with that step SKIPPED; other actions are conflicts.
+func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, run int64, stepID string, action flow.Action) (*StepActionResult, error) {
+	inst, err := s.Instance(ctx, workflowID, instanceID, 0)
+	if err != nil {
+		return nil, err
+	}
+	if run != 0 && run != inst.RunID {
+		return nil, fmt.Errorf("%w: run %d of workflow instance %s/%d is not its latest run (%d)",
+			ErrConflict, run, workflowID, instanceID, inst.RunID)
+	}
+	a, err := s.Attempt(ctx, workflowID, instanceID, inst.RunID, stepID, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := flow.CheckStepAction(a.Status, action); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	res := &StepActionResult{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID, StepID: stepID, Action: action}
+	if inst.Status.IsTerminal() {
+		req := RestartRequest{WorkflowID: workflowID, InstanceID: instanceID}
+		switch action {
+		case flow.StepRestart:
+			req.Policy, req.StepID = RestartFromSpecific, stepID
+		case flow.StepSkip:
+			req.Policy, req.SkipStepID = RestartFromIncomplete, stepID
+		default:
+			return nil, fmt.Errorf("%w: step action %s: workflow instance %s/%d has ended (%s)",
+				ErrConflict, action, workflowID, instanceID, inst.Status)
+		}
+		restarted, err := s.Restart(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		res.Status, res.Restarted = "RESTARTED", restarted
+		return res, nil
+	}
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, flow.ActionMessage{
+			Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
+			Group: inst.groupID, Action: action, StepID: stepID,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Status = "ACCEPTED"
+	return res, nil
+}

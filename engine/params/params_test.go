@@ -1,0 +1,283 @@
+package params_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+func lit(t workflow.ParamType, v any) workflow.Param { return workflow.LiteralParam(t, v) }
+
+func expr(t workflow.ParamType, e string) workflow.Param { return workflow.ExpressionParam(t, e) }
+
+func str(v string) workflow.Param { return lit(workflow.ParamTypeString, v) }
+
+func long(v int64) workflow.Param { return lit(workflow.ParamTypeLong, json.Number(jsonInt(v))) }
+
+func jsonInt(v int64) string { b, _ := json.Marshal(v); return string(b) }
+
+// upstream is a StepLookup over fixed values.
+func upstream(m map[string]map[string]any) params.StepLookup {
+	return func(step, name string) (any, bool) {
+		v, ok := m[step][name]
+		return v, ok
+	}
+}
+
+func TestInterpolation(t *testing.T) {
+	t.Parallel()
+	steps := upstream(map[string]map[string]any{"up": {"date": "20240101", "n": int64(7)}})
+	tests := []struct {
+		name string
+		defs workflow.Params
+		want map[string]any
+		err  string
+	}{
+		{"bare and braced", workflow.Params{"a": str("x"), "b": str("$a-${a}.txt")}, map[string]any{"b": "x-x.txt"}, ""},
+		{"escape", workflow.Params{"a": str("x"), "b": str("cost $$5 $$a $$$a")}, map[string]any{"b": "cost $5 $a $x"}, ""},
+		{"lonely dollar kept", workflow.Params{"b": str("a $ b $1")}, map[string]any{"b": "a $ b $1"}, ""},
+		{"numbers", workflow.Params{"n": long(3), "b": str("n=$n")}, map[string]any{"b": "n=3"}, ""},
+		{"workflow param", workflow.Params{"b": str("run ${wf}")}, map[string]any{"b": "run W"}, ""},
+		{"upstream at", workflow.Params{"b": str("d=${date@up}")}, map[string]any{"b": "d=20240101"}, ""},
+		{"upstream double underscore", workflow.Params{"b": str("d=${up__date}/$up__n")}, map[string]any{"b": "d=20240101/7"}, ""},
+		{"string array", workflow.Params{"a": str("x"), "b": lit(workflow.ParamTypeStringArray, []any{"$a", "y"})}, map[string]any{"b": []string{"x", "y"}}, ""},
+		{"string map", workflow.Params{"a": str("x"), "b": lit(workflow.ParamTypeStringMap, map[string]any{"k": "<$a>"})}, map[string]any{"b": map[string]string{"k": "<x>"}}, ""},
+		{"ordered after its reference", workflow.Params{"z": str("1"), "a": str("$b"), "b": str("$z$z")}, map[string]any{"a": "11"}, ""},
+		{"unknown", workflow.Params{"b": str("$nope")}, nil, "unknown param nope"},
+		{"unknown step", workflow.Params{"b": str("${x@gone}")}, nil, "not available"},
+		{"unclosed", workflow.Params{"b": str("${a")}, nil, "unclosed"},
+		{"cycle", workflow.Params{"a": str("$b"), "b": str("$a")}, nil, "cycle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := params.EvaluateIn(context.Background(), tt.defs, params.Scope{Base: map[string]any{"wf": "W"}, Steps: steps})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("got %v, want error containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range tt.want {
+				if g, _ := json.Marshal(got[k].Value); string(g) != mustJSON(want) {
+					t.Errorf("%s = %s, want %s", k, g, mustJSON(want))
+				}
+			}
+		})
+	}
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestUpstreamInExpressions(t *testing.T) {
+	t.Parallel()
+	steps := upstream(map[string]map[string]any{"up": {"n": int64(20), "s": "hi"}})
+	defs := workflow.Params{
+		"a": expr(workflow.ParamTypeLong, "params.getFromStep('up', 'n') + 1"),
+		"b": expr(workflow.ParamTypeLong, "up__n * 2"),
+		"c": expr(workflow.ParamTypeString, "up__s + a"),
+	}
+	got, err := params.EvaluateIn(context.Background(), defs, params.Scope{Steps: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a"].Value != int64(21) || got["b"].Value != int64(40) || got["c"].Value != "hi21" {
+		t.Fatalf("got %v", got)
+	}
+	_, err = params.EvaluateIn(context.Background(), workflow.Params{"x": expr(workflow.ParamTypeLong, "params.getFromStep('up', 'zzz')")}, params.Scope{Steps: steps})
+	if err == nil || !strings.Contains(err.Error(), "zzz") {
+		t.Fatalf("missing upstream param: %v", err)
+	}
+}
+
+func TestValidator(t *testing.T) {
+	t.Parallel()
+	ok := lit(workflow.ParamTypeLong, json.Number("5"))
+	ok.Validator = "n > 0 && n < 10"
+	if _, err := params.Evaluate(context.Background(), workflow.Params{"n": ok}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	bad := ok
+	bad.Value = json.Number("50")
+	_, err := params.Evaluate(context.Background(), workflow.Params{"n": bad}, nil, nil)
+	if !errors.Is(err, params.ErrValidator) {
+		t.Fatalf("got %v, want ErrValidator", err)
+	}
+}
+
+func TestCheckOverrides(t *testing.T) {
+	t.Parallel()
+	modes := []workflow.ParamMode{"", workflow.ParamModeConstant, workflow.ParamModeImmutable, workflow.ParamModeMutable,
+		workflow.ParamModeMutableOnStart, workflow.ParamModeMutableOnStartRestart}
+	// allowed[mode] = start, restart, output
+	allowed := map[workflow.ParamMode][3]bool{
+		"":                                      {true, true, true},
+		workflow.ParamModeConstant:              {false, false, false},
+		workflow.ParamModeImmutable:             {false, false, false},
+		workflow.ParamModeMutable:               {true, true, true},
+		workflow.ParamModeMutableOnStart:        {true, false, false},
+		workflow.ParamModeMutableOnStartRestart: {true, true, false},
+	}
+	for _, m := range modes {
+		for i, ph := range []params.Phase{params.PhaseStart, params.PhaseRestart, params.PhaseOutput} {
+			def := str("a")
+			def.Mode = m
+			err := params.CheckOverrides(workflow.Params{"p": def}, workflow.Params{"p": str("b")}, ph)
+			if got := err == nil; got != allowed[m][i] {
+				t.Errorf("mode %q on %s: allowed=%v, want %v (%v)", m, ph, got, allowed[m][i], err)
+			}
+			if err != nil && !errors.Is(err, params.ErrNotOverridable) {
+				t.Errorf("error %v does not wrap ErrNotOverridable", err)
+			}
+		}
+	}
+	// New names are fine; reserved names and type changes are not.
+	if err := params.CheckOverrides(workflow.Params{}, workflow.Params{"new": str("x")}, params.PhaseRestart); err != nil {
+		t.Error(err)
+	}
+	if err := params.CheckOverrides(nil, workflow.Params{"step_id": str("x")}, params.PhaseStart); !errors.Is(err, params.ErrNotOverridable) {
+		t.Errorf("reserved: %v", err)
+	}
+	if err := params.CheckOverrides(workflow.Params{"p": str("a")}, workflow.Params{"p": long(1)}, params.PhaseStart); err == nil {
+		t.Error("type change accepted")
+	}
+}
+
+func TestStepMergeOrder(t *testing.T) {
+	t.Parallel()
+	in := params.StepInput{
+		WorkflowID: "wf", InstanceID: 4, RunID: 2, StepID: "s1", StepType: "NoOp", AttemptID: 3, UUID: "u-1",
+		// Each layer sets "layer" and its own marker; later layers win.
+		Injected: workflow.Params{"layer": str("injected"), "inj": str("i"), "typed_over": str("injected")},
+		Typed:    workflow.Params{"layer": str("typed"), "typed_over": str("typed"), "step_type": str("mine")},
+		Defs: workflow.Params{
+			"layer":   str("definition"),
+			"defined": str("def"),
+			"sum":     expr(workflow.ParamTypeString, "layer + '/' + step_id + '/' + workflow_instance_id + '/' + base"),
+			"fixed":   func() workflow.Param { p := str("c"); p.Mode = workflow.ParamModeConstant; return p }(),
+			"step_id": str("hijack"), // reserved: ignored
+		},
+		RunParams: workflow.Params{"defined": str("run"), "extra": str("new")},
+		Workflow:  map[string]any{"base": "B", "layer": "workflow"},
+	}
+	got, err := params.EvaluateStep(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"workflow_id": "wf", "workflow_instance_id": int64(4), "workflow_run_id": int64(2), "step_id": "s1",
+		"step_attempt_id": int64(3), "step_instance_uuid": "u-1", "step_type": "NoOp",
+		"layer": "definition", "inj": "i", "typed_over": "typed", "defined": "run", "extra": "new",
+		"sum": "definition/s1/4/B", "fixed": "c",
+	}
+	for k, v := range want {
+		if got[k].Value != v {
+			t.Errorf("%s = %v, want %v", k, got[k].Value, v)
+		}
+	}
+	// A run param may not change a CONSTANT one.
+	in.RunParams = workflow.Params{"fixed": str("x")}
+	if _, err := params.EvaluateStep(context.Background(), in); !errors.Is(err, params.ErrNotOverridable) {
+		t.Fatalf("constant overridden: %v", err)
+	}
+}
+
+func TestWorkflowDefaults(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
+	wf := &workflow.Workflow{ID: "w", TimeTriggers: []workflow.TimeTrigger{{Cron: "0 * * * *", Timezone: "America/Los_Angeles"}},
+		Params: workflow.Params{
+			"day":  expr(workflow.ParamTypeString, "new DateTime(RUN_TS).withZone(DateTimeZone.forID(FIRST_TIME_TRIGGER_TIMEZONE)).toString('yyyyMMdd-HH')"),
+			"lock": func() workflow.Param { p := str("a"); p.Mode = workflow.ParamModeImmutable; return p }(),
+		}}
+	got, err := params.EvaluateWorkflow(context.Background(), params.WorkflowInput{Workflow: wf, Now: now, InstanceID: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["RUN_TS"].Value != now.UnixMilli() || got["FIRST_TIME_TRIGGER_TIMEZONE"].Value != "America/Los_Angeles" ||
+		got["day"].Value != "20240301-04" || got["workflow_id"].Value != "w" || got["workflow_instance_id"].Value != int64(9) {
+		t.Fatalf("got %v", got)
+	}
+	// RUN_TS may be set at start (a backfill); an IMMUTABLE param may not.
+	got, err = params.EvaluateWorkflow(context.Background(), params.WorkflowInput{Workflow: wf, Now: now,
+		RunParams: workflow.Params{"RUN_TS": long(0)}})
+	if err != nil || got["day"].Value != "19691231-16" {
+		t.Fatalf("RUN_TS override: %v %v", got["day"], err)
+	}
+	_, err = params.EvaluateWorkflow(context.Background(), params.WorkflowInput{Workflow: wf, RunParams: workflow.Params{"lock": str("b")}})
+	if !errors.Is(err, params.ErrNotOverridable) {
+		t.Fatalf("immutable overridden: %v", err)
+	}
+	_, err = params.EvaluateWorkflow(context.Background(), params.WorkflowInput{Workflow: wf, Phase: params.PhaseRestart,
+		RunParams: workflow.Params{"RUN_TS": long(0)}})
+	if !errors.Is(err, params.ErrNotOverridable) {
+		t.Fatalf("MUTABLE_ON_START RUN_TS changed on restart: %v", err)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	if err := params.Check(workflow.Params{"a": expr(workflow.ParamTypeLong, "b + 1"), "b": expr(workflow.ParamTypeLong, "a + 1")}); !errors.Is(err, params.ErrCycle) {
+		t.Fatalf("cycle: %v", err)
+	}
+	if err := params.Check(workflow.Params{"a": str("$b"), "b": expr(workflow.ParamTypeString, "a")}); !errors.Is(err, params.ErrCycle) {
+		t.Fatalf("cycle through interpolation: %v", err)
+	}
+	if err := params.Check(workflow.Params{"a": str("$b"), "b": str("x"), "c": expr(workflow.ParamTypeLong, "((")}); err != nil {
+		t.Fatalf("no cycle: %v", err)
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	t.Parallel()
+	defs := workflow.Params{
+		"m":     str("a"),
+		"fixed": func() workflow.Param { p := str("c"); p.Mode = workflow.ParamModeMutableOnStart; return p }(),
+		"n":     long(1),
+	}
+	vals, err := params.EvaluateIn(context.Background(), defs, params.Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := params.Outputs(vals, map[string]any{
+		"m": "b", "n": json.Number("5"), "new": 2.5, "typed": map[string]any{"type": "LONG", "value": "7"}, "list": []any{"x"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := params.MergeOutputs(vals, defs, outs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if merged["m"].Value != "b" || merged["n"].Value != int64(5) || merged["new"].Value != 2.5 || merged["typed"].Value != int64(7) ||
+		merged["fixed"].Value != "c" {
+		t.Fatalf("merged %v", merged)
+	}
+	outs, _ = params.Outputs(vals, map[string]any{"fixed": "x"})
+	if _, err := params.MergeOutputs(vals, defs, outs); !errors.Is(err, params.ErrNotOverridable) {
+		t.Fatalf("MUTABLE_ON_START changed by an output: %v", err)
+	}
+	if _, err := params.Outputs(vals, map[string]any{"n": "not a number"}); err == nil {
+		t.Fatal("wrong output type accepted")
+	}
+}
+
+func TestInterpolateExported(t *testing.T) {
+	t.Parallel()
+	got, err := params.Interpolate("${h}h$$", map[string]any{"h": int64(3)})
+	if err != nil || got != "3h$" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := params.Interpolate("${x@s}", nil); err == nil {
+		t.Fatal("step reference resolved")
+	}
+}
