@@ -219,6 +219,8 @@ func runError(err error) error {
 	switch {
 	case errors.Is(err, execution.ErrNotFound), errors.Is(err, definition.ErrNotFound):
 		return notFound(err.Error())
+	case errors.Is(err, execution.ErrInvalid):
+		return badRequest(err.Error())
 	case errors.Is(err, definition.ErrInvalidSelector):
 		return badRequest(err.Error())
 	case errors.Is(err, execution.ErrConflict):

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,3 +168,22 @@ func TestStopAndListInstances(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A run param that its mode forbids overriding is refused at the API with
+// nothing written.
+func TestStartRefusesForbiddenOverrides(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice",
+		`{"workflow":{"id":"modes","params":{"fixed":{"type":"LONG","value":1,"mode":"CONSTANT"}},
+		  "steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, http.StatusCreated)
+	r := e.send(http.MethodPost, "/api/v3/workflows/modes/versions/latest/actions/start", "alice",
+		`{"run_params":{"fixed":{"type":"LONG","value":2}}}`).expect(t, http.StatusBadRequest)
+	if !strings.Contains(r.body["message"].(string), "fixed") {
+		t.Errorf("message does not name the param: %s", r.raw)
+	}
+	var n int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM workflow_instance`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d instances after a refused start (err %v)", n, err)
+	}
+}

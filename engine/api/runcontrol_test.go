@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/maestro-aws/maestro/engine/flow"
 )
 
 const strictWorkflow = `{"properties":{"owner":"alice","run_strategy":"STRICT_SEQUENTIAL"},
@@ -175,4 +178,48 @@ func TestFirstOnlyStartAnswersStopped(t *testing.T) {
 	}
 	e.send(http.MethodPut, "/api/v3/workflows/firstapi/actions/stop", "alice", "").expect(t, http.StatusAccepted)
 	e.waitTerminal("/api/v3/workflows/firstapi/instances/1")
+}
+
+// Changing the run strategy applies to runs already queued at once, not at
+// the next admission sweep (set to an hour here).
+func TestPropertiesChangeReadmitsQueuedRuns(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	eng, err := flow.New(e.pool, flow.Config{Logger: discardLogger(), Lease: 2 * time.Second, AdmitInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Stop)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice",
+		`{"workflow":{"id":"queued","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`).expect(t, http.StatusCreated)
+	for range 3 {
+		e.send(http.MethodPost, "/api/v3/workflows/queued/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+	}
+	running := func() int {
+		var n int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM step_instance WHERE workflow_id = 'queued'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for running() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("sequential: %d runs started, want 1", running())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.send(http.MethodPost, "/api/v3/workflows/queued/properties", "alice",
+		`{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":5}}`).expect(t, http.StatusCreated)
+	deadline = time.Now().Add(5 * time.Second)
+	for running() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after switching to PARALLEL: %d runs started, want 3", running())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.send(http.MethodPut, "/api/v3/workflows/queued/actions/stop", "alice", "").expect(t, http.StatusAccepted)
 }

@@ -332,6 +332,8 @@ func (s *Server) updateProperties(w http.ResponseWriter, r *http.Request) error 
 	status := http.StatusOK
 	if u.New {
 		status = http.StatusCreated
+		// A new run strategy applies to runs already queued at once.
+		s.cfg.Runs.Readmit(r.Context(), r.PathValue("id"))
 	}
 	writeJSON(w, status, snapshotView{WorkflowID: r.PathValue("id"), Created: u.New, PropertiesSnapshot: u.Snapshot})
 	return nil

@@ -19,6 +19,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -78,6 +79,11 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		} else if !errors.Is(err, ErrNotFound) {
 			return nil, err
 		}
+	}
+	// Overrides the param modes forbid are refused here, before anything is
+	// written, rather than failing the run later.
+	if _, err := params.WorkflowDefs(params.WorkflowInput{Workflow: &v.Workflow, RunParams: req.RunParams, Phase: params.PhaseStart}); err != nil {
+		return nil, fmt.Errorf("%w: run params: %w", ErrInvalid, err)
 	}
 	timeout := DefaultTimeout
 	if v.Workflow.Timeout != nil {
@@ -215,6 +221,13 @@ var testHookQueued func()
 // sees the queued run (docs/run-control.md). An error is left to the
 // engine's admission sweep, which admits within its interval.
 func (s *Service) admitLater(ctx context.Context, workflowID string) {
+	_, _ = flow.AdmitWorkflow(ctx, s.db, workflowID, false)
+}
+
+// Readmit applies a workflow's current run strategy to its queued runs now,
+// for example after its properties changed. An error is left to the
+// engine's admission sweep, which admits within its interval.
+func (s *Service) Readmit(ctx context.Context, workflowID string) {
 	_, _ = flow.AdmitWorkflow(ctx, s.db, workflowID, false)
 }
 
