@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -551,7 +552,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	var paramsJSON []byte
 	var paramErr error
 	if ok {
-		paramsJSON, paramErr = evaluateStartParams(ctx, pending)
+		paramsJSON, paramErr = evaluateStartParams(ctx, msg.Ref, pending)
 	}
 	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON)
 	if err != nil || !ok {
@@ -561,7 +562,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
-func evaluateStartParams(ctx context.Context, row createdRow) ([]byte, error) {
+func evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, error) {
 	var wf workflow.Workflow
 	if err := json.Unmarshal(row.Definition, &wf); err != nil {
 		return nil, fmt.Errorf("decode definition: %w", err)
@@ -572,7 +573,9 @@ func evaluateStartParams(ctx context.Context, row createdRow) ([]byte, error) {
 			return nil, fmt.Errorf("decode run params: %w", err)
 		}
 	}
-	vals, err := workflowParams(ctx, &wf, runParams)
+	vals, err := params.EvaluateWorkflow(ctx, params.WorkflowInput{
+		Workflow: &wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID,
+	})
 	if err != nil {
 		return nil, err
 	}

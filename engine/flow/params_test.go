@@ -3,6 +3,7 @@ package flow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -147,11 +148,11 @@ func TestRunParamModesAreEnforced(t *testing.T) {
 	if got := e.wait(ok, 20*time.Second); got.Status != instance.WorkflowSucceeded {
 		t.Fatalf("run with a MUTABLE override ended %s", got.Status)
 	}
-	bad := e.start("modes", workflow.Params{"fixed": workflow.LiteralParam(workflow.ParamTypeString, "b")})
-	got := e.wait(bad, 20*time.Second)
-	raw, _ := json.Marshal(got.Timeline)
-	if got.Status != instance.WorkflowFailed || !strings.Contains(string(raw), "CONSTANT") {
-		t.Fatalf("run overriding a CONSTANT param ended %s: %s", got.Status, raw)
+	// Overriding a CONSTANT param is refused before any run is created.
+	_, err := e.runs.Start(context.Background(), execution.StartRequest{WorkflowID: "modes", Version: "latest",
+		RunParams: workflow.Params{"fixed": workflow.LiteralParam(workflow.ParamTypeString, "b")}})
+	if !errors.Is(err, execution.ErrInvalid) || !strings.Contains(err.Error(), "CONSTANT") {
+		t.Fatalf("start overriding a CONSTANT param: err = %v, want ErrInvalid naming the mode", err)
 	}
 }
 

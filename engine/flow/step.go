@@ -72,7 +72,9 @@ type stepActor struct {
 	inFlight bool
 	stopWith *stepMsg
 	timeout  *time.Timer
-	retryAt  *time.Time
+	// poll wakes the actor for the next Execute after Continue.
+	poll    *time.Timer
+	retryAt *time.Time
 
 	// upstream is the read-only view of the other steps' params (outputs
 	// merged in) the attempt's params may read, taken from the flow when
@@ -135,6 +137,9 @@ func (a *stepActor) run(ctx context.Context) {
 	defer func() {
 		if a.timeout != nil {
 			a.timeout.Stop()
+		}
+		if a.poll != nil {
+			a.poll.Stop()
 		}
 		a.stopWaiting()
 	}()
@@ -656,7 +661,10 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 				return err
 			}
 		}
-		time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
+		if a.poll != nil {
+			a.poll.Stop()
+		}
+		a.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
 		return nil
 	case stepruntime.Done:
 		if p == phaseStart {
