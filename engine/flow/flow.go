@@ -215,12 +215,6 @@ func (f *flowActor) begin(paramErr error, steps []stepRow) error {
 	return f.decide()
 }
 
-// workflowParams evaluates a run's workflow params: the definition's, with
-// the run params overriding by name.
-func workflowParams(ctx context.Context, wf *workflow.Workflow, runParams workflow.Params) (params.Values, error) {
-	return params.EvaluateWorkflow(ctx, params.WorkflowInput{Workflow: wf, RunParams: runParams})
-}
-
 func (f *flowActor) launch(a *stepActor) {
 	f.running[a.id] = a
 	f.eng.wg.Add(1)
