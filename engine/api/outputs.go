@@ -115,8 +115,10 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 		if uuid != body.UUID {
 			return forbidden("step_instance_uuid does not match the step attempt")
 		}
-		if status.IsTerminal() {
-			return conflict(fmt.Sprintf("step attempt is already %s; output params must be set while it runs", status))
+		// Outputs come from the job a RUNNING attempt waits for; the engine
+		// reads them when that attempt ends (and only then).
+		if status != instance.StepRunning {
+			return conflict(fmt.Sprintf("step attempt is %s; output params can be set only while it is RUNNING", status))
 		}
 		return tx.QueryRow(r.Context(), `INSERT INTO step_output_data (step_uuid, workflow_id, instance_id, run_id, step_id, attempt_id, params)
             VALUES ($1, $2, $3, $4, $5, $6, $7)

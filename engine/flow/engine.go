@@ -123,7 +123,9 @@ type Engine struct {
 	mu       sync.RWMutex
 	groups   map[int32]*group
 	draining map[int32]*group // lost groups whose runtime calls may still run
-	readopt  chan struct{}
+	// breakpoints caches which workflows have breakpoints.
+	breakpoints *breakpointCache
+	readopt     chan struct{}
 }
 
 // group is a flow group this node owns, with its live flows.
@@ -211,7 +213,8 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
-		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1)}
+		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
+		breakpoints: newBreakpointCache()}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
 	// idempotent. Engine state writes stay synchronous.
@@ -241,6 +244,12 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
 	qc.Handlers[queue.InstanceAction] = e.handleAction
 	qc.Handlers[queue.StepUpdate] = e.handleStepUpdate
+	qc.Notifications = maps.Clone(cfg.Queue.Notifications)
+	if qc.Notifications == nil {
+		qc.Notifications = map[string]func(string){}
+	}
+	qc.Notifications[BreakpointChannel] = e.breakpoints.changed
+	qc.OnListen = e.breakpoints.setListening
 	w, err := queue.NewWorker(qc)
 	if err != nil {
 		relaxed.Close()

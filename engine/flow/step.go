@@ -67,6 +67,9 @@ type stepActor struct {
 	// pendingAt holds when each pending transition happened, for Observer.
 	pendingAt []time.Time
 	inserted  bool
+	// runningDurable: RUNNING has been written, so an external job may
+	// have set output params (see mergeOutputs).
+	runningDurable bool
 
 	inbox    *mailbox[stepMsg]
 	inFlight bool
@@ -112,7 +115,8 @@ func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry inst
 // resumeAttempt rebuilds an attempt that was live when its flow was adopted.
 func resumeAttempt(f *flowActor, node *workflow.StepNode, row stepRow) *stepActor {
 	a := &stepActor{
-		f: f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
+		runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing,
+		f:              f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
 		status: row.Status, seq: row.Seq, retry: row.Retry, data: row.Runtime.Data,
 		inserted: true, inbox: newMailbox[stepMsg](),
 	}
@@ -217,6 +221,9 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 		return err
 	}
 	a.inserted = true
+	if a.status == instance.StepRunning {
+		a.runningDurable = true
+	}
 	a.seq++
 	if start {
 		a.started = time.Now()
@@ -248,7 +255,7 @@ func (a *stepActor) advance(ctx context.Context) error {
 				return err
 			}
 		case instance.StepInitialized:
-			paused, err := a.f.eng.store.pauseAtBreakpoint(ctx, a.f.ref, a.id, a.attempt)
+			paused, err := a.atBreakpoint(ctx)
 			if err != nil {
 				return err
 			}
@@ -402,15 +409,36 @@ func (a *stepActor) loadUpstream(ctx context.Context) error {
 	return nil
 }
 
+// atBreakpoint reports whether a breakpoint pauses the attempt. Workflows
+// this node knows to have no breakpoint skip the query (breakpointCache).
+func (a *stepActor) atBreakpoint(ctx context.Context) (bool, error) {
+	eng, wf := a.f.eng, a.f.ref.WorkflowID
+	if !eng.breakpoints.mayHave(wf) {
+		return false, nil
+	}
+	paused, err := eng.store.pauseAtBreakpoint(ctx, a.f.ref, a.id, a.attempt)
+	if err != nil || paused {
+		return paused, err
+	}
+	return false, eng.refreshBreakpoints(ctx, wf)
+}
+
 // mergeOutputs merges the output params of the runtime's result and those
 // an external job set through the API into the attempt's params, so that
 // downstream steps read them. Only MUTABLE params may be changed.
 func (a *stepActor) mergeOutputs(ctx context.Context, fromRuntime map[string]any) error {
 	raw := make(map[string]any, len(fromRuntime))
 	maps.Copy(raw, fromRuntime)
-	stored, err := a.f.eng.store.readOutputData(ctx, a.uuid)
-	if err != nil {
-		return err
+	// An external job can only set outputs while the attempt is RUNNING in
+	// the database (PUT /output-data refuses otherwise), and RUNNING is
+	// written only when the attempt waits for its job: an attempt that
+	// never did has no external outputs, and the read is skipped.
+	var stored []byte
+	if a.runningDurable {
+		var err error
+		if stored, err = a.f.eng.store.readOutputData(ctx, a.uuid); err != nil {
+			return err
+		}
 	}
 	if len(stored) > 2 {
 		var ext params.Values

@@ -358,10 +358,15 @@ func (s *store) insertStep(ctx context.Context, ref Ref, gen int64, stepID strin
 	return nil
 }
 
+// updateStepSQL checks the generation without locking the run's row: the
+// seq guard makes a write based on state another node has changed fail, so
+// a stale owner's late write can only make the new owner reload, never
+// roll state back. Inserts (new attempts) keep the share lock, since there
+// is no row yet for the seq guard to protect.
 const updateStepSQL = `
 WITH fence AS (
     SELECT 1 FROM workflow_instance
-    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 FOR SHARE)
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 )
 UPDATE step_instance SET
     status = $7, seq = $8,
     params = COALESCE($9::jsonb, params),

@@ -41,6 +41,13 @@ type WorkerConfig struct {
 	// SweepInterval is how often unclaimed messages are looked for
 	// (default 1s).
 	SweepInterval time.Duration
+	// Notifications are extra pg_notify channels the listener subscribes to
+	// on its connection, with what to do with a payload.
+	Notifications map[string]func(payload string)
+	// OnListen, when set, is told when the listener starts (true) and stops
+	// (false) receiving notifications; what a consumer cached from them is
+	// only current while it receives them.
+	OnListen func(listening bool)
 	// Logger is required.
 	Logger *slog.Logger
 }
@@ -226,12 +233,27 @@ func (w *Worker) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return err
 	}
+	for ch := range w.cfg.Notifications {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	if w.cfg.OnListen != nil {
+		w.cfg.OnListen(true)
+		defer w.cfg.OnListen(false)
+	}
 	// Anything sent while we were not listening is found by a sweep.
 	w.sweepOnce(ctx)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Channel != Channel {
+			if f := w.cfg.Notifications[n.Channel]; f != nil {
+				f(n.Payload)
+			}
+			continue
 		}
 		m, err := ParseNotification(n.Payload)
 		if err != nil {
