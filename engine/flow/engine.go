@@ -582,6 +582,8 @@ func evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, 
 			return nil, fmt.Errorf("decode run params: %w", err)
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
+	defer cancel()
 	vals, err := params.EvaluateWorkflow(ctx, params.WorkflowInput{
 		Workflow: &wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID,
 	})
@@ -590,6 +592,11 @@ func evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, 
 	}
 	return json.Marshal(vals)
 }
+
+// paramEvaluationTimeout bounds one evaluation of a run's or a step's
+// params. SEL's own limits stop a runaway expression within about two
+// seconds on this class of machine; the deadline is the backstop.
+const paramEvaluationTimeout = 10 * time.Second
 
 // actionTimeout bounds how long an action waits for the run to stop before
 // the message is retried.

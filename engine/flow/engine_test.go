@@ -92,6 +92,16 @@ func TestDAGExecution(t *testing.T) {
 			wantSteps:  map[string]instance.StepStatus{"p": "FATALLY_FAILED"},
 		},
 		{
+			name: "runaway SEL in step params hits a limit and fails only the step",
+			def: `{"workflow":{"id":"runaway","steps":[
+				{"step":{"id":"spin","type":"NoOp","retry_policy":{"error_retry_limit":0},"failure_mode":"IGNORE_FAILURE",
+				  "transition":{"successors":{"after":"true"}},
+				  "params":{"p":{"type":"LONG","expression":"long s = 0; while (true) { s++; } return s;"}}}},
+				{"step":{"id":"after","type":"NoOp"}}]}}`,
+			wantStatus: instance.WorkflowSucceeded,
+			wantSteps:  map[string]instance.StepStatus{"spin": "COMPLETED_WITH_ERROR", "after": "SUCCEEDED"},
+		},
+		{
 			name: "SEL throw in step params fails the step as a user error",
 			def: `{"workflow":{"id":"throws","steps":[
 				{"step":{"id":"s","type":"NoOp","retry_policy":{"error_retry_limit":0},

@@ -372,7 +372,9 @@ func (a *stepActor) evaluateParams(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	vals, err := params.EvaluateIn(ctx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps})
+	evalCtx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
+	defer cancel()
+	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps})
 	if err != nil {
 		return err
 	}
