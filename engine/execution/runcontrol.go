@@ -150,7 +150,9 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 			}
 			rerun = downstream(dag, req.StepID)
 		}
-		if err := params.CheckOverrides(wf.Params, req.RunParams, params.PhaseRestart); err != nil {
+		// Checked against the merged defs, so the engine's own defaults
+		// (RUN_TS, ...) keep their modes too.
+		if _, err := params.WorkflowDefs(params.WorkflowInput{Workflow: &wf, RunParams: req.RunParams, Phase: params.PhaseRestart}); err != nil {
 			return fmt.Errorf("%w: restart params: %w", ErrInvalid, err)
 		}
 		runParams, err := mergeRunParams(prev.runParams, req.RunParams)

@@ -207,6 +207,13 @@ func TestRestartParamsFollowModes(t *testing.T) {
 	if !errors.Is(err, execution.ErrInvalid) {
 		t.Fatalf("override of a MUTABLE_ON_START param on restart: %v", err)
 	}
+	// The engine's own defaults keep their modes too: RUN_TS may be set at
+	// start only.
+	_, err = e.runs.Restart(ctx, execution.RestartRequest{WorkflowID: "modes", InstanceID: inst.InstanceID,
+		Policy: execution.RestartFromBeginning, RunParams: workflow.Params{"RUN_TS": workflow.LiteralParam(workflow.ParamTypeLong, 5)}})
+	if !errors.Is(err, execution.ErrInvalid) {
+		t.Fatalf("override of RUN_TS on restart: %v", err)
+	}
 	again, err := e.runs.Restart(ctx, execution.RestartRequest{WorkflowID: "modes", InstanceID: inst.InstanceID,
 		Policy: execution.RestartFromBeginning, RunParams: workflow.Params{"free": workflow.LiteralParam(workflow.ParamTypeLong, 2)}})
 	if err != nil {
