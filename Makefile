@@ -13,10 +13,11 @@ FUZZTIME    ?= 20s
 TEST_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgtest-$(shell id -u)
 EMULATOR_DIR ?= $(or $(TMPDIR),/tmp)/maestro-ministack-$(shell id -u)
 MINISTACK_VERSION := 1.5.33
+SCHEMATHESIS_VERSION := 4.32.5
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
 
-.PHONY: run test postgres emulator build synth bench fuzz lint clean
+.PHONY: run test postgres emulator build synth bench fuzz fuzz-api lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -77,6 +78,13 @@ bench: postgres
 fuzz:
 	$(GO) test ./sel -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./sel -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME)
+
+## fuzz-api: fuzz every REST operation from the OpenAPI document (schemathesis); any 5xx fails
+fuzz-api: postgres $(VENV)/bin/schemathesis
+	bash .ci/fuzz-api
+
+$(VENV)/bin/schemathesis: $(VENV)/bin/ministack
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION)
 
 ## lint: gofmt, go vet, staticcheck
 lint:

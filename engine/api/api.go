@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -64,8 +67,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 func (s *Server) handle(pattern string, h handlerFunc) {
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
-			var e *Error
-			if !errors.As(err, &e) || e.HTTPStatus >= 500 {
+			if asError(err).HTTPStatus >= 500 {
 				s.cfg.Logger.ErrorContext(r.Context(), "request failed",
 					"method", r.Method, "path", r.URL.Path, "error", err.Error())
 			}
@@ -99,12 +101,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	if err := checkText(r); err != nil {
+		writeError(w, err)
+		return
+	}
 	if CallerFrom(r.Context()) == "" && s.cfg.TrustUserHeader {
 		if u := r.Header.Get("user"); u != "" {
 			r = r.WithContext(WithCaller(r.Context(), u))
 		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// checkText refuses a path or query that PostgreSQL could not store: NUL
+// bytes and invalid UTF-8 are a 400 here instead of a database error later.
+func checkText(r *http.Request) *Error {
+	for _, part := range []string{r.URL.Path, r.URL.RawQuery} {
+		decoded, err := url.PathUnescape(part)
+		if err != nil {
+			return badRequest("the URL is not properly escaped")
+		}
+		if !utf8.ValidString(decoded) || strings.ContainsRune(decoded, 0) {
+			return badRequest("the URL contains a NUL byte or invalid UTF-8")
+		}
+	}
+	return nil
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {

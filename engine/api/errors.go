@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrorBody is the JSON body of every error response, shaped like Maestro's:
@@ -63,15 +66,28 @@ func internal() *Error {
 // by the caller and reported as a retryable internal error without leaking
 // their text.
 func writeError(w http.ResponseWriter, err error) {
-	var e *Error
-	if !errors.As(err, &e) {
-		e = internal()
-	}
+	e := asError(err)
 	details := e.Details
 	if details == nil {
 		details = []string{}
 	}
 	writeJSON(w, e.HTTPStatus, ErrorBody{Status: e.Code, Message: e.Message, Errors: details, Retryable: e.Retryable})
+}
+
+// asError maps any error to its response.
+func asError(err error) *Error {
+	var e *Error
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
+		// A data exception (bad encoding, a number out of range, ...) means
+		// the request carried a value the database cannot store: the
+		// client's fault, not a retryable failure.
+		return badRequest("the request contains a value that cannot be stored: " + pgErr.Message)
+	}
+	return internal()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

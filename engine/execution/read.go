@@ -69,7 +69,7 @@ func scanInstance(r pgx.Row) (*Instance, error) {
 
 // Instance reads one run with its step overview; run 0 means the latest.
 func (s *Service) Instance(ctx context.Context, workflowID string, instanceID, run int64) (*Instance, error) {
-	q := instanceSelect + ` WHERE workflow_id = $1 AND instance_id = $2 AND ($3 = 0 OR run_id = $3) ORDER BY run_id DESC LIMIT 1`
+	q := instanceSelect + ` WHERE workflow_id = $1 AND instance_id = $2 AND ($3::bigint = 0 OR run_id = $3::bigint) ORDER BY run_id DESC LIMIT 1`
 	inst, err := scanInstance(s.db.QueryRow(ctx, q, workflowID, instanceID, run))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("workflow instance %s/%d run %d: %w", workflowID, instanceID, run, ErrNotFound)
@@ -139,7 +139,7 @@ func (s *Service) List(ctx context.Context, workflowID string, cursor int64, lim
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (instance_id) workflow_id, instance_id, run_id, workflow_version, uuid::text,
             request_id, status, initiator, run_params, params, timeline, create_time, start_time, end_time, modify_time,
             NULL::jsonb, group_id, queued, run_config
-        FROM workflow_instance WHERE workflow_id = $1 AND ($2 = 0 OR instance_id < $2)
+        FROM workflow_instance WHERE workflow_id = $1 AND ($2::bigint = 0 OR instance_id < $2::bigint)
         ORDER BY instance_id DESC, run_id DESC LIMIT $3`, workflowID, cursor, limit+1)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -221,7 +221,7 @@ func (s *Service) Steps(ctx context.Context, workflowID string, instanceID, run 
 // Attempt reads one attempt of a step; attempt 0 means the latest.
 func (s *Service) Attempt(ctx context.Context, workflowID string, instanceID, run int64, stepID string, attempt int64) (*StepAttempt, error) {
 	a, err := scanStep(s.db.QueryRow(ctx, stepSelect+` WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
-        AND step_id = $4 AND ($5 = 0 OR attempt_id = $5) ORDER BY attempt_id DESC LIMIT 1`,
+        AND step_id = $4 AND ($5::bigint = 0 OR attempt_id = $5::bigint) ORDER BY attempt_id DESC LIMIT 1`,
 		workflowID, instanceID, run, stepID, attempt))
 	if errors.Is(err, ErrNotFound) {
 		return nil, fmt.Errorf("step %s attempt %d of %s/%d/%d: %w", stepID, attempt, workflowID, instanceID, run, ErrNotFound)

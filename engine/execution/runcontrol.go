@@ -282,7 +282,7 @@ func (s *Service) Unblock(ctx context.Context, workflowID string, instanceID int
 		}
 		tag, err := tx.Exec(ctx, `UPDATE workflow_instance f SET unblocked = true, seq = seq + 1, modify_time = now(),
                 timeline = timeline || $3::jsonb
-            WHERE f.workflow_id = $1 AND ($2 = 0 OR f.instance_id = $2) AND f.status = 'FAILED' AND NOT f.unblocked
+            WHERE f.workflow_id = $1 AND ($2::bigint = 0 OR f.instance_id = $2::bigint) AND f.status = 'FAILED' AND NOT f.unblocked
               AND NOT EXISTS (SELECT 1 FROM workflow_instance n
                   WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id)`,
 			workflowID, instanceID, ev)
