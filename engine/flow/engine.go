@@ -227,6 +227,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open queue pool: %w", err)
 	}
 	e.relaxed = relaxed
+	e.registerSubworkflow()
 	qc := cfg.Queue
 	qc.Node = cfg.NodeID
 	qc.Store = queue.NewStore(relaxed)

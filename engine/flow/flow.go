@@ -76,14 +76,18 @@ type flowActor struct {
 	plainParams map[string]any
 	started     time.Time
 	timeout     time.Duration
+	// parent is the subworkflow step that created the run, if one did.
+	parent *Parent
 
 	steps    map[string]*stepSummary
 	running  map[string]*stepActor
 	retries  map[string]*time.Timer
 	stopping instance.WorkflowStatus
 	reason   string
-	waiters  []chan error
-	timer    *time.Timer
+	// killing is set when the run is being killed rather than stopped.
+	killing bool
+	waiters []chan error
+	timer   *time.Timer
 
 	inbox *mailbox[flowMsg]
 	// done is closed when the actor loop has returned.
@@ -113,6 +117,12 @@ func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
 	}
 	if row.StartTime != nil {
 		f.started = *row.StartTime
+	}
+	if len(row.Parent) > 0 && string(row.Parent) != "null" {
+		f.parent = &Parent{}
+		if err := json.Unmarshal(row.Parent, f.parent); err != nil {
+			return nil, fmt.Errorf("decode parent of %s: %w", row.Ref, err)
+		}
 	}
 	if len(row.Params) > 0 {
 		if err := json.Unmarshal(row.Params, &f.params); err != nil {
@@ -258,6 +268,7 @@ func (f *flowActor) handle(m flowMsg) error {
 		if m.reason != "" {
 			reason = m.reason
 		}
+		f.killing = m.action == ActionKill
 		f.stopAll(status, reason)
 		f.waiters = append(f.waiters, m.reply)
 	case flowTimeout:
@@ -316,7 +327,7 @@ func (f *flowActor) stopAll(status instance.WorkflowStatus, reason string) {
 		stepStatus = instance.StepTimedOut
 	}
 	for _, a := range f.running {
-		a.inbox.send(stepMsg{kind: msgStop, status: stepStatus, reason: reason})
+		a.inbox.send(stepMsg{kind: msgStop, status: stepStatus, reason: reason, kill: f.killing})
 	}
 }
 
@@ -503,10 +514,14 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 		return err
 	}
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
-		return f.eng.store.updateInstance(ctx, f.ref, f.gen, instanceUpdate{
+		u := instanceUpdate{
 			Status: status, Params: params, End: true,
 			Timeline: []instance.TimelineEvent{instance.StatusEvent(string(status), reason)},
-		})
+		}
+		if f.parent != nil {
+			return f.eng.store.updateInstanceNotifyParent(ctx, f.ref, f.gen, u, f.parent)
+		}
+		return f.eng.store.updateInstance(ctx, f.ref, f.gen, u)
 	})
 	if err != nil {
 		return err

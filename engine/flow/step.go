@@ -41,6 +41,9 @@ type stepMsg struct {
 	// status is what a stop ends the attempt as (STOPPED or TIMED_OUT).
 	status instance.StepStatus
 	reason string
+	// kill is set when the stop is a kill, which a subworkflow step passes
+	// on to its child.
+	kill bool
 }
 
 // stepActor runs one attempt of one step: a goroutine with a mailbox that
@@ -146,6 +149,7 @@ func (a *stepActor) run(ctx context.Context) {
 			a.poll.Stop()
 		}
 		a.stopWaiting()
+		a.stopWaitingForChild()
 	}()
 	if err := a.advance(ctx); err != nil {
 		a.abandon(err)
@@ -374,7 +378,7 @@ func (a *stepActor) evaluateParams(ctx context.Context) error {
 	}
 	evalCtx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
-	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps})
+	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps, Funcs: a.subworkflowFuncs()})
 	if err != nil {
 		return err
 	}
@@ -593,6 +597,8 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 	var cfg map[string]json.RawMessage
 	if a.node.Step != nil {
 		cfg = a.node.Step.Config
+	} else if a.node.Subworkflow != nil {
+		cfg = subworkflowConfig(a.node.Subworkflow, a.stopWith != nil && a.stopWith.kill)
 	}
 	return &stepruntime.Attempt{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
@@ -695,6 +701,9 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			a.poll.Stop()
 		}
 		a.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
+		if a.node.Subworkflow != nil {
+			a.waitForChild() // the child's end wakes it (subworkflow.go)
+		}
 		return nil
 	case stepruntime.Done:
 		if p == phaseStart {

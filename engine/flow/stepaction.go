@@ -138,7 +138,7 @@ func (f *flowActor) stepAction(id string, action Action, reason string) error {
 		default:
 			return fmt.Errorf("%w: step action %s on a running attempt", ErrActionNotAllowed, action)
 		}
-		a.inbox.send(stepMsg{kind: msgStop, status: to, reason: reason})
+		a.inbox.send(stepMsg{kind: msgStop, status: to, reason: reason, kill: action == StepKill})
 		return nil
 	}
 	// The latest attempt is over (or waits for its automatic retry).

@@ -129,15 +129,18 @@ type instanceRow struct {
 	Params         []byte
 	TimeoutSeconds int64
 	StartTime      *time.Time
+	// Parent is the workflow_instance.parent column: set on a subworkflow's
+	// child run (subworkflow.go).
+	Parent []byte
 }
 
 const instanceColumns = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
-    definition, run_params, params, timeout_seconds, start_time`
+    definition, run_params, params, timeout_seconds, start_time, parent`
 
 func scanInstance(r pgx.CollectableRow) (instanceRow, error) {
 	var i instanceRow
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq,
-		&i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime)
+		&i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime, &i.Parent)
 	return i, err
 }
 

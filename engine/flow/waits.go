@@ -121,5 +121,6 @@ func (e *Engine) handleStepUpdate(_ context.Context, m queue.Message) error {
 	if a != nil {
 		a.inbox.send(stepMsg{kind: msgRecheck})
 	}
+	e.wakeChildWaiter(msg.Ref, msg.StepID)
 	return nil
 }

@@ -425,12 +425,14 @@ func Check(ps workflow.Params) error {
 }
 
 // ReadsUpstream reports whether defs may read upstream steps' params
-// (step__name, ${name@step}, params.getFromStep), so that the engine only
+// (step__name, ${name@step}, params.getFromStep, params.getFromSubworkflow),
+// so that the engine only
 // gathers those for steps that need them.
 func ReadsUpstream(defs workflow.Params) bool {
 	for _, d := range defs {
 		if d.Expression != nil {
-			if strings.Contains(*d.Expression, "__") || strings.Contains(*d.Expression, "getFromStep") {
+			if strings.Contains(*d.Expression, "__") || strings.Contains(*d.Expression, "getFromStep") ||
+				strings.Contains(*d.Expression, "getFromSubworkflow") {
 				return true
 			}
 			continue

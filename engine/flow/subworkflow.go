@@ -1,0 +1,561 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/sel"
+)
+
+// Subworkflow steps (docs/subworkflow.md).
+//
+// A subworkflow step runs another workflow as a child run. The step's Start
+// creates the child in one transaction with the record of it on the parent
+// attempt (runtime_state.data), fenced by the parent's generation; the
+// child's parent_key (the parent attempt's identity) is unique, so a Start
+// repeated after a crash finds the child instead of creating a second one.
+// A synchronous step then waits without holding a worker: Execute reads the
+// child's status and returns Continue. The child's final write enqueues a
+// step_update for the parent's group in the same transaction, which wakes
+// the waiting attempt at once; the poll is the fallback.
+
+// MaxSubworkflowDepth is how many subworkflow steps may be nested: a run at
+// a deeper level is never created and the step that asked for it fails.
+const MaxSubworkflowDepth = 10
+
+// subworkflowType is the runtime key of subworkflow steps (their node type).
+const subworkflowType = string(workflow.StepKindSubworkflow)
+
+// subworkflowPoll is how often a waiting subworkflow step rechecks its
+// child when no notification arrived; a variable so tests can change it.
+var subworkflowPoll = 2 * time.Second
+
+// Config keys the step actor passes to the subworkflow runtime.
+const (
+	subworkflowSyncKey     = "sync"
+	subworkflowExplicitKey = "explicit_params"
+	subworkflowKillKey     = "kill"
+)
+
+// Runtime data and output names of a subworkflow step.
+const (
+	childWorkflowKey = "subworkflow_id"
+	childVersionKey  = "subworkflow_version"
+	childInstanceKey = "subworkflow_instance_id"
+	childRunKey      = "subworkflow_run_id"
+	childGroupKey    = "subworkflow_group_id"
+	childStatusKey   = "subworkflow_status"
+)
+
+// Parent identifies the step attempt that created a child run; it is the
+// workflow_instance.parent column of the child.
+type Parent struct {
+	Ref
+	StepID    string `json:"step_id"`
+	AttemptID int64  `json:"attempt_id"`
+	Group     int32  `json:"group_id"`
+}
+
+// key is the parent's identity as one string (workflow_instance.parent_key).
+func (p Parent) key() string {
+	return fmt.Sprintf("%s/%d/%d/%s/%d", p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID)
+}
+
+// subworkflowRuntime runs subworkflow steps for one engine.
+type subworkflowRuntime struct {
+	eng  *Engine
+	defs *definition.Store
+}
+
+// registerSubworkflow adds the subworkflow runtime unless the caller
+// configured one.
+func (e *Engine) registerSubworkflow() {
+	if _, ok := e.cfg.Runtimes[subworkflowType]; ok {
+		return
+	}
+	e.cfg.Runtimes = maps.Clone(e.cfg.Runtimes)
+	e.cfg.Runtimes[subworkflowType] = &subworkflowRuntime{eng: e, defs: definition.NewStore(e.db)}
+}
+
+// subworkflowConfig is what the step actor tells the runtime of the step.
+// kill is set once the attempt is being killed: Terminate then kills the
+// child instead of stopping it.
+func subworkflowConfig(sw *workflow.Subworkflow, kill bool) map[string]json.RawMessage {
+	sync, explicit := true, false
+	if sw.Sync != nil {
+		sync = *sw.Sync
+	}
+	if sw.ExplicitParams != nil {
+		explicit = *sw.ExplicitParams
+	}
+	return map[string]json.RawMessage{
+		subworkflowSyncKey:     json.RawMessage(strconv.FormatBool(sync)),
+		subworkflowExplicitKey: json.RawMessage(strconv.FormatBool(explicit)),
+		subworkflowKillKey:     json.RawMessage(strconv.FormatBool(kill)),
+	}
+}
+
+func configBool(a *stepruntime.Attempt, key string, def bool) bool {
+	raw, ok := a.Config[key]
+	if !ok {
+		return def
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return def
+	}
+	return b
+}
+
+// retryLater asks the actor to call again after a transient failure.
+func (r *subworkflowRuntime) retryLater(a *stepruntime.Attempt, what string, err error) stepruntime.Result {
+	r.eng.cfg.Logger.Warn("subworkflow step: "+what, "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
+		"run_id", a.RunID, "step_id", a.StepID, "error", err.Error())
+	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: time.Second}
+}
+
+// Start creates the child run, or finds the one an earlier call created.
+func (r *subworkflowRuntime) Start(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	parent := Parent{Ref: Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
+	if data, ok, err := r.eng.store.childOf(ctx, r.eng.db, parent); err != nil {
+		return r.retryLater(a, "look up child", err)
+	} else if ok {
+		return stepruntime.Result{State: stepruntime.Done, Data: data, Message: "subworkflow run " + childRef(data).String() + " exists"}
+	}
+	id, _ := a.Params[workflow.ParamSubworkflowID].(string)
+	if id == "" {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: "the subworkflow_id param is empty"}
+	}
+	version, _ := a.Params[workflow.ParamSubworkflowVersion].(string)
+	if version == "" {
+		version = "default"
+	}
+	v, err := r.defs.Get(ctx, id, version)
+	if errors.Is(err, definition.ErrNotFound) || errors.Is(err, definition.ErrInvalidSelector) {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: fmt.Sprintf("subworkflow %s version %s: %v", id, version, err)}
+	}
+	if err != nil {
+		return r.retryLater(a, "read subworkflow definition", err)
+	}
+	data, err := r.eng.store.createChild(ctx, r.eng.cfg.NodeID, parent, v, configBool(a, subworkflowExplicitKey, false))
+	var fatal *childError
+	switch {
+	case errors.As(err, &fatal):
+		return stepruntime.Result{State: stepruntime.FatalError, Message: fatal.msg}
+	case err != nil:
+		return r.retryLater(a, "create child run", err)
+	}
+	return stepruntime.Result{State: stepruntime.Done, Data: data, Message: "started subworkflow run " + childRef(data).String()}
+}
+
+// Execute ends the step once the child run has ended (sync), or at once.
+func (r *subworkflowRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	child := childRef(a.Data)
+	// subworkflow_id is a param of the step already.
+	outputs := map[string]any{childInstanceKey: child.InstanceID, childRunKey: child.RunID}
+	if !configBool(a, subworkflowSyncKey, true) {
+		return stepruntime.Result{State: stepruntime.Done, Outputs: outputs, Message: "subworkflow run " + child.String() + " started (async)"}
+	}
+	status, err := r.eng.store.childStatus(ctx, child)
+	if err != nil {
+		return r.retryLater(a, "read child status", err)
+	}
+	if !status.IsTerminal() {
+		return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: subworkflowPoll}
+	}
+	outputs[childStatusKey] = string(status)
+	msg := fmt.Sprintf("subworkflow run %s ended %s", child, status)
+	if status != instance.WorkflowSucceeded {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: msg, Outputs: outputs}
+	}
+	return stepruntime.Result{State: stepruntime.Done, Message: msg, Outputs: outputs}
+}
+
+// Terminate asks the engine owning the child to stop it. A step stopped
+// before its child existed has nothing to stop.
+func (r *subworkflowRuntime) Terminate(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	child := childRef(a.Data)
+	if child.WorkflowID == "" {
+		return stepruntime.Result{State: stepruntime.Stopped}
+	}
+	group := int32(dataInt(a.Data, childGroupKey))
+	action, verb := ActionStop, "stopped"
+	if configBool(a, subworkflowKillKey, false) {
+		action, verb = ActionKill, "killed"
+	}
+	err := pgx.BeginFunc(ctx, r.eng.db, func(tx pgx.Tx) error {
+		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, group, ActionMessage{
+			Ref: child, Group: group, Action: action,
+			Reason: fmt.Sprintf("parent step %s of %s/%d/%d was %s", a.StepID, a.WorkflowID, a.InstanceID, a.RunID, verb),
+		})
+		return err
+	})
+	if err != nil {
+		return r.retryLater(a, "stop child run", err)
+	}
+	return stepruntime.Result{State: stepruntime.Stopped, Message: fmt.Sprintf("asked subworkflow run %s to %s", child, action)}
+}
+
+// childRef reads the child's identity from the step's runtime data.
+func childRef(data map[string]any) Ref {
+	id, _ := data[childWorkflowKey].(string)
+	return Ref{WorkflowID: id, InstanceID: dataInt(data, childInstanceKey), RunID: dataInt(data, childRunKey)}
+}
+
+// dataInt reads a number of runtime data, which is int64 in memory and a
+// JSON number once read back from the database.
+func dataInt(data map[string]any, key string) int64 {
+	switch v := data[key].(type) {
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	case int:
+		return int64(v)
+	case float64:
+		return int64(v)
+	case json.Number:
+		n, _ := v.Int64()
+		return n
+	}
+	return 0
+}
+
+// childError is a reason the child can never be created; it fails the step.
+type childError struct{ msg string }
+
+func (e *childError) Error() string { return e.msg }
+
+const childOfSQL = `SELECT workflow_id, instance_id, run_id, workflow_version, group_id FROM workflow_instance
+    WHERE parent_key = $1`
+
+// childOf returns the runtime data of the child a parent attempt created,
+// if it did.
+func (s *store) childOf(ctx context.Context, q Tx, p Parent) (map[string]any, bool, error) {
+	var ref Ref
+	var version int64
+	var group int32
+	err := q.QueryRow(ctx, childOfSQL, p.key()).Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &version, &group)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("look up child of %s: %w", p.key(), err)
+	}
+	return childData(ref, version, group), true, nil
+}
+
+func childData(ref Ref, version int64, group int32) map[string]any {
+	return map[string]any{
+		childWorkflowKey: ref.WorkflowID, childInstanceKey: ref.InstanceID, childRunKey: ref.RunID,
+		childVersionKey: version, childGroupKey: group,
+	}
+}
+
+// parentFenceSQL locks the parent run (shared) while this node owns it at
+// its current generation, and reads what the child inherits.
+const parentFenceSQL = `
+SELECT i.group_count, i.group_id, i.depth, i.params, s.params
+FROM workflow_instance i
+JOIN flow_group g ON g.group_id = i.group_id AND g.generation = i.generation AND g.owner = $6
+JOIN step_instance s ON s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id
+    AND s.step_id = $4 AND s.attempt_id = $5
+WHERE i.workflow_id = $1 AND i.instance_id = $2 AND i.run_id = $3 AND i.status IN ('IN_PROGRESS', 'PAUSED')
+FOR SHARE OF i`
+
+const insertChildSQL = `
+INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+    group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
+    queued, run_config, parent, parent_key, depth, end_time)
+VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '{"policy": "START"}'::jsonb, $14, $15, $16,
+    CASE WHEN $7 = 'STOPPED' THEN now() END)`
+
+const recordChildSQL = `
+UPDATE step_instance SET runtime_state = jsonb_set(runtime_state, '{data}', $6::jsonb), modify_time = now()
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5`
+
+// createChild creates the child run of a parent attempt, admitted under the
+// child workflow's run strategy like a start, and records it on the parent
+// attempt, in one transaction fenced by the parent's generation. It returns
+// the child's runtime data; ErrFenced when this node no longer owns the
+// parent; a *childError when the child may not be created.
+func (s *store) createChild(ctx context.Context, node string, p Parent, v *definition.Version, explicit bool) (map[string]any, error) {
+	var data map[string]any
+	queued := false
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// Lock order: workflow row, then instance rows (docs/run-control.md).
+		props, err := LockWorkflow(ctx, tx, v.WorkflowID)
+		if errors.Is(err, ErrWorkflowGone) {
+			return &childError{msg: fmt.Sprintf("subworkflow %s does not exist", v.WorkflowID)}
+		}
+		if err != nil {
+			return err
+		}
+		var (
+			groupCount, parentGroup int32
+			depth                   int
+			wfParams, stepParams    []byte
+		)
+		err = tx.QueryRow(ctx, parentFenceSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, node).
+			Scan(&groupCount, &parentGroup, &depth, &wfParams, &stepParams)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("fence parent %s: %w", p.key(), err)
+		}
+		if d, ok, err := s.childOf(ctx, tx, p); err != nil || ok {
+			data = d
+			return err
+		}
+		if depth+1 > MaxSubworkflowDepth {
+			return &childError{msg: fmt.Sprintf("subworkflow depth limit %d exceeded: %s would run at depth %d",
+				MaxSubworkflowDepth, v.WorkflowID, depth+1)}
+		}
+		p.Group = parentGroup
+		runParams, err := childRunParams(&v.Workflow, wfParams, stepParams, explicit)
+		if err != nil {
+			return &childError{msg: "subworkflow params: " + err.Error()}
+		}
+		var iid int64
+		if err := tx.QueryRow(ctx, `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
+                WHERE workflow_id = $1 RETURNING latest_instance_id`, v.WorkflowID).Scan(&iid); err != nil {
+			return fmt.Errorf("allocate instance id: %w", err)
+		}
+		ref := Ref{WorkflowID: v.WorkflowID, InstanceID: iid, RunID: 1}
+		group := instance.GroupFor(ref.WorkflowID, iid, groupCount)
+		drop, err := PrepareStart(ctx, tx, v.WorkflowID, props)
+		if err != nil {
+			return err
+		}
+		status := instance.WorkflowCreated
+		timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
+			fmt.Sprintf("started by subworkflow step %s of %s", p.StepID, p.Ref))}
+		if drop != "" {
+			status = instance.WorkflowStopped
+			timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), drop))
+		} else {
+			room, err := RoomNow(ctx, tx, v.WorkflowID, props)
+			if err != nil {
+				return err
+			}
+			queued = !room
+			if queued {
+				timeline = append(timeline, instance.LogEvent("INFO",
+					fmt.Sprintf("queued by the %s run strategy", ParseStrategy(props).Rule)))
+			}
+		}
+		timeout := int64(10 * 24 * time.Hour / time.Second)
+		if v.Workflow.Timeout != nil {
+			if d, err := v.Workflow.Timeout.Resolve(); err == nil && d > 0 {
+				timeout = int64(d / time.Second)
+			}
+		}
+		initiator := map[string]any{"type": "SUBWORKFLOW", "parent": p}
+		if _, err := tx.Exec(ctx, insertChildSQL, ref.WorkflowID, iid, v.Version, uuid.New(), groupCount, group,
+			status, []byte(v.Raw), runParams, initiator, timeline, timeout, queued, p, p.key(), depth+1); err != nil {
+			return fmt.Errorf("insert child run: %w", err)
+		}
+		if status == instance.WorkflowCreated && !queued {
+			if _, err := queue.Enqueue(ctx, tx, queue.StartWorkflow, group, StartMessage{Ref: ref, Group: group}); err != nil {
+				return err
+			}
+		}
+		data = childData(ref, v.Version, group)
+		raw, _ := json.Marshal(data)
+		if _, err := tx.Exec(ctx, recordChildSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, raw); err != nil {
+			return fmt.Errorf("record child on %s: %w", p.key(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if queued {
+		// As a start does: admit again once committed (docs/run-control.md).
+		_, _ = AdmitWorkflow(ctx, s.db, v.WorkflowID, false)
+	}
+	return data, nil
+}
+
+// childRunParams are the child's run params: with explicit, the step's own
+// params; otherwise the parent run's params with the step's on top. Names
+// the engine sets, the subworkflow's target, MAP values and params the
+// child defines as not settable at start are left out.
+func childRunParams(child *workflow.Workflow, wfParams, stepParams []byte, explicit bool) ([]byte, error) {
+	var wfVals, stepVals params.Values
+	if !explicit && len(wfParams) > 2 {
+		if err := json.Unmarshal(wfParams, &wfVals); err != nil {
+			return nil, fmt.Errorf("decode parent params: %w", err)
+		}
+	}
+	if len(stepParams) > 2 {
+		if err := json.Unmarshal(stepParams, &stepVals); err != nil {
+			return nil, fmt.Errorf("decode step params: %w", err)
+		}
+	}
+	out := workflow.Params{}
+	add := func(vals params.Values) {
+		for name, v := range vals {
+			switch {
+			case params.Reserved(name), name == params.RunTS, name == params.FirstTimeTriggerTimezone,
+				name == params.StepType, name == workflow.ParamSubworkflowID, name == workflow.ParamSubworkflowVersion,
+				v.Type == workflow.ParamTypeMap:
+				continue
+			}
+			if def, ok := child.Params[name]; ok && !params.Mutable(def.EffectiveMode(), params.PhaseStart) {
+				continue
+			}
+			val := v.Value
+			if str, ok := val.(string); ok {
+				val = strings.ReplaceAll(str, "$", "$$") // a value, not a template
+			}
+			out[name] = workflow.LiteralParam(v.Type, val)
+		}
+	}
+	add(wfVals)
+	add(stepVals)
+	return json.Marshal(out)
+}
+
+// childStatus reads a child run's status.
+func (s *store) childStatus(ctx context.Context, ref Ref) (instance.WorkflowStatus, error) {
+	var st instance.WorkflowStatus
+	err := s.db.QueryRow(ctx, `SELECT status FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&st)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Deleted with its workflow: nothing to wait for any more.
+		return instance.WorkflowStopped, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read child %s: %w", ref, err)
+	}
+	return st, nil
+}
+
+// updateInstanceNotifyParent writes a child run's update and, in the same
+// transaction, a step_update for its parent's group, so the parent step
+// waiting for it looks again at once.
+func (s *store) updateInstanceNotifyParent(ctx context.Context, ref Ref, gen int64, u instanceUpdate, p *Parent) error {
+	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		ev, _ := json.Marshal(orEmpty(u.Timeline))
+		var prm any
+		if u.Params != nil {
+			prm = u.Params
+		}
+		tag, err := tx.Exec(ctx, updateInstanceSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen, u.Status, prm, ev, u.End)
+		if err != nil {
+			return fmt.Errorf("update flow %s: %w", ref, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrFenced
+		}
+		_, err = queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
+		return err
+	})
+}
+
+var (
+	childWaitMu sync.Mutex
+	// childWaiters holds the subworkflow attempts waiting for their child.
+	childWaiters = map[waitKey]*stepActor{}
+)
+
+// waitForChild registers a subworkflow attempt as waiting for its child.
+func (a *stepActor) waitForChild() {
+	childWaitMu.Lock()
+	childWaiters[waitKey{a.f.eng, a.f.ref, a.id}] = a
+	childWaitMu.Unlock()
+}
+
+// stopWaitingForChild unregisters the attempt.
+func (a *stepActor) stopWaitingForChild() {
+	childWaitMu.Lock()
+	key := waitKey{a.f.eng, a.f.ref, a.id}
+	if childWaiters[key] == a {
+		delete(childWaiters, key)
+	}
+	childWaitMu.Unlock()
+}
+
+// wakeChildWaiter makes the subworkflow attempt a step_update names look
+// at its child again.
+func (e *Engine) wakeChildWaiter(ref Ref, stepID string) {
+	childWaitMu.Lock()
+	a := childWaiters[waitKey{e, ref, stepID}]
+	childWaitMu.Unlock()
+	if a != nil {
+		a.inbox.send(stepMsg{kind: msgWake})
+	}
+}
+
+// ErrNoSubworkflowParam reports params.getFromSubworkflow of a step that
+// ran no child, or of a param the child does not have.
+var ErrNoSubworkflowParam = errors.New("no such subworkflow param")
+
+// subworkflowFuncs are the SEL functions that read child runs, for an
+// attempt whose params read upstream steps; nil otherwise.
+func (a *stepActor) subworkflowFuncs() map[string]sel.Func {
+	if a.upstream == nil {
+		return nil
+	}
+	return map[string]sel.Func{"params.getFromSubworkflow": a.getFromSubworkflow}
+}
+
+// getFromSubworkflow implements params.getFromSubworkflow(stepId,
+// paramName): the param of the child run an upstream subworkflow step
+// created.
+func (a *stepActor) getFromSubworkflow(ctx context.Context, args []any) (any, error) {
+	if len(args) != 2 {
+		return nil, fmt.Errorf("params.getFromSubworkflow takes (stepId, paramName), got %d arguments", len(args))
+	}
+	step, ok1 := args[0].(string)
+	name, ok2 := args[1].(string)
+	if !ok1 || !ok2 {
+		return nil, errors.New("params.getFromSubworkflow takes two strings")
+	}
+	vals := a.upstream[step]
+	id, _ := vals[workflow.ParamSubworkflowID].Value.(string)
+	child := Ref{WorkflowID: id, InstanceID: valueInt(vals[childInstanceKey]), RunID: valueInt(vals[childRunKey])}
+	if child.WorkflowID == "" || child.InstanceID == 0 {
+		return nil, fmt.Errorf("%w: step %s has no subworkflow run", ErrNoSubworkflowParam, step)
+	}
+	var raw []byte
+	err := a.f.eng.db.QueryRow(ctx, `SELECT params FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+		child.WorkflowID, child.InstanceID, child.RunID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: subworkflow run %s of step %s does not exist", ErrNoSubworkflowParam, child, step)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read params of subworkflow run %s: %w", child, err)
+	}
+	var childVals params.Values
+	if err := json.Unmarshal(raw, &childVals); err != nil {
+		return nil, fmt.Errorf("decode params of subworkflow run %s: %w", child, err)
+	}
+	v, ok := childVals[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: param %s of subworkflow run %s (step %s)", ErrNoSubworkflowParam, name, child, step)
+	}
+	return v.Value, nil
+}
+
+func valueInt(v params.Value) int64 {
+	return dataInt(map[string]any{"v": v.Value}, "v")
+}
