@@ -46,6 +46,9 @@ type Instance struct {
 type RuntimeOverview struct {
 	TotalStepCount int                           `json:"total_step_count"`
 	StepOverview   map[instance.StepStatus]int64 `json:"step_overview"`
+	// RollupOverview counts leaf steps across nested child runs and
+	// earlier runs (docs/rollup.md); only Detail fills it.
+	RollupOverview *RollupOverview `json:"rollup_overview,omitempty"`
 }
 
 const instanceSelect = `SELECT workflow_id, instance_id, run_id, workflow_version, uuid::text, request_id, status,
@@ -103,13 +106,17 @@ func (s *Service) Instance(ctx context.Context, workflowID string, instanceID, r
 }
 
 // Detail reads one run like Instance, with the aggregated view of all the
-// instance's runs up to it (what the REST read returns).
+// instance's runs up to it and the run's rollup (what the REST read
+// returns).
 func (s *Service) Detail(ctx context.Context, workflowID string, instanceID, run int64) (*Instance, error) {
 	inst, err := s.Instance(ctx, workflowID, instanceID, run)
 	if err != nil {
 		return nil, err
 	}
 	if inst.AggregatedInfo, err = s.aggregate(ctx, inst); err != nil {
+		return nil, err
+	}
+	if inst.RuntimeOverview.RollupOverview, err = s.Rollup(ctx, inst.WorkflowID, inst.InstanceID, inst.RunID); err != nil {
 		return nil, err
 	}
 	return inst, nil

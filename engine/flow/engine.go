@@ -228,6 +228,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	e.relaxed = relaxed
 	e.registerSubworkflow()
+	e.registerWhile()
 	qc := cfg.Queue
 	qc.Node = cfg.NodeID
 	qc.Store = queue.NewStore(relaxed)

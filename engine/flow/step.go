@@ -599,6 +599,8 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 		cfg = a.node.Step.Config
 	} else if a.node.Subworkflow != nil {
 		cfg = subworkflowConfig(a.node.Subworkflow, a.stopWith != nil && a.stopWith.kill)
+	} else if a.node.While != nil {
+		cfg = whileConfig(a.node.While, a.stopWith != nil && a.stopWith.kill)
 	}
 	return &stepruntime.Attempt{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
@@ -701,7 +703,7 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			a.poll.Stop()
 		}
 		a.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
-		if a.node.Subworkflow != nil {
+		if a.node.Subworkflow != nil || a.node.While != nil {
 			a.waitForChild() // the child's end wakes it (subworkflow.go)
 		}
 		return nil

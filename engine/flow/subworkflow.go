@@ -70,11 +70,18 @@ type Parent struct {
 	StepID    string `json:"step_id"`
 	AttemptID int64  `json:"attempt_id"`
 	Group     int32  `json:"group_id"`
+	// Iteration is the 1-based iteration of a while step the run is; zero
+	// for a subworkflow child.
+	Iteration int64 `json:"iteration,omitempty"`
 }
 
 // key is the parent's identity as one string (workflow_instance.parent_key).
 func (p Parent) key() string {
-	return fmt.Sprintf("%s/%d/%d/%s/%d", p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID)
+	k := fmt.Sprintf("%s/%d/%d/%s/%d", p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID)
+	if p.Iteration > 0 {
+		k += fmt.Sprintf("/i%d", p.Iteration)
+	}
+	return k
 }
 
 // subworkflowRuntime runs subworkflow steps for one engine.
@@ -153,7 +160,13 @@ func (r *subworkflowRuntime) Start(ctx context.Context, a *stepruntime.Attempt) 
 	if err != nil {
 		return r.retryLater(a, "read subworkflow definition", err)
 	}
-	data, err := r.eng.store.createChild(ctx, r.eng.cfg.NodeID, parent, v, configBool(a, subworkflowExplicitKey, false))
+	explicit := configBool(a, subworkflowExplicitKey, false)
+	data, err := r.eng.store.createChild(ctx, r.eng.cfg.NodeID, parent, childSpec{
+		def: v,
+		runParams: func(wfParams, stepParams []byte) ([]byte, error) {
+			return childRunParams(&v.Workflow, wfParams, stepParams, explicit)
+		},
+	})
 	var fatal *childError
 	switch {
 	case errors.As(err, &fatal):
@@ -190,6 +203,13 @@ func (r *subworkflowRuntime) Execute(ctx context.Context, a *stepruntime.Attempt
 // Terminate asks the engine owning the child to stop it. A step stopped
 // before its child existed has nothing to stop.
 func (r *subworkflowRuntime) Terminate(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	return r.eng.terminateChild(ctx, a, "subworkflow")
+}
+
+// terminateChild asks the engine owning the child run recorded in an
+// attempt's runtime data to stop (or, for a kill, kill) it; what names the
+// kind of run in messages.
+func (e *Engine) terminateChild(ctx context.Context, a *stepruntime.Attempt, what string) stepruntime.Result {
 	child := childRef(a.Data)
 	if child.WorkflowID == "" {
 		return stepruntime.Result{State: stepruntime.Stopped}
@@ -199,7 +219,7 @@ func (r *subworkflowRuntime) Terminate(ctx context.Context, a *stepruntime.Attem
 	if configBool(a, subworkflowKillKey, false) {
 		action, verb = ActionKill, "killed"
 	}
-	err := pgx.BeginFunc(ctx, r.eng.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
 		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, group, ActionMessage{
 			Ref: child, Group: group, Action: action,
 			Reason: fmt.Sprintf("parent step %s of %s/%d/%d was %s", a.StepID, a.WorkflowID, a.InstanceID, a.RunID, verb),
@@ -207,9 +227,11 @@ func (r *subworkflowRuntime) Terminate(ctx context.Context, a *stepruntime.Attem
 		return err
 	})
 	if err != nil {
-		return r.retryLater(a, "stop child run", err)
+		e.cfg.Logger.Warn(what+" step: stop child run", "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
+			"run_id", a.RunID, "step_id", a.StepID, "error", err.Error())
+		return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: time.Second}
 	}
-	return stepruntime.Result{State: stepruntime.Stopped, Message: fmt.Sprintf("asked subworkflow run %s to %s", child, action)}
+	return stepruntime.Result{State: stepruntime.Stopped, Message: fmt.Sprintf("asked %s run %s to %s", what, child, action)}
 }
 
 // childRef reads the child's identity from the step's runtime data.
@@ -290,19 +312,41 @@ const recordChildSQL = `
 UPDATE step_instance SET runtime_state = jsonb_set(runtime_state, '{data}', $6::jsonb), modify_time = now()
 WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5`
 
+// childSpec is what a child run is made of.
+type childSpec struct {
+	def *definition.Version
+	// runParams computes the child's run params from the parent run's
+	// params and the parent step's params (both JSON params.Values).
+	runParams func(wfParams, stepParams []byte) ([]byte, error)
+	// inline marks a run of a definition that is not a pushed workflow (a
+	// while step's iteration): it is not admitted under a run strategy and
+	// its instance id is the next one among the runs of def.WorkflowID,
+	// allocated under the parent workflow's lock.
+	inline bool
+	// data is recorded on the parent attempt with the child's identity.
+	data map[string]any
+}
+
 // createChild creates the child run of a parent attempt, admitted under the
-// child workflow's run strategy like a start, and records it on the parent
-// attempt, in one transaction fenced by the parent's generation. It returns
-// the child's runtime data; ErrFenced when this node no longer owns the
-// parent; a *childError when the child may not be created.
-func (s *store) createChild(ctx context.Context, node string, p Parent, v *definition.Version, explicit bool) (map[string]any, error) {
+// child workflow's run strategy like a start (unless inline), and records it
+// on the parent attempt, in one transaction fenced by the parent's
+// generation. It returns the child's runtime data; ErrFenced when this node
+// no longer owns the parent; a *childError when the child may not be
+// created.
+func (s *store) createChild(ctx context.Context, node string, p Parent, spec childSpec) (map[string]any, error) {
+	v := spec.def
 	var data map[string]any
 	queued := false
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		// Lock order: workflow row, then instance rows (docs/run-control.md).
-		props, err := LockWorkflow(ctx, tx, v.WorkflowID)
+		lockID := v.WorkflowID
+		if spec.inline {
+			// The pushed workflow a (possibly nested) inline run belongs to.
+			lockID, _, _ = strings.Cut(p.WorkflowID, ":")
+		}
+		props, err := LockWorkflow(ctx, tx, lockID)
 		if errors.Is(err, ErrWorkflowGone) {
-			return &childError{msg: fmt.Sprintf("subworkflow %s does not exist", v.WorkflowID)}
+			return &childError{msg: fmt.Sprintf("workflow %s does not exist", lockID)}
 		}
 		if err != nil {
 			return err
@@ -322,6 +366,7 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, v *defin
 		}
 		if d, ok, err := s.childOf(ctx, tx, p); err != nil || ok {
 			data = d
+			maps.Copy(data, spec.data)
 			return err
 		}
 		if depth+1 > MaxSubworkflowDepth {
@@ -329,28 +374,35 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, v *defin
 				MaxSubworkflowDepth, v.WorkflowID, depth+1)}
 		}
 		p.Group = parentGroup
-		runParams, err := childRunParams(&v.Workflow, wfParams, stepParams, explicit)
+		runParams, err := spec.runParams(wfParams, stepParams)
 		if err != nil {
-			return &childError{msg: "subworkflow params: " + err.Error()}
+			return &childError{msg: "child run params: " + err.Error()}
 		}
 		var iid int64
-		if err := tx.QueryRow(ctx, `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
-                WHERE workflow_id = $1 RETURNING latest_instance_id`, v.WorkflowID).Scan(&iid); err != nil {
+		allocSQL := `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
+                WHERE workflow_id = $1 RETURNING latest_instance_id`
+		if spec.inline {
+			allocSQL = `SELECT coalesce(max(instance_id), 0) + 1 FROM workflow_instance WHERE workflow_id = $1`
+		}
+		if err := tx.QueryRow(ctx, allocSQL, v.WorkflowID).Scan(&iid); err != nil {
 			return fmt.Errorf("allocate instance id: %w", err)
 		}
 		ref := Ref{WorkflowID: v.WorkflowID, InstanceID: iid, RunID: 1}
 		group := instance.GroupFor(ref.WorkflowID, iid, groupCount)
-		drop, err := PrepareStart(ctx, tx, v.WorkflowID, props)
-		if err != nil {
+		drop := ""
+		initiatorType, by := "SUBWORKFLOW", "subworkflow step"
+		if spec.inline {
+			initiatorType, by = "WHILE", fmt.Sprintf("iteration %d of while step", p.Iteration)
+		} else if drop, err = PrepareStart(ctx, tx, v.WorkflowID, props); err != nil {
 			return err
 		}
 		status := instance.WorkflowCreated
 		timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
-			fmt.Sprintf("started by subworkflow step %s of %s", p.StepID, p.Ref))}
+			fmt.Sprintf("started by %s %s of %s", by, p.StepID, p.Ref))}
 		if drop != "" {
 			status = instance.WorkflowStopped
 			timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), drop))
-		} else {
+		} else if !spec.inline { // an iteration is not admitted under a run strategy
 			room, err := RoomNow(ctx, tx, v.WorkflowID, props)
 			if err != nil {
 				return err
@@ -367,7 +419,7 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, v *defin
 				timeout = int64(d / time.Second)
 			}
 		}
-		initiator := map[string]any{"type": "SUBWORKFLOW", "parent": p}
+		initiator := map[string]any{"type": initiatorType, "parent": p}
 		if _, err := tx.Exec(ctx, insertChildSQL, ref.WorkflowID, iid, v.Version, uuid.New(), groupCount, group,
 			status, []byte(v.Raw), runParams, initiator, timeline, timeout, queued, p, p.key(), depth+1); err != nil {
 			return fmt.Errorf("insert child run: %w", err)
@@ -378,6 +430,7 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, v *defin
 			}
 		}
 		data = childData(ref, v.Version, group)
+		maps.Copy(data, spec.data)
 		raw, _ := json.Marshal(data)
 		if _, err := tx.Exec(ctx, recordChildSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, raw); err != nil {
 			return fmt.Errorf("record child on %s: %w", p.key(), err)
@@ -399,6 +452,15 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, v *defin
 // the engine sets, the subworkflow's target, MAP values and params the
 // child defines as not settable at start are left out.
 func childRunParams(child *workflow.Workflow, wfParams, stepParams []byte, explicit bool) ([]byte, error) {
+	out, err := inheritedParams(child, wfParams, stepParams, explicit)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// inheritedParams are childRunParams before encoding.
+func inheritedParams(child *workflow.Workflow, wfParams, stepParams []byte, explicit bool) (workflow.Params, error) {
 	var wfVals, stepVals params.Values
 	if !explicit && len(wfParams) > 2 {
 		if err := json.Unmarshal(wfParams, &wfVals); err != nil {
@@ -431,7 +493,7 @@ func childRunParams(child *workflow.Workflow, wfParams, stepParams []byte, expli
 	}
 	add(wfVals)
 	add(stepVals)
-	return json.Marshal(out)
+	return out, nil
 }
 
 // childStatus reads a child run's status.

@@ -1,0 +1,267 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/sel"
+)
+
+// While steps (docs/while.md).
+//
+// A while step runs its steps as an inline child run, one iteration after
+// another, for as long as its condition holds. Each iteration is created
+// with the child-run machinery of subworkflow steps (createChild): in one
+// transaction with the record of it on the attempt, fenced by the parent's
+// generation, exactly once through a parent_key that includes the
+// iteration. The step waits for each iteration without holding a worker
+// and is woken by the iteration's end through the outbox.
+
+// MaxWhileIterations is the default iteration limit of a while step; the
+// step's max_iterations param changes it. Reaching it fails the step.
+const MaxWhileIterations = 1000
+
+// ParamMaxIterations is the while step param that sets its iteration limit.
+const ParamMaxIterations = "max_iterations"
+
+// whileType is the runtime key of while steps (their node type).
+const whileType = string(workflow.StepKindWhile)
+
+// Config keys the step actor passes to the while runtime.
+const (
+	whileConditionKey = "condition"
+	whileStepsKey     = "steps"
+)
+
+// Runtime data and output names of a while step.
+const (
+	// whileIndexKey is the loop_index of the iteration recorded in the
+	// attempt's runtime data.
+	whileIndexKey = "while_loop_index"
+	// whileIterationsKey is the output: how many iterations ran.
+	whileIterationsKey = "while_iterations"
+)
+
+// whileRuntime runs while steps for one engine.
+type whileRuntime struct{ eng *Engine }
+
+// registerWhile adds the while runtime unless the caller configured one.
+func (e *Engine) registerWhile() {
+	if _, ok := e.cfg.Runtimes[whileType]; ok {
+		return
+	}
+	e.cfg.Runtimes = maps.Clone(e.cfg.Runtimes)
+	e.cfg.Runtimes[whileType] = &whileRuntime{eng: e}
+}
+
+// whileConfig is what the step actor tells the runtime of a while step:
+// its condition, its steps and whether a stop is a kill.
+func whileConfig(w *workflow.While, kill bool) map[string]json.RawMessage {
+	cond, _ := json.Marshal(w.Condition)
+	steps, _ := json.Marshal(w.Steps)
+	return map[string]json.RawMessage{
+		whileConditionKey:  cond,
+		whileStepsKey:      steps,
+		subworkflowKillKey: json.RawMessage(strconv.FormatBool(kill)),
+	}
+}
+
+// Start has nothing to create: Execute decides about each iteration.
+func (r *whileRuntime) Start(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.Done}
+}
+
+func (r *whileRuntime) retryLater(a *stepruntime.Attempt, what string, err error) stepruntime.Result {
+	r.eng.cfg.Logger.Warn("while step: "+what, "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
+		"run_id", a.RunID, "step_id", a.StepID, "error", err.Error())
+	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: subworkflowPoll}
+}
+
+// Execute waits for the running iteration, then evaluates the condition
+// and creates the next iteration or ends the step.
+func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	next := int64(0)
+	var carried []byte // the previous iteration's params
+	if child := childRef(a.Data); child.WorkflowID != "" {
+		idx := dataInt(a.Data, whileIndexKey)
+		status, err := r.eng.store.childStatus(ctx, child)
+		if err != nil {
+			return r.retryLater(a, "read iteration status", err)
+		}
+		if !status.IsTerminal() {
+			return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: subworkflowPoll}
+		}
+		if status != instance.WorkflowSucceeded {
+			return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(idx, idx+1),
+				Message: fmt.Sprintf("while iteration %d (run %s) ended %s", idx, child, status)}
+		}
+		if carried, err = r.eng.store.instanceParams(ctx, child); err != nil {
+			return r.retryLater(a, "read iteration params", err)
+		}
+		next = idx + 1
+	}
+	parentRef := Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}
+	wfParams, err := r.eng.store.instanceParams(ctx, parentRef)
+	if err != nil {
+		return r.retryLater(a, "read workflow params", err)
+	}
+	holds, err := r.condition(ctx, a, wfParams, carried, next)
+	if err != nil {
+		return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(next, next), Message: err.Error()}
+	}
+	if !holds {
+		return stepruntime.Result{State: stepruntime.Done, Outputs: whileOutputs(next, next),
+			Message: fmt.Sprintf("while condition false after %d iterations", next)}
+	}
+	limit := int64(MaxWhileIterations)
+	if _, ok := a.Params[ParamMaxIterations]; ok {
+		limit = dataInt(a.Params, ParamMaxIterations)
+	}
+	if next >= limit {
+		return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(next, next),
+			Message: fmt.Sprintf("while step reached its iteration limit of %d with the condition still true", limit)}
+	}
+	var steps []workflow.StepNode
+	if err := json.Unmarshal(a.Config[whileStepsKey], &steps); err != nil {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: "decode while steps: " + err.Error()}
+	}
+	inline := workflow.Workflow{ID: a.WorkflowID + ":" + a.StepID, Steps: steps}
+	raw, err := json.Marshal(inline)
+	if err != nil {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: "encode while iteration definition: " + err.Error()}
+	}
+	parent := Parent{Ref: parentRef, StepID: a.StepID, AttemptID: a.AttemptID, Iteration: next + 1}
+	data, err := r.eng.store.createChild(ctx, r.eng.cfg.NodeID, parent, childSpec{
+		def:    &definition.Version{WorkflowID: inline.ID, Workflow: inline, Raw: raw},
+		inline: true,
+		data:   map[string]any{whileIndexKey: next},
+		runParams: func(wfParams, stepParams []byte) ([]byte, error) {
+			return iterationParams(&inline, wfParams, stepParams, carried, next)
+		},
+	})
+	var fatal *childError
+	switch {
+	case errors.As(err, &fatal):
+		return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(next, next), Message: fatal.msg}
+	case err != nil:
+		return r.retryLater(a, "create iteration run", err)
+	}
+	return stepruntime.Result{State: stepruntime.Continue, Data: data, NextPollDelay: subworkflowPoll,
+		Message: fmt.Sprintf("started while iteration %d as run %s", next, childRef(data))}
+}
+
+// Terminate stops (or kills) the running iteration.
+func (r *whileRuntime) Terminate(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	return r.eng.terminateChild(ctx, a, "while iteration")
+}
+
+func whileOutputs(loopIndex, iterations int64) map[string]any {
+	return map[string]any{workflow.ParamLoopIndex: loopIndex, whileIterationsKey: iterations}
+}
+
+// condition evaluates the step's condition over the workflow params, the
+// step's params and loop params, the previous iteration's params and
+// loop_index, later ones hiding earlier ones.
+func (r *whileRuntime) condition(ctx context.Context, a *stepruntime.Attempt, wfParams, carried []byte, next int64) (bool, error) {
+	var cond string
+	if err := json.Unmarshal(a.Config[whileConditionKey], &cond); err != nil {
+		return false, fmt.Errorf("decode while condition: %w", err)
+	}
+	env := sel.MapEnv{}
+	if len(wfParams) > 2 {
+		var vals params.Values
+		if err := json.Unmarshal(wfParams, &vals); err != nil {
+			return false, fmt.Errorf("decode workflow params: %w", err)
+		}
+		maps.Copy(env, vals.Plain())
+	}
+	if lp, ok := a.Params[workflow.ParamLoopParams].(map[string]any); ok {
+		maps.Copy(env, lp)
+	}
+	maps.Copy(env, a.Params)
+	if len(carried) > 2 {
+		var vals params.Values
+		if err := json.Unmarshal(carried, &vals); err != nil {
+			return false, fmt.Errorf("decode previous iteration params: %w", err)
+		}
+		maps.Copy(env, vals.Plain())
+	}
+	env[workflow.ParamLoopIndex] = next
+	prog, err := sel.Compile(cond)
+	if err != nil {
+		return false, fmt.Errorf("while condition: %w", err)
+	}
+	v, err := prog.Eval(ctx, env)
+	if err != nil {
+		return false, fmt.Errorf("while condition at loop_index %d: %w", next, err)
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, fmt.Errorf("while condition returned %T, want boolean", v)
+	}
+	return b, nil
+}
+
+// iterationParams are the run params of iteration next: for the first, the
+// parent run's params with the step's params and its loop params on top;
+// for a later one, the previous iteration's params; loop_index always.
+func iterationParams(inline *workflow.Workflow, wfParams, stepParams, carried []byte, next int64) ([]byte, error) {
+	var out workflow.Params
+	var err error
+	if next == 0 {
+		out, err = inheritedParams(inline, wfParams, stepParams, false)
+		if err != nil {
+			return nil, err
+		}
+		var stepVals params.Values
+		if len(stepParams) > 2 {
+			if err := json.Unmarshal(stepParams, &stepVals); err != nil {
+				return nil, fmt.Errorf("decode step params: %w", err)
+			}
+		}
+		if lp, ok := stepVals[workflow.ParamLoopParams].Value.(map[string]any); ok {
+			for name, v := range lp {
+				t, err := params.Infer(v)
+				if err != nil {
+					return nil, fmt.Errorf("loop param %s: %w", name, err)
+				}
+				if s, ok := v.(string); ok {
+					v = strings.ReplaceAll(s, "$", "$$")
+				}
+				out[name] = workflow.LiteralParam(t, v)
+			}
+		}
+	} else if out, err = inheritedParams(inline, carried, nil, false); err != nil {
+		return nil, err
+	}
+	delete(out, ParamMaxIterations)
+	out[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, next)
+	return json.Marshal(out)
+}
+
+// instanceParams reads a run's evaluated workflow params (JSON
+// params.Values); a deleted run has none.
+func (s *store) instanceParams(ctx context.Context, ref Ref) ([]byte, error) {
+	var raw []byte
+	err := s.db.QueryRow(ctx, `SELECT params FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read params of %s: %w", ref, err)
+	}
+	return raw, nil
+}

@@ -1,0 +1,220 @@
+package flow_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/instance"
+)
+
+// whileDef is a workflow whose while step "loop" runs one step "body" of
+// the given type (with extra fields) while cond holds; stepParams are
+// extra params of the while step.
+func whileDef(id, cond, stepParams, bodyType, bodyExtra string) string {
+	if stepParams != "" {
+		stepParams = "," + stepParams
+	}
+	return fmt.Sprintf(`{"workflow":{"id":%q,"params":{"p1":{"type":"STRING","value":"from parent"}},"steps":[
+	{"while":{"id":"loop","condition":%q,"params":{"limit":{"type":"LONG","value":5}%s},"steps":[
+	    {"step":{"id":"body","type":%q%s,"params":{"twice":{"type":"LONG","expression":"loop_index * 2"}}}}]}}]}}`,
+		id, cond, stepParams, bodyType, bodyExtra)
+}
+
+// loopIndexes reads the loop_index run param of each iteration run.
+func loopIndexes(t *testing.T, cs []childRow) []int64 {
+	t.Helper()
+	var out []int64
+	for _, c := range cs {
+		var p struct {
+			Value int64 `json:"value"`
+		}
+		if err := json.Unmarshal(c.RunParams["loop_index"], &p); err != nil {
+			t.Fatalf("loop_index of %v: %v", c.Ref, err)
+		}
+		out = append(out, p.Value)
+	}
+	return out
+}
+
+func TestWhileCounterLoop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(whileDef("wh-count", "loop_index < limit", "", "NoOp", ""))
+	e.engine(flow.Config{})
+	parent := e.start("wh-count", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	cs := e.children(parent)
+	if got := loopIndexes(t, cs); fmt.Sprint(got) != "[0 1 2 3 4]" {
+		t.Fatalf("iterations loop_index %v, want [0 1 2 3 4]", got)
+	}
+	for i, c := range cs {
+		if c.Status != instance.WorkflowSucceeded || c.WorkflowID != "wh-count:loop" || c.Parent.Iteration != int64(i+1) || c.Depth != 1 {
+			t.Errorf("iteration %d: %+v", i, c)
+		}
+		if !strings.Contains(string(c.RunParams["p1"]), "from parent") {
+			t.Errorf("iteration %d lost p1: %s", i, c.RunParams["p1"])
+		}
+	}
+	body := e.stepAttempt(e.asInstance(cs[4]), "body")
+	if !strings.Contains(string(body.Params), `"twice": {"type": "LONG", "value": 8}`) &&
+		!strings.Contains(string(body.Params), `"twice":{"type":"LONG","value":8}`) {
+		t.Errorf("body params of the last iteration: %s", body.Params)
+	}
+	step := e.stepAttempt(parent, "loop")
+	var ps map[string]struct {
+		Value any `json:"value"`
+	}
+	if err := json.Unmarshal(step.Params, &ps); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ps["loop_index"].Value) != "5" || fmt.Sprint(ps["while_iterations"].Value) != "5" {
+		t.Errorf("loop outputs loop_index=%v while_iterations=%v", ps["loop_index"].Value, ps["while_iterations"].Value)
+	}
+}
+
+func TestWhileZeroIterations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(whileDef("wh-zero", "loop_index > limit", "", "NoOp", ""))
+	e.engine(flow.Config{})
+	parent := e.start("wh-zero", nil)
+	if got := e.wait(parent, 30*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	if cs := e.children(parent); len(cs) != 0 {
+		t.Errorf("%d iterations, want none", len(cs))
+	}
+}
+
+func TestWhileIterationLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(whileDef("wh-limit", "true", `"max_iterations":{"type":"LONG","value":3}`, "NoOp", ""))
+	e.engine(flow.Config{})
+	parent := e.start("wh-limit", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowFailed {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	if got := loopIndexes(t, e.children(parent)); fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("iterations %v, want [0 1 2]", got)
+	}
+	step := e.stepAttempt(parent, "loop")
+	if step.Status != instance.StepFatallyFailed || !strings.Contains(string(step.Timeline), "iteration limit of 3") {
+		t.Errorf("loop %s %s", step.Status, step.Timeline)
+	}
+}
+
+func TestWhileFailingIteration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(whileDef("wh-fail", "loop_index < limit", "", "Fail", ""))
+	e.engine(flow.Config{})
+	parent := e.start("wh-fail", nil)
+	if got := e.wait(parent, 30*time.Second); got.Status != instance.WorkflowFailed {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	cs := e.children(parent)
+	if len(cs) != 1 || cs[0].Status != instance.WorkflowFailed {
+		t.Fatalf("iterations %+v, want one FAILED", cs)
+	}
+	step := e.stepAttempt(parent, "loop")
+	if step.Status != instance.StepFatallyFailed || !strings.Contains(string(step.Timeline), "while iteration 0") {
+		t.Errorf("loop %s %s", step.Status, step.Timeline)
+	}
+}
+
+// Stopping the parent run stops the running iteration; killing it kills it.
+func TestWhileStopAndKillPropagate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		action            flow.Action
+		parent, iteration instance.WorkflowStatus
+	}{
+		{flow.ActionStop, instance.WorkflowStopped, instance.WorkflowStopped},
+		{flow.ActionKill, instance.WorkflowFailed, instance.WorkflowFailed},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.action), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.push(whileDef("wh-stop", "loop_index < limit", "", "Sleep", `,"sleep_seconds":3600`))
+			e.engine(flow.Config{})
+			parent := e.start("wh-stop", nil)
+			c := e.waitChild(parent, instance.WorkflowInProgress)
+			e.waitRunning(e.asInstance(c))
+			if _, err := e.runs.Act(context.Background(), parent.WorkflowID, parent.InstanceID, 0, tc.action); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.wait(parent, 30*time.Second); got.Status != tc.parent {
+				t.Errorf("parent %s, want %s", got.Status, tc.parent)
+			}
+			if got := e.wait(e.asInstance(c), 30*time.Second); got.Status != tc.iteration {
+				t.Errorf("iteration %s, want %s", got.Status, tc.iteration)
+			}
+			if cs := e.children(parent); len(cs) != 1 {
+				t.Errorf("%d iterations, want 1", len(cs))
+			}
+		})
+	}
+}
+
+// The engine dies while an iteration runs: the node that takes over goes
+// on with the same iteration and creates every later one once.
+func TestWhileSurvivesCrash(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(whileDef("wh-crash", "loop_index < 3", "", "Sleep", `,"sleep_seconds":0.3`))
+	a := e.engine(flow.Config{NodeID: "node-a", Lease: time.Second})
+	parent := e.start("wh-crash", nil)
+	e.waitChild(parent, "")
+	e.engine(flow.Config{NodeID: "node-b", Lease: time.Second})
+	a.Crash()
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	cs := e.children(parent)
+	if got := loopIndexes(t, cs); fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("iterations %v, want [0 1 2] once each", got)
+	}
+	for _, c := range cs {
+		if c.Status != instance.WorkflowSucceeded {
+			t.Errorf("iteration %v %s", c.Ref, c.Status)
+		}
+	}
+	if at := e.attempts(parent, "loop"); len(at) != 1 || at[0] != instance.StepSucceeded {
+		t.Errorf("loop attempts %v, want one SUCCEEDED", at)
+	}
+}
+
+// loop_params entries are in the condition's scope and reach the first
+// iteration as run params, which later iterations carry on.
+func TestWhileLoopParams(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(whileDef("wh-lp", "loop_index < 2 && counter == 10",
+		`"loop_params":{"type":"MAP","value":{"counter":{"type":"LONG","value":10}}}`, "NoOp", ""))
+	e.engine(flow.Config{})
+	parent := e.start("wh-lp", nil)
+	if got := e.wait(parent, 30*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	cs := e.children(parent)
+	if len(cs) != 2 {
+		t.Fatalf("%d iterations, want 2", len(cs))
+	}
+	for i, c := range cs {
+		var p struct {
+			Value int64 `json:"value"`
+		}
+		if err := json.Unmarshal(c.RunParams["counter"], &p); err != nil || p.Value != 10 {
+			t.Errorf("iteration %d counter %s (%v)", i, c.RunParams["counter"], err)
+		}
+	}
+}
