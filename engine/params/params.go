@@ -503,25 +503,22 @@ func toSlice[T any](v any, conv func(any) (T, error)) ([]T, error) {
 	case []T:
 		return x, nil
 	case []any:
-		out := make([]T, len(x))
-		for i, e := range x {
-			c, err := conv(e)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			out[i] = c
-		}
-		return out, nil
+		return convertEach(x, conv)
 	case []string:
-		out := make([]T, len(x))
-		for i, e := range x {
-			c, err := conv(e)
-			if err != nil {
-				return nil, fmt.Errorf("element %d: %w", i, err)
-			}
-			out[i] = c
-		}
-		return out, nil
+		return convertEach(x, conv)
 	}
 	return nil, fmt.Errorf("want an array, got %T", v)
+}
+
+// convertEach converts every element, naming the first that fails.
+func convertEach[E, T any](xs []E, conv func(any) (T, error)) ([]T, error) {
+	out := make([]T, len(xs))
+	for i, e := range xs {
+		c, err := conv(e)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+		out[i] = c
+	}
+	return out, nil
 }
