@@ -238,47 +238,19 @@ func fromGo(x any) (value, error) {
 	case time.Time:
 		return value{k: kDateTime, n: t.UnixMilli(), o: zoneOfLocation(t.Location())}, nil
 	case []string:
-		a := &array{elem: kString, v: make([]value, len(t))}
-		for i, s := range t {
-			a.v[i] = strV(s)
-		}
-		return value{k: kArray, o: a}, nil
+		return goArray(kString, t, strV), nil
 	case []int64:
-		a := &array{elem: kLong, v: make([]value, len(t))}
-		for i, n := range t {
-			a.v[i] = longV(n)
-		}
-		return value{k: kArray, o: a}, nil
+		return goArray(kLong, t, longV), nil
 	case []int:
-		a := &array{elem: kLong, v: make([]value, len(t))}
-		for i, n := range t {
-			a.v[i] = longV(int64(n))
-		}
-		return value{k: kArray, o: a}, nil
+		return goArray(kLong, t, func(n int) value { return longV(int64(n)) }), nil
 	case []int32:
-		a := &array{elem: kLong, v: make([]value, len(t))}
-		for i, n := range t {
-			a.v[i] = longV(int64(n))
-		}
-		return value{k: kArray, o: a}, nil
+		return goArray(kLong, t, func(n int32) value { return longV(int64(n)) }), nil
 	case []float64:
-		a := &array{elem: kDouble, v: make([]value, len(t))}
-		for i, f := range t {
-			a.v[i] = doubleV(f)
-		}
-		return value{k: kArray, o: a}, nil
+		return goArray(kDouble, t, doubleV), nil
 	case []float32:
-		a := &array{elem: kDouble, v: make([]value, len(t))}
-		for i, f := range t {
-			a.v[i] = doubleV(float64(f))
-		}
-		return value{k: kArray, o: a}, nil
+		return goArray(kDouble, t, func(f float32) value { return doubleV(float64(f)) }), nil
 	case []bool:
-		a := &array{elem: kBool, v: make([]value, len(t))}
-		for i, b := range t {
-			a.v[i] = boolV(b)
-		}
-		return value{k: kArray, o: a}, nil
+		return goArray(kBool, t, boolV), nil
 	case []any:
 		return fromGoSlice(t)
 	case map[string]any:
@@ -419,4 +391,13 @@ func toGo(v value, forResult bool) (any, error) {
 		return v.zone().loc, nil
 	}
 	return javaString(v), nil
+}
+
+// goArray converts a typed Go slice into a SEL array of elem.
+func goArray[T any](elem kind, xs []T, conv func(T) value) value {
+	a := &array{elem: elem, v: make([]value, len(xs))}
+	for i, x := range xs {
+		a.v[i] = conv(x)
+	}
+	return value{k: kArray, o: a}
 }
