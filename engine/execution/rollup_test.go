@@ -246,9 +246,14 @@ func TestRollupRestartMergesBaseAndCurrent(t *testing.T) {
 func TestRollupRefsAreCapped(t *testing.T) {
 	t.Parallel()
 	ov := &RollupOverview{Overview: map[instance.StepStatus]*RollupCount{}}
+	if maxRollupRefsSQL != fmt.Sprint(MaxRollupRefs) {
+		t.Fatalf("the SQL caps references at %s, MaxRollupRefs is %d", maxRollupRefsSQL, MaxRollupRefs)
+	}
 	for i := range 25 {
-		ov.add(instance.StepFatallyFailed, StepReference{WorkflowID: "w", InstanceID: 1, RunID: 1, StepID: fmt.Sprint(i), AttemptID: 1})
-		ov.add(instance.StepSucceeded, StepReference{WorkflowID: "w", InstanceID: 1, RunID: 1, StepID: fmt.Sprint(i), AttemptID: 1})
+		ov.count(instance.StepFatallyFailed, 1)
+		ov.ref(instance.StepFatallyFailed, StepReference{WorkflowID: "w", InstanceID: 1, RunID: 1, StepID: fmt.Sprint(i), AttemptID: 1})
+		ov.count(instance.StepSucceeded, 1)
+		ov.ref(instance.StepSucceeded, StepReference{WorkflowID: "w", InstanceID: 1, RunID: 1, StepID: fmt.Sprint(i), AttemptID: 1})
 	}
 	for _, tc := range []struct {
 		status instance.StepStatus
@@ -270,7 +275,8 @@ func TestRollupRefsAreCapped(t *testing.T) {
 
 // seedRun inserts a run and its steps directly (no engine), one attempt
 // each, SUCCEEDED unless its id ends in 00 (FATALLY_FAILED); parentKey
-// links the run to the step attempt that created it.
+// links the run to the step attempt that created it. Steps named sw* are
+// subworkflow steps and w* while steps (they may have children).
 func seedRun(tb testing.TB, pool *pgxpool.Pool, wf string, iid int64, parentKey *string, stepIDs []string, status string) {
 	tb.Helper()
 	ctx := context.Background()
@@ -281,7 +287,8 @@ func seedRun(tb testing.TB, pool *pgxpool.Pool, wf string, iid int64, parentKey 
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid,
             status, step_type)
-        SELECT $1, $2, 1, id, 1, gen_random_uuid(), CASE WHEN id LIKE '%00' THEN 'FATALLY_FAILED' ELSE $4 END, 'NoOp'
+        SELECT $1, $2, 1, id, 1, gen_random_uuid(), CASE WHEN id LIKE '%00' THEN 'FATALLY_FAILED' ELSE $4 END,
+            CASE WHEN id LIKE 'sw%' THEN 'subworkflow' WHEN id LIKE 'w%' THEN 'while' ELSE 'NoOp' END
         FROM unnest($3::text[]) AS id`, wf, iid, stepIDs, status); err != nil {
 		tb.Fatal(err)
 	}
@@ -335,5 +342,115 @@ func TestRollupCountsIterationChildren(t *testing.T) {
 	refs := ov.Overview[instance.StepFatallyFailed].Refs
 	if len(refs) != 3 || refs[0] != (StepReference{WorkflowID: "body", InstanceID: 1, RunID: 1, StepID: "y00", AttemptID: 1}) {
 		t.Errorf("failed refs %v", refs)
+	}
+}
+
+// TestRollupForeachMergesKeptAndRerunIterations: a foreach's leaves are
+// those of the latest run of each iteration, so after a restart that ran
+// only the failed iteration again the rollup counts the kept iterations
+// (base) and the rerun one (current).
+func TestRollupForeachMergesKeptAndRerunIterations(t *testing.T) {
+	t.Parallel()
+	e := newRollupEnv(t)
+	ctx := context.Background()
+	e.push(`{"workflow":{"id":"fe","params":{"broken":{"type":"BOOLEAN","value":true,"mode":"MUTABLE"}},"steps":[
+	  {"step":{"id":"pre","type":"NoOp"}},
+	  {"foreach":{"id":"loop","concurrency":4,
+	    "params":{"loop_params":{"type":"MAP","value":{"i":{"type":"LONG_ARRAY","value":[1,2,3,4]}}}},
+	    "steps":[{"step":{"id":"a","type":"NoOp"}},
+	      {"step":{"id":"b","type":"NoOp","retry_policy":{"error_retry_limit":0},"params":{
+	        "ok":{"type":"BOOLEAN","expression":"if (broken && i == 2) { throw 'two fails'; } return true;"}}}}]}}]}}`)
+	res, err := e.svc.Start(ctx, StartRequest{WorkflowID: "fe", Version: "latest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iid := res.Instance.InstanceID
+	first := e.wait("fe", iid, 1)
+	if first.Status != instance.WorkflowFailed {
+		t.Fatalf("run 1 ended %s", first.Status)
+	}
+	// pre + 4 iterations × (a, b), b of iteration 2 failed.
+	ov := first.RuntimeOverview.RollupOverview
+	if ov.TotalLeafCount != 9 || ov.Overview[instance.StepSucceeded].Count != 8 {
+		t.Fatalf("run 1 rollup %v (total %d)", counts(ov), ov.TotalLeafCount)
+	}
+	var failedRef *StepReference
+	for st, c := range ov.Overview {
+		if st != instance.StepSucceeded && len(c.Refs) == 1 {
+			failedRef = &c.Refs[0]
+		}
+	}
+	fid := flow.ForeachWorkflowID("fe", iid, "loop")
+	if failedRef == nil || *failedRef != (StepReference{WorkflowID: fid, InstanceID: 2, RunID: 1, StepID: "b", AttemptID: 1}) {
+		t.Fatalf("failed leaf ref %+v", failedRef)
+	}
+	if _, err := e.svc.Restart(ctx, RestartRequest{WorkflowID: "fe", InstanceID: iid,
+		RunParams: workflow.Params{"broken": workflow.LiteralParam(workflow.ParamTypeBoolean, false)}}); err != nil {
+		t.Fatal(err)
+	}
+	second := e.wait("fe", iid, 2)
+	if second.Status != instance.WorkflowSucceeded {
+		t.Fatalf("run 2 ended %s", second.Status)
+	}
+	checkCounts(t, second.RuntimeOverview.RollupOverview, 9, map[instance.StepStatus]int64{instance.StepSucceeded: 9})
+	var runs []string
+	rows, err := e.pool.Query(ctx, `SELECT instance_id || '/' || run_id FROM workflow_instance WHERE workflow_id = $1 ORDER BY 1`, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var r string
+		if err := rows.Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	if got := strings.Join(runs, " "); got != "1/1 2/1 2/2 3/1 4/1" {
+		t.Errorf("iteration runs %q; only iteration 2 should have run again", got)
+	}
+}
+
+// BenchmarkRollupForeach10000 reads the rollup of a parent whose foreach
+// step ran 10,000 one-step iterations (one failed per 100); the target is
+// 50 ms per read.
+func BenchmarkRollupForeach10000(b *testing.B) {
+	const n = 10_000
+	pool := dbtest.Pool(b)
+	ctx := context.Background()
+	seedRun(b, pool, "fparent", 1, nil, []string{"pre"}, "SUCCEEDED")
+	if _, err := pool.Exec(ctx, `INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid,
+            status, step_type, runtime_state)
+        VALUES ('fparent', 1, 1, 'loop', 1, gen_random_uuid(), 'FATALLY_FAILED', 'foreach',
+            jsonb_build_object('data', jsonb_build_object('foreach_total', $1::bigint)))`, n); err != nil {
+		b.Fatal(err)
+	}
+	fid := flow.ForeachWorkflowID("fparent", 1, "loop")
+	if _, err := pool.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+            group_count, group_id, status, definition, timeout_seconds, parent_key)
+        SELECT $1, g, 1, 0, gen_random_uuid(), 4, g % 4, 'SUCCEEDED', '{}'::jsonb, 60, 'fparent/1/1/loop/1/f' || g
+        FROM generate_series(1, $2::bigint) g`, fid, n); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid,
+            status, step_type)
+        SELECT $1, g, 1, 'body', 1, gen_random_uuid(), CASE WHEN g % 100 = 0 THEN 'FATALLY_FAILED' ELSE 'SUCCEEDED' END, 'NoOp'
+        FROM generate_series(1, $2::bigint) g`, fid, n); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE workflow_instance; ANALYZE step_instance`); err != nil {
+		b.Fatal(err)
+	}
+	svc := New(pool, definition.NewStore(pool), 4)
+	ov, err := svc.Rollup(ctx, "fparent", 1, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if ov.TotalLeafCount != n+1 || ov.Overview[instance.StepFatallyFailed].Count != n/100 {
+		b.Fatalf("rollup %d %v", ov.TotalLeafCount, counts(ov))
+	}
+	for b.Loop() {
+		if _, err := svc.Rollup(ctx, "fparent", 1, 1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -229,6 +229,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	e.relaxed = relaxed
 	e.registerSubworkflow()
 	e.registerWhile()
+	e.registerForeach()
 	qc := cfg.Queue
 	qc.Node = cfg.NodeID
 	qc.Store = queue.NewStore(relaxed)
@@ -475,7 +476,7 @@ func (e *Engine) adoptFlows(ctx context.Context, g *group) error {
 		return err
 	}
 	for _, row := range rows {
-		if err := e.runFlow(ctx, g, row, nil); err != nil {
+		if err := e.runFlow(ctx, g, row, nil, true); err != nil {
 			e.cfg.Logger.Warn("resume flow", "flow", row.Ref.String(), "error", err.Error())
 		}
 	}
@@ -497,16 +498,21 @@ func (e *Engine) readoptAll(ctx context.Context) {
 }
 
 // runFlow starts the actor of a live run unless one is running already.
-func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramErr error) error {
+// runFlow builds and starts the actor of a run; loadSteps is false only
+// for a run just started that has no step rows yet.
+func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramErr error, loadSteps bool) error {
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running {
 		g.mu.Unlock()
 		return nil
 	}
 	g.mu.Unlock()
-	steps, err := e.store.loadLatestAttempts(ctx, row.Ref)
-	if err != nil {
-		return err
+	var steps []stepRow
+	if loadSteps {
+		var err error
+		if steps, err = e.store.loadLatestAttempts(ctx, row.Ref); err != nil {
+			return err
+		}
 	}
 	f, err := newFlow(e, g, row)
 	if err != nil {
@@ -556,20 +562,22 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	}
 	// Evaluate the params first so that the CREATED -> IN_PROGRESS write
 	// stores them too: one write instead of two on the start path.
-	pending, ok, err := e.store.readCreated(ctx, msg.Ref)
+	pending, created, err := e.store.readCreated(ctx, msg.Ref)
 	if err != nil {
 		return err
 	}
 	var paramsJSON []byte
 	var paramErr error
-	if ok {
+	if created {
 		paramsJSON, paramErr = evaluateStartParams(ctx, msg.Ref, pending)
 	}
 	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON)
 	if err != nil || !ok {
 		return err
 	}
-	return e.runFlow(ctx, g, row, paramErr)
+	// A run that was CREATED when read and had no steps then has none now:
+	// only its flow writes steps, and it is starting here.
+	return e.runFlow(ctx, g, row, paramErr, !created || pending.HasSteps)
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.

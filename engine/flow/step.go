@@ -76,6 +76,8 @@ type stepActor struct {
 
 	inbox    *mailbox[stepMsg]
 	inFlight bool
+	// rewake: a wake-up arrived while a call was in flight.
+	rewake   bool
 	stopWith *stepMsg
 	timeout  *time.Timer
 	// poll wakes the actor for the next Execute after Continue.
@@ -601,6 +603,8 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 		cfg = subworkflowConfig(a.node.Subworkflow, a.stopWith != nil && a.stopWith.kill)
 	} else if a.node.While != nil {
 		cfg = whileConfig(a.node.While, a.stopWith != nil && a.stopWith.kill)
+	} else if a.node.Foreach != nil {
+		cfg = foreachConfig(a.node.Foreach, a.stopWith != nil && a.stopWith.kill)
 	}
 	return &stepruntime.Attempt{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
@@ -612,7 +616,7 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 // call runs one runtime call on the worker pool; its result comes back
 // through the mailbox.
 func (a *stepActor) call(ctx context.Context, p phase) {
-	a.inFlight = true
+	a.inFlight, a.rewake = true, false
 	att := a.runtimeAttempt()
 	rt := a.rt
 	calls := &a.f.grp.calls
@@ -658,7 +662,13 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 		}
 		return a.advance(ctx)
 	case msgWake:
-		if a.inFlight || a.stopWith != nil {
+		if a.inFlight {
+			// The call may have looked before what woke us: look again
+			// as soon as it returns (onResult).
+			a.rewake = true
+			return nil
+		}
+		if a.stopWith != nil {
 			return nil
 		}
 		if a.status == instance.StepStarting {
@@ -692,9 +702,12 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 	switch r.State {
 	case stepruntime.Continue:
 		delay := max(r.NextPollDelay, time.Millisecond)
+		if a.rewake {
+			delay = time.Millisecond
+		}
 		// Before waiting, everything that happened is made durable (RUNNING
 		// included, which is written lazily).
-		if r.Data != nil || len(a.pending) > 0 {
+		if (r.Data != nil && !r.DataRecorded) || len(a.pending) > 0 {
 			if err := a.persist(ctx, false, false); err != nil {
 				return err
 			}
@@ -703,7 +716,7 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			a.poll.Stop()
 		}
 		a.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
-		if a.node.Subworkflow != nil || a.node.While != nil {
+		if a.node.Subworkflow != nil || a.node.While != nil || a.node.Foreach != nil {
 			a.waitForChild() // the child's end wakes it (subworkflow.go)
 		}
 		return nil

@@ -70,8 +70,8 @@ type Parent struct {
 	StepID    string `json:"step_id"`
 	AttemptID int64  `json:"attempt_id"`
 	Group     int32  `json:"group_id"`
-	// Iteration is the 1-based iteration of a while step the run is; zero
-	// for a subworkflow child.
+	// Iteration is the 1-based iteration of a while or foreach step the
+	// run is; zero for a subworkflow child.
 	Iteration int64 `json:"iteration,omitempty"`
 }
 

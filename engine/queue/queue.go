@@ -91,6 +91,48 @@ func Enqueue(ctx context.Context, tx Execer, q ID, group int32, payload any) (Me
 	return m, nil
 }
 
+const enqueueBatchSQL = `
+INSERT INTO maestro_queue (queue_id, group_id, payload)
+SELECT $1, NULLIF(g, -1), p FROM unnest($2::integer[], $3::jsonb[]) AS m(g, p)
+RETURNING message_id, coalesce(group_id, -1) AS g`
+
+// EnqueueBatch inserts one message per payload, groups[i] targeting
+// payloads[i], and notifies the engine of each, inside tx: two statements
+// whatever the number of messages (a foreach launching a batch of
+// iterations uses it).
+func EnqueueBatch[P any](ctx context.Context, tx Execer, q ID, groups []int32, payloads []P) error {
+	if len(groups) != len(payloads) {
+		return fmt.Errorf("enqueue %s batch: %d groups for %d payloads", q, len(groups), len(payloads))
+	}
+	if len(payloads) == 0 {
+		return nil
+	}
+	bodies := make([]string, len(payloads))
+	for i, p := range payloads {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return fmt.Errorf("encode %s message: %w", q, err)
+		}
+		bodies[i] = string(b)
+	}
+	notes := make([]string, 0, len(payloads))
+	// Execer has no Query: the ids come back as one aggregated row.
+	var ids, gs []int64
+	err := tx.QueryRow(ctx, `WITH m AS (`+enqueueBatchSQL+`) SELECT array_agg(message_id), array_agg(g::bigint) FROM m`,
+		q, groups, bodies).Scan(&ids, &gs)
+	if err != nil {
+		return fmt.Errorf("enqueue %s batch: %w", q, err)
+	}
+	for i, id := range ids {
+		note, _ := json.Marshal(Message{Queue: q, ID: id, Group: int32(gs[i])})
+		notes = append(notes, string(note))
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`, Channel, notes); err != nil {
+		return fmt.Errorf("notify %s batch: %w", q, err)
+	}
+	return nil
+}
+
 // ParseNotification decodes a pg_notify payload written by Enqueue.
 func ParseNotification(payload string) (Message, error) {
 	var m Message

@@ -58,6 +58,10 @@ type Result struct {
 	// Data replaces the attempt's runtime data (for example an external job
 	// id) and is persisted with the state, so a restarted engine resumes it.
 	Data map[string]any
+	// DataRecorded says the runtime already wrote Data to the attempt's
+	// row in its own transaction: the actor keeps it without writing it
+	// again.
+	DataRecorded bool
 }
 
 // Attempt is what a runtime sees of the step attempt it runs.

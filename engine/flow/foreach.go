@@ -1,0 +1,639 @@
+package flow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// Foreach steps (docs/foreach.md).
+//
+// A foreach step runs its steps once per combination of its loop params'
+// values, each iteration an inline run of its own: workflow id
+// "<workflow>:<instance>:<step>" (one per foreach step and parent
+// instance, shared by all runs of that instance), instance id = the
+// iteration (1-based), run id = the foreach run that ran it. Iterations are
+// created in batches, each batch in one transaction with the progress
+// record on the step attempt, fenced by the parent's generation, so a
+// repeated Execute after a crash carries on from the record and never
+// creates an iteration twice. The attempt keeps only that record (a few
+// numbers): what it needs on each wake-up it asks PostgreSQL through an
+// index that holds only the live and unsuccessful iterations, so neither
+// memory nor the cost of a wake-up grows with the iterations done.
+
+const (
+	// MaxForeachIterations bounds the iterations of one foreach step.
+	MaxForeachIterations = 100_000
+	// DefaultForeachConcurrency is how many iterations run at once when
+	// the step sets no concurrency.
+	DefaultForeachConcurrency = 20
+	// foreachBatchLimit bounds the iterations created in one transaction.
+	foreachBatchLimit = 100
+)
+
+// foreachPoll is how often a foreach step looks at its iterations when no
+// iteration's end woke it; a variable so tests can change it.
+var foreachPoll = 2 * time.Second
+
+const foreachType = string(workflow.StepKindForeach)
+
+// Config keys the step actor passes to the foreach runtime.
+const (
+	foreachStepsKey       = "steps"
+	foreachConcurrencyKey = "concurrency"
+	foreachStrictKey      = "strict_ordering"
+	foreachFailureKey     = "failure_mode"
+	// foreachTypesKey holds the declared type of each loop param.
+	foreachTypesKey = "loop_param_types"
+)
+
+// Runtime data (the progress record) and output names of a foreach step.
+const (
+	foreachWorkflowKey = "foreach_workflow_id"
+	foreachRunKey      = "foreach_run_id"
+	foreachTotalKey    = "foreach_total"
+	// foreachNextKey is the 0-based index of the next iteration to
+	// consider for launching; every iteration before it was launched or
+	// kept from an earlier run.
+	foreachNextKey = "foreach_next"
+	// foreachKeepKey marks an attempt that keeps the iterations whose
+	// latest run succeeded (a restart) instead of running all of them.
+	foreachKeepKey = "foreach_keep_succeeded"
+	// foreachCountsKey holds the final count of the attempt's own
+	// iteration runs by status.
+	foreachCountsKey = "foreach_counts"
+	// foreachIterationsOut is the output: how many iterations the loop
+	// params define.
+	foreachIterationsOut = "foreach_iterations"
+)
+
+// foreachRuntime runs foreach steps for one engine.
+type foreachRuntime struct{ eng *Engine }
+
+// registerForeach adds the foreach runtime unless the caller configured one.
+func (e *Engine) registerForeach() {
+	if _, ok := e.cfg.Runtimes[foreachType]; ok {
+		return
+	}
+	e.cfg.Runtimes = maps.Clone(e.cfg.Runtimes)
+	e.cfg.Runtimes[foreachType] = &foreachRuntime{eng: e}
+}
+
+// foreachConfig is what the step actor tells the runtime of a foreach step.
+func foreachConfig(f *workflow.Foreach, kill bool) map[string]json.RawMessage {
+	steps, _ := json.Marshal(f.Steps)
+	conc := int64(DefaultForeachConcurrency)
+	if f.Concurrency != nil {
+		conc = *f.Concurrency
+	}
+	strict := f.StrictOrdering != nil && *f.StrictOrdering
+	mode, _ := json.Marshal(f.EffectiveFailureMode())
+	types := map[string]workflow.ParamType{}
+	if lp, ok := f.Params[workflow.ParamLoopParams].MapValue(); ok {
+		for name, p := range lp {
+			types[name] = p.Type
+		}
+	}
+	typesJSON, _ := json.Marshal(types)
+	return map[string]json.RawMessage{
+		foreachTypesKey:       typesJSON,
+		foreachStepsKey:       steps,
+		foreachConcurrencyKey: json.RawMessage(strconv.FormatInt(conc, 10)),
+		foreachStrictKey:      json.RawMessage(strconv.FormatBool(strict)),
+		foreachFailureKey:     mode,
+		subworkflowKillKey:    json.RawMessage(strconv.FormatBool(kill)),
+	}
+}
+
+// ForeachWorkflowID is the workflow id of the iterations of a foreach step
+// of one parent instance.
+func ForeachWorkflowID(workflowID string, instanceID int64, stepID string) string {
+	return fmt.Sprintf("%s:%d:%s", workflowID, instanceID, stepID)
+}
+
+// loopDim is one loop param: its name and its values.
+type loopDim struct {
+	name   string
+	typ    workflow.ParamType
+	values reflect.Value // a slice
+}
+
+// loopDims reads the evaluated loop_params of a foreach attempt, each as
+// its declared array type, in name order, and the number of iterations
+// they define: the product of the arrays' lengths (every combination runs
+// once).
+func loopDims(a *stepruntime.Attempt) ([]loopDim, int64, error) {
+	var types map[string]workflow.ParamType
+	_ = json.Unmarshal(a.Config[foreachTypesKey], &types)
+	lp, ok := a.Params[workflow.ParamLoopParams].(map[string]any)
+	if !ok {
+		return nil, 0, fmt.Errorf("the %s param is missing or not a MAP", workflow.ParamLoopParams)
+	}
+	names := make([]string, 0, len(lp))
+	for name := range lp {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	dims := make([]loopDim, 0, len(names))
+	total := int64(1)
+	for _, name := range names {
+		val := lp[name]
+		t, ok := types[name]
+		if !ok || !t.IsArray() {
+			var err error
+			if t, err = params.Infer(val); err != nil {
+				return nil, 0, fmt.Errorf("loop param %s: %w", name, err)
+			}
+		}
+		if t.IsArray() {
+			conv, err := params.Convert(t, val)
+			if err != nil {
+				return nil, 0, fmt.Errorf("loop param %s: %w", name, err)
+			}
+			val = conv
+		}
+		v := reflect.ValueOf(val)
+		if v.Kind() != reflect.Slice {
+			return nil, 0, fmt.Errorf("loop param %s is %T, want an array", name, lp[name])
+		}
+		dims = append(dims, loopDim{name: name, typ: t, values: v})
+		total *= int64(v.Len())
+		if total > MaxForeachIterations {
+			return nil, 0, fmt.Errorf("the loop params define more than %d iterations", MaxForeachIterations)
+		}
+	}
+	return dims, total, nil
+}
+
+// loopValues returns the loop params of iteration index (0-based): the first loop
+// param varies fastest, as in Maestro.
+func loopValues(dims []loopDim, index int64) map[string]workflow.Param {
+	out := make(map[string]workflow.Param, len(dims))
+	for _, d := range dims {
+		n := int64(d.values.Len())
+		v := d.values.Index(int(index % n)).Interface()
+		index /= n
+		if s, ok := v.(string); ok {
+			v = strings.ReplaceAll(s, "$", "$$") // a value, not a template
+		}
+		t, _ := params.Infer(v)
+		out[d.name] = workflow.LiteralParam(t, v)
+	}
+	return out
+}
+
+// foreachState is the progress record of a foreach attempt.
+type foreachState struct {
+	workflowID string
+	run        int64
+	total      int64
+	next       int64
+	keep       bool
+}
+
+func readForeachState(data map[string]any) (foreachState, bool) {
+	id, _ := data[foreachWorkflowKey].(string)
+	if id == "" {
+		return foreachState{}, false
+	}
+	keep, _ := data[foreachKeepKey].(bool)
+	return foreachState{
+		workflowID: id, run: dataInt(data, foreachRunKey), total: dataInt(data, foreachTotalKey),
+		next: dataInt(data, foreachNextKey), keep: keep,
+	}, true
+}
+
+func (st foreachState) data() map[string]any {
+	return map[string]any{
+		foreachWorkflowKey: st.workflowID, foreachRunKey: st.run, foreachTotalKey: st.total,
+		foreachNextKey: st.next, foreachKeepKey: st.keep,
+	}
+}
+
+func (r *foreachRuntime) retryLater(a *stepruntime.Attempt, what string, err error) stepruntime.Result {
+	r.eng.cfg.Logger.Warn("foreach step: "+what, "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
+		"run_id", a.RunID, "step_id", a.StepID, "error", err.Error())
+	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: time.Second}
+}
+
+// Start decides the attempt's foreach run: its number (one more than any
+// run of the iterations so far) and whether iterations that succeeded in
+// an earlier run are kept (every run but a restart from the beginning).
+// A repeated Start returns the record already made.
+func (r *foreachRuntime) Start(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	if st, ok := readForeachState(a.Data); ok {
+		return stepruntime.Result{State: stepruntime.Done, Data: st.data()}
+	}
+	_, total, err := loopDims(a)
+	if err != nil {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: "foreach: " + err.Error()}
+	}
+	st := foreachState{workflowID: ForeachWorkflowID(a.WorkflowID, a.InstanceID, a.StepID), total: total}
+	var policy string
+	err = r.eng.db.QueryRow(ctx, `
+SELECT coalesce((SELECT max(run_id) FROM workflow_instance WHERE workflow_id = $1), 0) + 1,
+    coalesce((SELECT run_config->>'policy' FROM workflow_instance
+        WHERE workflow_id = $2 AND instance_id = $3 AND run_id = $4), '')`,
+		st.workflowID, a.WorkflowID, a.InstanceID, a.RunID).Scan(&st.run, &policy)
+	if err != nil {
+		return r.retryLater(a, "read earlier iterations", err)
+	}
+	// A restart from the beginning runs every iteration again, but a
+	// later attempt of the step in that run keeps what the first did.
+	st.keep = st.run > 1 && (policy != "RESTART_FROM_BEGINNING" || a.AttemptID > 1)
+	return stepruntime.Result{State: stepruntime.Done, Data: st.data(),
+		Message: fmt.Sprintf("foreach of %d iterations (iteration run %d)", total, st.run)}
+}
+
+// Execute looks at the iterations of the attempt's run, launches more while
+// the concurrency allows, and ends the step once all have ended.
+func (r *foreachRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	st, ok := readForeachState(a.Data)
+	if !ok {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: "foreach: the attempt has no progress record"}
+	}
+	pr, err := r.eng.store.foreachProgress(ctx, st)
+	if err != nil {
+		return r.retryLater(a, "read iteration progress", err)
+	}
+	var mode workflow.FailureMode
+	_ = json.Unmarshal(a.Config[foreachFailureKey], &mode)
+	failed := pr.unsuccessful > 0 && mode != workflow.FailureModeIgnoreFailure
+	if failed && pr.live > 0 {
+		if mode == workflow.FailureModeFailImmediately {
+			if err := r.eng.stopIterations(ctx, a, st, false, "an iteration failed and the foreach fails immediately"); err != nil {
+				return r.retryLater(a, "stop iterations", err)
+			}
+		}
+		return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: foreachPoll}
+	}
+	if (failed || st.next >= st.total) && pr.live == 0 {
+		return r.finish(ctx, a, st)
+	}
+	if failed || st.next >= st.total {
+		return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: foreachPoll}
+	}
+	var conc int64
+	_ = json.Unmarshal(a.Config[foreachConcurrencyKey], &conc)
+	busy := pr.live
+	if configBool(a, foreachStrictKey, false) && pr.live > 0 {
+		// Strict ordering: no iteration starts more than concurrency
+		// places after the oldest one still running.
+		busy = st.next - (pr.oldestLive - 1)
+	}
+	room := min(conc-busy, foreachBatchLimit)
+	if room <= 0 {
+		return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: foreachPoll}
+	}
+	next, created, err := r.eng.store.createIterations(ctx, r.eng.cfg.NodeID, a, st, room)
+	var fatal *childError
+	switch {
+	case errors.As(err, &fatal):
+		return stepruntime.Result{State: stepruntime.FatalError, Message: fatal.msg}
+	case err != nil:
+		return r.retryLater(a, "create iterations", err)
+	}
+	st.next = next
+	delay := foreachPoll
+	if created == room && conc-busy > room {
+		delay = time.Millisecond // more room than one batch: go on at once
+	}
+	if st.next >= st.total && created == 0 {
+		delay = time.Millisecond // only kept iterations were left: finish
+	}
+	return stepruntime.Result{State: stepruntime.Continue, Data: st.data(), DataRecorded: true, NextPollDelay: delay}
+}
+
+// finish ends the step from the final state of its iterations.
+func (r *foreachRuntime) finish(ctx context.Context, a *stepruntime.Attempt, st foreachState) stepruntime.Result {
+	counts, err := r.eng.store.foreachCounts(ctx, st)
+	if err != nil {
+		return r.retryLater(a, "count iterations", err)
+	}
+	data := st.data()
+	data[foreachCountsKey] = counts
+	outputs := map[string]any{foreachIterationsOut: st.total}
+	summary := fmt.Sprintf("foreach of %d iterations", st.total)
+	if ran := sumCounts(counts); ran < st.total {
+		summary += fmt.Sprintf(" (%d kept from earlier runs)", st.total-ran)
+	}
+	res := stepruntime.Result{State: stepruntime.Done, Data: data, Outputs: outputs}
+	switch {
+	case counts[string(instance.WorkflowFailed)] > 0:
+		res.State = stepruntime.FatalError
+		res.Message = fmt.Sprintf("%s: %d iterations failed", summary, counts[string(instance.WorkflowFailed)])
+	case counts[string(instance.WorkflowTimedOut)] > 0:
+		res.State = stepruntime.TimedOut
+		res.Message = fmt.Sprintf("%s: %d iterations timed out", summary, counts[string(instance.WorkflowTimedOut)])
+	case counts[string(instance.WorkflowStopped)] > 0:
+		res.State = stepruntime.Stopped
+		res.Message = fmt.Sprintf("%s: %d iterations were stopped", summary, counts[string(instance.WorkflowStopped)])
+	default:
+		res.Message = summary + " succeeded"
+	}
+	return res
+}
+
+func sumCounts(c map[string]int64) int64 {
+	var n int64
+	for _, v := range c {
+		n += v
+	}
+	return n
+}
+
+// Terminate stops (or kills) the live iterations of the attempt's run.
+func (r *foreachRuntime) Terminate(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	st, ok := readForeachState(a.Data)
+	if !ok {
+		return stepruntime.Result{State: stepruntime.Stopped}
+	}
+	kill := configBool(a, subworkflowKillKey, false)
+	if err := r.eng.stopIterations(ctx, a, st, kill, ""); err != nil {
+		return r.retryLater(a, "stop iterations", err)
+	}
+	return stepruntime.Result{State: stepruntime.Stopped, Message: "asked the live iterations to stop"}
+}
+
+// foreachProgress is what a wake-up needs to know about the iterations of
+// one foreach run.
+type foreachProgress struct {
+	live         int64 // CREATED, IN_PROGRESS or PAUSED
+	oldestLive   int64 // the lowest live iteration (1-based), 0 if none
+	unsuccessful int64 // ended other than SUCCEEDED
+}
+
+// foreachProgressSQL reads only workflow_instance_unsucceeded_idx: the
+// cost is the live and unsuccessful iterations, whatever the total.
+const foreachProgressSQL = `
+SELECT count(*) FILTER (WHERE status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')),
+    coalesce(min(instance_id) FILTER (WHERE status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')), 0),
+    count(*) FILTER (WHERE status IN ('FAILED', 'STOPPED', 'TIMED_OUT'))
+FROM workflow_instance WHERE workflow_id = $1 AND run_id = $2 AND status <> 'SUCCEEDED'`
+
+func (s *store) foreachProgress(ctx context.Context, st foreachState) (foreachProgress, error) {
+	var p foreachProgress
+	err := s.db.QueryRow(ctx, foreachProgressSQL, st.workflowID, st.run).Scan(&p.live, &p.oldestLive, &p.unsuccessful)
+	if err != nil {
+		return p, fmt.Errorf("progress of %s run %d: %w", st.workflowID, st.run, err)
+	}
+	return p, nil
+}
+
+// foreachCounts counts the iterations of one foreach run by status, once,
+// when the step ends.
+func (s *store) foreachCounts(ctx context.Context, st foreachState) (map[string]int64, error) {
+	rows, err := s.db.Query(ctx, `SELECT status, count(*) FROM workflow_instance
+        WHERE workflow_id = $1 AND run_id = $2 GROUP BY status`, st.workflowID, st.run)
+	if err != nil {
+		return nil, fmt.Errorf("count iterations of %s run %d: %w", st.workflowID, st.run, err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, err
+		}
+		out[status] = n
+	}
+	return out, rows.Err()
+}
+
+// nextIterationsSQL finds, from iteration $2 (1-based) on, up to $4
+// iterations whose latest run did not succeed (or that never ran), for an
+// attempt that keeps succeeded iterations. Each candidate costs one probe
+// of the primary key.
+const nextIterationsSQL = `
+SELECT g FROM generate_series($2::bigint, $3::bigint) AS g
+WHERE (SELECT status FROM workflow_instance
+       WHERE workflow_id = $1 AND instance_id = g ORDER BY run_id DESC LIMIT 1) IS DISTINCT FROM 'SUCCEEDED'
+ORDER BY g LIMIT $4`
+
+const insertIterationsSQL = `
+INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+    group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
+    queued, run_config, parent, parent_key, depth)
+SELECT $1, it.instance_id, $2, 0, it.uuid, $3, it.group_id, 'CREATED', $4, it.run_params, it.initiator, it.timeline,
+    $5, false, '{"policy": "START"}'::jsonb, it.parent, it.parent_key, $6
+FROM unnest($7::bigint[], $8::uuid[], $9::integer[], $10::jsonb[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::text[])
+    AS it(instance_id, uuid, group_id, run_params, initiator, timeline, parent, parent_key)
+ON CONFLICT DO NOTHING
+RETURNING instance_id, group_id`
+
+// iterationTimeout bounds one iteration run; the foreach step's own
+// timeout, if any, stops the iterations earlier.
+const iterationTimeout = int64(10 * 24 * time.Hour / time.Second)
+
+// createIterations creates up to n iterations from st.next on and records
+// the progress on the attempt, in one transaction fenced by the parent's
+// generation. It returns the new next index and how many runs it created.
+func (s *store) createIterations(ctx context.Context, node string, a *stepruntime.Attempt, st foreachState, n int64) (int64, int64, error) {
+	dims, _, err := loopDims(a)
+	if err != nil {
+		return 0, 0, &childError{msg: "foreach: " + err.Error()}
+	}
+	var steps []workflow.StepNode
+	if err := json.Unmarshal(a.Config[foreachStepsKey], &steps); err != nil {
+		return 0, 0, &childError{msg: "decode foreach steps: " + err.Error()}
+	}
+	inline := workflow.Workflow{ID: st.workflowID, Steps: steps}
+	def, err := json.Marshal(inline)
+	if err != nil {
+		return 0, 0, &childError{msg: "encode iteration definition: " + err.Error()}
+	}
+	parent := Parent{Ref: Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
+	var next, created int64
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// Lock order: workflow row, then instance rows (docs/run-control.md).
+		// Shared: sibling foreach steps launch at once, a delete waits.
+		root, _, _ := strings.Cut(a.WorkflowID, ":")
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM workflow WHERE workflow_id = $1 FOR SHARE`, root).Scan(&one); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return &childError{msg: fmt.Sprintf("workflow %s does not exist", root)}
+			}
+			return err
+		}
+		var (
+			groupCount, parentGroup int32
+			depth                   int
+			wfParams, stepParams    []byte
+		)
+		err := tx.QueryRow(ctx, parentFenceSQL, a.WorkflowID, a.InstanceID, a.RunID, a.StepID, a.AttemptID, node).
+			Scan(&groupCount, &parentGroup, &depth, &wfParams, &stepParams)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("fence parent %s: %w", parent.key(), err)
+		}
+		if depth+1 > MaxSubworkflowDepth {
+			return &childError{msg: fmt.Sprintf("nesting limit %d exceeded: the iterations of %s would run at depth %d",
+				MaxSubworkflowDepth, st.workflowID, depth+1)}
+		}
+		parent.Group = parentGroup
+		iters, err := s.pickIterations(ctx, tx, st, n)
+		if err != nil {
+			return err
+		}
+		next = st.total
+		if int64(len(iters)) == n {
+			next = iters[len(iters)-1] // 1-based last launched = 0-based next
+		}
+		base, err := inheritedParams(&inline, wfParams, stepParams, false)
+		if err != nil {
+			return &childError{msg: "iteration params: " + err.Error()}
+		}
+		var b iterationBatch
+		for _, it := range iters {
+			if err := b.add(st, parent, groupCount, base, loopValues(dims, it-1), it); err != nil {
+				return err
+			}
+		}
+		if len(iters) > 0 {
+			rows, err := tx.Query(ctx, insertIterationsSQL, st.workflowID, st.run, groupCount, def, iterationTimeout, depth+1,
+				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys)
+			if err != nil {
+				return fmt.Errorf("insert iterations: %w", err)
+			}
+			var groups []int32
+			var msgs []StartMessage
+			for rows.Next() {
+				var id int64
+				var g int32
+				if err := rows.Scan(&id, &g); err != nil {
+					return err
+				}
+				groups = append(groups, g)
+				msgs = append(msgs, StartMessage{Ref: Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, Group: g})
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("insert iterations: %w", err)
+			}
+			created = int64(len(msgs))
+			if err := queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, groups, msgs); err != nil {
+				return err
+			}
+		}
+		progress := st
+		progress.next = next
+		raw, _ := json.Marshal(progress.data())
+		_, err = tx.Exec(ctx, recordChildSQL, a.WorkflowID, a.InstanceID, a.RunID, a.StepID, a.AttemptID, raw)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return next, created, nil
+}
+
+// pickIterations returns the next up to n iterations (1-based) to launch.
+func (s *store) pickIterations(ctx context.Context, tx pgx.Tx, st foreachState, n int64) ([]int64, error) {
+	if !st.keep {
+		var out []int64
+		for it := st.next + 1; it <= st.total && int64(len(out)) < n; it++ {
+			out = append(out, it)
+		}
+		return out, nil
+	}
+	rows, err := tx.Query(ctx, nextIterationsSQL, st.workflowID, st.next+1, st.total, n)
+	if err != nil {
+		return nil, fmt.Errorf("find iterations to run again: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// iterationBatch holds the columns of the iteration runs of one batch.
+type iterationBatch struct {
+	ids                                       []int64
+	uuids                                     []uuid.UUID
+	groups                                    []int32
+	runParams, initiators, timelines, parents [][]byte
+	parentKeys                                []string
+}
+
+func (b *iterationBatch) add(st foreachState, p Parent, groupCount int32, base workflow.Params,
+	loop map[string]workflow.Param, it int64) error {
+	rp := make(workflow.Params, len(base)+len(loop)+1)
+	maps.Copy(rp, base)
+	maps.Copy(rp, loop)
+	rp[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, it-1)
+	runParams, err := json.Marshal(rp)
+	if err != nil {
+		return &childError{msg: fmt.Sprintf("params of iteration %d: %v", it, err)}
+	}
+	// "/f": a foreach iteration, which the rollup finds through the
+	// iterations' workflow id rather than the attempt (docs/rollup.md).
+	parentKey := fmt.Sprintf("%s/f%d", p.key(), it)
+	p.Iteration = it
+	parent, _ := json.Marshal(p)
+	initiator, _ := json.Marshal(map[string]any{"type": "FOREACH", "parent": p})
+	timeline, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
+		fmt.Sprintf("iteration %d of foreach step %s of %s", it, p.StepID, p.Ref))})
+	b.ids = append(b.ids, it)
+	b.uuids = append(b.uuids, uuid.New())
+	b.groups = append(b.groups, instance.GroupFor(st.workflowID, it, groupCount))
+	b.runParams = append(b.runParams, runParams)
+	b.initiators = append(b.initiators, initiator)
+	b.timelines = append(b.timelines, timeline)
+	b.parents = append(b.parents, parent)
+	b.parentKeys = append(b.parentKeys, parentKey)
+	return nil
+}
+
+// liveIterationsSQL lists the live iterations of a foreach run (at most
+// its concurrency) through workflow_instance_unsucceeded_idx.
+const liveIterationsSQL = `
+SELECT instance_id, group_id FROM workflow_instance
+WHERE workflow_id = $1 AND run_id = $2 AND status <> 'SUCCEEDED' AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')`
+
+// stopIterations asks the owners of the live iterations of a foreach run
+// to stop (or kill) them, in one transaction.
+func (e *Engine) stopIterations(ctx context.Context, a *stepruntime.Attempt, st foreachState, kill bool, reason string) error {
+	action, verb := ActionStop, "stopped"
+	if kill {
+		action, verb = ActionKill, "killed"
+	}
+	if reason == "" {
+		reason = fmt.Sprintf("foreach step %s of %s/%d/%d was %s", a.StepID, a.WorkflowID, a.InstanceID, a.RunID, verb)
+	}
+	return pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, liveIterationsSQL, st.workflowID, st.run)
+		if err != nil {
+			return err
+		}
+		var groups []int32
+		var msgs []ActionMessage
+		for rows.Next() {
+			var id int64
+			var g int32
+			if err := rows.Scan(&id, &g); err != nil {
+				return err
+			}
+			groups = append(groups, g)
+			msgs = append(msgs, ActionMessage{Ref: Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run},
+				Group: g, Action: action, Reason: reason})
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return queue.EnqueueBatch(ctx, tx, queue.InstanceAction, groups, msgs)
+	})
+}
