@@ -92,8 +92,12 @@ func (r *whileRuntime) retryLater(a *stepruntime.Attempt, what string, err error
 // Execute waits for the running iteration, then evaluates the condition
 // and creates the next iteration or ends the step.
 func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	var steps []workflow.StepNode
+	if err := json.Unmarshal(a.Config[whileStepsKey], &steps); err != nil {
+		return stepruntime.Result{State: stepruntime.FatalError, Message: "decode while steps: " + err.Error()}
+	}
 	next := int64(0)
-	var carried []byte // the previous iteration's params
+	var carried []byte // the loop params the previous iteration hands on
 	if child := childRef(a.Data); child.WorkflowID != "" {
 		idx := dataInt(a.Data, whileIndexKey)
 		status, err := r.eng.store.childStatus(ctx, child)
@@ -107,7 +111,11 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 			return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(idx, idx+1),
 				Message: fmt.Sprintf("while iteration %d (run %s) ended %s", idx, child, status)}
 		}
-		if carried, err = r.eng.store.instanceParams(ctx, child); err != nil {
+		dag, err := workflow.BuildDAG(steps)
+		if err != nil {
+			return stepruntime.Result{State: stepruntime.FatalError, Message: "while steps: " + err.Error()}
+		}
+		if carried, err = r.carriedParams(ctx, a, child, dag.TopoOrder()); err != nil {
 			return r.retryLater(a, "read iteration params", err)
 		}
 		next = idx + 1
@@ -132,10 +140,6 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 	if next >= limit {
 		return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(next, next),
 			Message: fmt.Sprintf("while step reached its iteration limit of %d with the condition still true", limit)}
-	}
-	var steps []workflow.StepNode
-	if err := json.Unmarshal(a.Config[whileStepsKey], &steps); err != nil {
-		return stepruntime.Result{State: stepruntime.FatalError, Message: "decode while steps: " + err.Error()}
 	}
 	inline := workflow.Workflow{ID: a.WorkflowID + ":" + a.StepID, Steps: steps}
 	raw, err := json.Marshal(inline)
@@ -172,8 +176,8 @@ func whileOutputs(loopIndex, iterations int64) map[string]any {
 }
 
 // condition evaluates the step's condition over the workflow params, the
-// step's params and loop params, the previous iteration's params and
-// loop_index, later ones hiding earlier ones.
+// step's params and loop params, the params the previous iteration carried
+// (see carriedParams) and loop_index, later ones hiding earlier ones.
 func (r *whileRuntime) condition(ctx context.Context, a *stepruntime.Attempt, wfParams, carried []byte, next int64) (bool, error) {
 	var cond string
 	if err := json.Unmarshal(a.Config[whileConditionKey], &cond); err != nil {
@@ -194,7 +198,7 @@ func (r *whileRuntime) condition(ctx context.Context, a *stepruntime.Attempt, wf
 	if len(carried) > 2 {
 		var vals params.Values
 		if err := json.Unmarshal(carried, &vals); err != nil {
-			return false, fmt.Errorf("decode previous iteration params: %w", err)
+			return false, fmt.Errorf("decode carried params: %w", err)
 		}
 		maps.Copy(env, vals.Plain())
 	}
@@ -216,7 +220,8 @@ func (r *whileRuntime) condition(ctx context.Context, a *stepruntime.Attempt, wf
 
 // iterationParams are the run params of iteration next: for the first, the
 // parent run's params with the step's params and its loop params on top;
-// for a later one, the previous iteration's params; loop_index always.
+// for a later one, the params the previous iteration carried (see
+// carriedParams); loop_index always.
 func iterationParams(inline *workflow.Workflow, wfParams, stepParams, carried []byte, next int64) ([]byte, error) {
 	var out workflow.Params
 	var err error
@@ -249,6 +254,96 @@ func iterationParams(inline *workflow.Workflow, wfParams, stepParams, carried []
 	delete(out, ParamMaxIterations)
 	out[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, next)
 	return json.Marshal(out)
+}
+
+// carriedParams are the loop params a succeeded iteration hands on to the
+// condition and the next iteration: its evaluated workflow params, with
+// every loop param name (a loop_params entry, or a name of those params
+// that is not engine-set) replaced by the value a step of the iteration
+// produced under it. Steps are applied in order (the iteration's
+// topological order, definition order among steps ready together), so the
+// last one that has the name wins, however their runs interleaved.
+func (r *whileRuntime) carriedParams(ctx context.Context, a *stepruntime.Attempt, child Ref, order []string) ([]byte, error) {
+	raw, err := r.eng.store.instanceParams(ctx, child)
+	if err != nil {
+		return nil, err
+	}
+	vals := params.Values{}
+	if len(raw) > 2 {
+		if err := json.Unmarshal(raw, &vals); err != nil {
+			return nil, fmt.Errorf("decode params of %s: %w", child, err)
+		}
+	}
+	names := map[string]bool{}
+	for name := range vals {
+		names[name] = true
+	}
+	if lp, ok := a.Params[workflow.ParamLoopParams].(map[string]any); ok {
+		for name := range lp {
+			names[name] = true
+		}
+	}
+	produced, err := r.eng.store.succeededStepParams(ctx, child)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range order {
+		for name, v := range produced[id] {
+			if names[name] && !engineSet(name) {
+				vals[name] = v
+			}
+		}
+	}
+	return json.Marshal(vals)
+}
+
+// engineSet reports a param name the engine sets, which no step may carry
+// into the next iteration.
+func engineSet(name string) bool {
+	switch name {
+	case params.RunTS, params.FirstTimeTriggerTimezone, params.StepType,
+		workflow.ParamLoopIndex, workflow.ParamLoopParams, ParamMaxIterations:
+		return true
+	}
+	return params.Reserved(name)
+}
+
+// succeededStepParamsSQL reads the params of every step of a run whose
+// latest attempt succeeded. The params column holds the evaluated params
+// with the output params merged in (mergeOutputs), as downstream steps
+// read them; an older attempt never counts.
+const succeededStepParamsSQL = `
+SELECT step_id, params FROM (
+    SELECT DISTINCT ON (step_id) step_id, status, params FROM step_instance
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+    ORDER BY step_id, attempt_id DESC) latest
+WHERE status = 'SUCCEEDED'`
+
+// succeededStepParams maps step id to the params of its latest attempt,
+// for the steps of a run whose latest attempt succeeded.
+func (s *store) succeededStepParams(ctx context.Context, ref Ref) (map[string]params.Values, error) {
+	rows, err := s.db.Query(ctx, succeededStepParamsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("read step params of %s: %w", ref, err)
+	}
+	out := map[string]params.Values{}
+	var id string
+	var raw []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &raw}, func() error {
+		if len(raw) <= 2 {
+			return nil
+		}
+		var vals params.Values
+		if err := json.Unmarshal(raw, &vals); err != nil {
+			return fmt.Errorf("decode params of step %s: %w", id, err)
+		}
+		out[id] = vals
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read step params of %s: %w", ref, err)
+	}
+	return out, nil
 }
 
 // instanceParams reads a run's evaluated workflow params (JSON

@@ -218,3 +218,94 @@ func TestWhileLoopParams(t *testing.T) {
 		}
 	}
 }
+
+// runParamValues lists a run param's value in each iteration run.
+func runParamValues(t *testing.T, cs []childRow, name string) string {
+	t.Helper()
+	var out []any
+	for _, c := range cs {
+		var p struct {
+			Value any `json:"value"`
+		}
+		if err := json.Unmarshal(c.RunParams[name], &p); err != nil {
+			t.Fatalf("%s of %v: %v", name, c.Ref, err)
+		}
+		out = append(out, p.Value)
+	}
+	return fmt.Sprint(out)
+}
+
+// A step param computed by SEL under a loop param's name is carried to the
+// condition and the next iteration; a loop param no step sets is carried
+// unchanged.
+func TestWhileCarriesStepParams(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(`{"workflow":{"id":"wh-carry","steps":[
+	{"while":{"id":"loop","condition":"counter < 3","params":{"loop_params":{"type":"MAP","value":{
+	    "counter":{"type":"LONG","value":0},"untouched":{"type":"LONG","value":7}}}},"steps":[
+	    {"step":{"id":"body","type":"NoOp","params":{"counter":{"type":"LONG","expression":"counter + 1"}}}}]}}]}}`)
+	e.engine(flow.Config{})
+	parent := e.start("wh-carry", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	cs := e.children(parent)
+	if got := runParamValues(t, cs, "counter"); got != "[0 1 2]" {
+		t.Errorf("iterations' counter %s, want [0 1 2]", got)
+	}
+	if got := runParamValues(t, cs, "untouched"); got != "[7 7 7]" {
+		t.Errorf("iterations' untouched %s, want [7 7 7]", got)
+	}
+	expectParams(t, "body", e.stepParams(e.asInstance(cs[len(cs)-1]), "body"), map[string]any{"counter": 3})
+	expectParams(t, "loop", e.stepParams(parent, "loop"), map[string]any{"loop_index": 3, "while_iterations": 3})
+}
+
+// An output param the step runtime returns is carried and ends the loop.
+func TestWhileCarriesRuntimeOutputs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(`{"workflow":{"id":"wh-out","steps":[
+	{"while":{"id":"loop","condition":"state == 'start' && loop_index < 5","params":{"loop_params":{"type":"MAP","value":{
+	    "state":{"type":"STRING","value":"start"}}}},"steps":[
+	    {"step":{"id":"body","type":"Exclusive","params":{"emit":{"type":"STRING_MAP","value":{"state":"done"}}}}}]}}]}}`)
+	e.engine(flow.Config{Runtimes: emitterRuntimes()})
+	parent := e.start("wh-out", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	cs := e.children(parent)
+	if got := runParamValues(t, cs, "state"); got != "[start]" {
+		t.Errorf("iterations' state %s, want [start]: the output should end the loop", got)
+	}
+	expectParams(t, "loop", e.stepParams(parent, "loop"), map[string]any{"while_iterations": 1})
+}
+
+// When several steps of an iteration set a name, the last in topological
+// order wins (definition order among steps ready together), not the one
+// that ended last; workflow params the iteration inherited are carried
+// like loop params.
+func TestWhileCarryLastInTopologicalOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// slow ends last but comes first in topological order; fast wins.
+	e.push(`{"workflow":{"id":"wh-order","params":{"p1":{"type":"STRING","value":"from parent"}},"steps":[
+	{"while":{"id":"loop","condition":"counter < 2","params":{"loop_params":{"type":"MAP","value":{
+	    "counter":{"type":"LONG","value":0}}}},"steps":[
+	    {"step":{"id":"slow","type":"Sleep","sleep_seconds":0.3,"transition":{"successors":{"after":"true"}},
+	        "params":{"counter":{"type":"LONG","expression":"counter + 100"}}}},
+	    {"step":{"id":"fast","type":"NoOp","params":{"counter":{"type":"LONG","expression":"counter + 1"}}}},
+	    {"step":{"id":"after","type":"NoOp","params":{"p1":{"type":"STRING","expression":"'set by after'"}}}}]}}]}}`)
+	e.engine(flow.Config{})
+	parent := e.start("wh-order", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	cs := e.children(parent)
+	if got := runParamValues(t, cs, "counter"); got != "[0 1]" {
+		t.Errorf("iterations' counter %s, want [0 1]", got)
+	}
+	if got := runParamValues(t, cs, "p1"); got != "[from parent set by after]" {
+		t.Errorf("iterations' p1 %s, want [from parent set by after]", got)
+	}
+}
