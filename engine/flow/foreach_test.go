@@ -386,3 +386,130 @@ func hasIteration(rows []iterationRow, it int64) bool {
 	}
 	return false
 }
+
+// TestForeachGetFromForeach: a step after a foreach reads a param of a
+// step inside it, one value per iteration in iteration order.
+func TestForeachGetFromForeach(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(`{"workflow":{"id":"fe-get","steps":[
+	  {"foreach":{"id":"loop","transition":{"successors":{"after":"true"}},
+	    "params":{"loop_params":{"type":"MAP","value":{"i":{"type":"LONG_ARRAY","value":[1,2,3]}}}},
+	    "steps":[{"step":{"id":"body","type":"NoOp","params":{"sq":{"type":"LONG","expression":"i * i"}}}}]}},
+	  {"step":{"id":"after","type":"NoOp","params":{
+	    "all":{"type":"LONG_ARRAY","expression":"params.getFromForeach('loop', 'body', 'sq')"},
+	    "n":{"type":"LONG","expression":"loop__foreach_iterations"}}}}]}}`)
+	e.engine(flow.Config{})
+	parent := e.start("fe-get", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	after := e.stepAttempt(parent, "after")
+	var ps map[string]struct {
+		Value any `json:"value"`
+	}
+	if err := json.Unmarshal(after.Params, &ps); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(ps["all"].Value); got != "[1 4 9]" {
+		t.Errorf("getFromForeach = %s, want [1 4 9]", got)
+	}
+	if got := fmt.Sprint(ps["n"].Value); got != "3" {
+		t.Errorf("foreach_iterations = %s", got)
+	}
+}
+
+// TestForeachNested: a foreach inside a foreach runs every inner
+// iteration of every outer one, each seeing both loops' params.
+func TestForeachNested(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(`{"workflow":{"id":"fe-nest","steps":[
+	  {"foreach":{"id":"outer","params":{"loop_params":{"type":"MAP","value":{"a":{"type":"LONG_ARRAY","value":[1,2]}}}},
+	    "steps":[{"foreach":{"id":"inner","params":{"loop_params":{"type":"MAP","value":{"b":{"type":"LONG_ARRAY","value":[10,20,30]}}}},
+	      "steps":[{"step":{"id":"body","type":"NoOp","params":{"prod":{"type":"LONG","expression":"a * b"}}}}]}}]}}]}}`)
+	e.engine(flow.Config{})
+	parent := e.start("fe-nest", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	outer := e.iterations(parent, "outer")
+	if len(outer) != 2 {
+		t.Fatalf("%d outer iterations", len(outer))
+	}
+	var prods []string
+	for _, o := range outer {
+		oi := &execution.Instance{WorkflowID: flow.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, "outer"),
+			InstanceID: o.Iteration, RunID: o.RunID}
+		inner := e.iterations(oi, "inner")
+		if len(inner) != 3 {
+			t.Fatalf("outer iteration %d: %d inner iterations", o.Iteration, len(inner))
+		}
+		for _, in := range inner {
+			ii := &execution.Instance{WorkflowID: flow.ForeachWorkflowID(oi.WorkflowID, oi.InstanceID, "inner"),
+				InstanceID: in.Iteration, RunID: in.RunID}
+			body := e.stepAttempt(ii, "body")
+			var ps map[string]struct {
+				Value any `json:"value"`
+			}
+			if err := json.Unmarshal(body.Params, &ps); err != nil {
+				t.Fatal(err)
+			}
+			prods = append(prods, fmt.Sprint(ps["prod"].Value))
+		}
+	}
+	if got := strings.Join(prods, " "); got != "10 20 30 20 40 60" {
+		t.Errorf("products %q", got)
+	}
+	ov, err := e.runs.Rollup(context.Background(), parent.WorkflowID, parent.InstanceID, parent.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ov.TotalLeafCount != 6 || ov.Overview[instance.StepSucceeded].Count != 6 {
+		t.Errorf("rollup %d leaves %+v", ov.TotalLeafCount, ov.Overview)
+	}
+}
+
+// TestForeachInSubworkflowInForeach: a foreach whose iterations run a
+// subworkflow whose own foreach iterates again; the parent's rollup
+// flattens all of it to the innermost leaves.
+func TestForeachInSubworkflowInForeach(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(withStrategy(`{"workflow":{"id":"fe-child","steps":[
+	  {"foreach":{"id":"inner","params":{"loop_params":{"type":"MAP","value":{"item":{"type":"STRING_ARRAY","value":["x","y"]}}}},
+	    "steps":[{"step":{"id":"leaf","type":"NoOp","params":{"tag":{"type":"STRING","value":"${n}-${item}"}}}}]}}]}}`,
+		`{"rule":"PARALLEL","workflow_concurrency":10}`))
+	e.push(`{"workflow":{"id":"fe-outer","steps":[
+	  {"foreach":{"id":"outer","params":{"loop_params":{"type":"MAP","value":{"n":{"type":"LONG_ARRAY","value":[1,2,3]}}}},
+	    "steps":[{"subworkflow":{"id":"call","params":{"subworkflow_id":{"type":"STRING","value":"fe-child"}}}}]}}]}}`)
+	e.engine(flow.Config{})
+	parent := e.start("fe-outer", nil)
+	if got := e.wait(parent, 90*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	var tags []string
+	rows, err := e.pool.Query(context.Background(), `SELECT s.params->'tag'->>'value' FROM step_instance s
+        WHERE s.workflow_id LIKE 'fe-child:%' AND s.step_id = 'leaf' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var tag string
+		if err := rows.Scan(&tag); err != nil {
+			t.Fatal(err)
+		}
+		tags = append(tags, tag)
+	}
+	rows.Close()
+	if got := strings.Join(tags, " "); got != "1-x 1-y 2-x 2-y 3-x 3-y" {
+		t.Errorf("leaf tags %q", got)
+	}
+	ov, err := e.runs.Rollup(context.Background(), parent.WorkflowID, parent.InstanceID, parent.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ov.TotalLeafCount != 6 || ov.Overview[instance.StepSucceeded].Count != 6 {
+		t.Errorf("rollup %d leaves %+v", ov.TotalLeafCount, ov.Overview)
+	}
+}

@@ -571,13 +571,17 @@ func (e *Engine) wakeChildWaiter(ref Ref, stepID string) {
 // ran no child, or of a param the child does not have.
 var ErrNoSubworkflowParam = errors.New("no such subworkflow param")
 
-// subworkflowFuncs are the SEL functions that read child runs, for an
+// subworkflowFuncs are the SEL functions that read child runs
+// (subworkflow children, foreach iterations), for an
 // attempt whose params read upstream steps; nil otherwise.
 func (a *stepActor) subworkflowFuncs() map[string]sel.Func {
 	if a.upstream == nil {
 		return nil
 	}
-	return map[string]sel.Func{"params.getFromSubworkflow": a.getFromSubworkflow}
+	return map[string]sel.Func{
+		"params.getFromSubworkflow": a.getFromSubworkflow,
+		"params.getFromForeach":     a.getFromForeach,
+	}
 }
 
 // getFromSubworkflow implements params.getFromSubworkflow(stepId,

@@ -425,14 +425,15 @@ func Check(ps workflow.Params) error {
 }
 
 // ReadsUpstream reports whether defs may read upstream steps' params
-// (step__name, ${name@step}, params.getFromStep, params.getFromSubworkflow),
+// (step__name, ${name@step}, params.getFromStep, params.getFromSubworkflow,
+// params.getFromForeach),
 // so that the engine only
 // gathers those for steps that need them.
 func ReadsUpstream(defs workflow.Params) bool {
 	for _, d := range defs {
 		if d.Expression != nil {
 			if strings.Contains(*d.Expression, "__") || strings.Contains(*d.Expression, "getFromStep") ||
-				strings.Contains(*d.Expression, "getFromSubworkflow") {
+				strings.Contains(*d.Expression, "getFromSubworkflow") || strings.Contains(*d.Expression, "getFromForeach") {
 				return true
 			}
 			continue
