@@ -26,7 +26,7 @@ func (s *Server) runControlRouteTable() []route {
 		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", s.stepAction(flow.StepSkip)},
 		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", s.stepAction(flow.StepStop)},
 		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", s.stepAction(flow.StepKill)},
-		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", s.stepAction(flow.StepBypassDependencies)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", s.bypassDependencies},
 		{"GET /api/v3/instances/action-map", s.instanceActionMap},
 		{"GET /api/v3/steps/instances/action-map", s.stepActionMap},
 	}

@@ -315,6 +315,9 @@ type StepActionResult struct {
 // from that step (RESTART_FROM_SPECIFIC) and skip a new run from the
 // incomplete steps with that step SKIPPED; other actions are conflicts.
 func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, run int64, stepID string, action flow.Action) (*StepActionResult, error) {
+	if action == flow.StepBypassDependencies { // recorded on the attempt's signal wait, not an instance action
+		return s.BypassDependencies(ctx, workflowID, instanceID, run, stepID, "")
+	}
 	inst, err := s.Instance(ctx, workflowID, instanceID, 0)
 	if err != nil {
 		return nil, err

@@ -295,6 +295,9 @@ func (a *stepActor) advance(ctx context.Context) error {
 				return err
 			}
 		case instance.StepWaitingForSignals:
+			if waiting, err := a.awaitSignals(ctx); err != nil || waiting {
+				return err
+			}
 			if err := a.transition(instance.StepEvaluatingParams, ""); err != nil {
 				return err
 			}
@@ -657,7 +660,8 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 		}
 		return a.onResult(ctx, m.phase, m.result)
 	case msgRecheck:
-		if a.stopWith != nil || (a.status != instance.StepPaused && a.status != instance.StepWaitingForPermits) {
+		if a.stopWith != nil || (a.status != instance.StepPaused && a.status != instance.StepWaitingForPermits &&
+			a.status != instance.StepWaitingForSignals) {
 			return nil
 		}
 		return a.advance(ctx)

@@ -1,0 +1,118 @@
+package execution
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/signal"
+)
+
+// AnnounceResult is what announcing a signal did.
+type AnnounceResult struct {
+	Signal *signal.Signal
+	// Duplicate is set when the request id was announced before: Signal is
+	// the stored one and nothing was written.
+	Duplicate bool
+	// Woken counts the waiting step attempts told to look again.
+	Woken int
+}
+
+// AnnounceSignal stores a signal and, in the same transaction, enqueues a
+// step_update for every step attempt waiting for signals of its name, so
+// the engine node owning each looks again (docs/signals.md). A malformed
+// request is signal.ErrInvalid.
+func (s *Service) AnnounceSignal(ctx context.Context, req signal.Request) (*AnnounceResult, error) {
+	if err := req.Check(); err != nil {
+		return nil, err
+	}
+	var res AnnounceResult
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		res = AnnounceResult{}
+		sig, dup, err := signal.Insert(ctx, tx, req)
+		if err != nil || dup {
+			res.Signal, res.Duplicate = sig, dup
+			return err
+		}
+		res.Signal = sig
+		ws, err := signal.Waiters(ctx, tx, req.Name)
+		if err != nil {
+			return err
+		}
+		for _, w := range ws {
+			ref := flow.Ref{WorkflowID: w.WorkflowID, InstanceID: w.InstanceID, RunID: w.RunID}
+			msg := flow.StepUpdateMessage{Ref: ref, Group: w.Group, StepID: w.StepID}
+			if _, err := queue.Enqueue(ctx, tx, queue.StepUpdate, w.Group, msg); err != nil {
+				return err
+			}
+		}
+		res.Woken = len(ws)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// BypassDependencies lets the latest attempt of a step WAITING_FOR_SIGNALS
+// go on as if its signal dependencies were met. The bypass is recorded on
+// the attempt's wait in the same transaction as the step_update that wakes
+// it, so it survives an engine restart; the engine notes it on the step's
+// timeline ("signal dependencies bypassed by <user>"). Any other status, or
+// an ended run, is ErrConflict.
+func (s *Service) BypassDependencies(ctx context.Context, workflowID string, instanceID, run int64, stepID, user string) (*StepActionResult, error) {
+	inst, err := s.Instance(ctx, workflowID, instanceID, 0)
+	if err != nil {
+		return nil, err
+	}
+	if run != 0 && run != inst.RunID {
+		return nil, fmt.Errorf("%w: run %d of workflow instance %s/%d is not its latest run (%d)",
+			ErrConflict, run, workflowID, instanceID, inst.RunID)
+	}
+	a, err := s.Attempt(ctx, workflowID, instanceID, inst.RunID, stepID, 0)
+	if err != nil {
+		return nil, err
+	}
+	action := flow.StepBypassDependencies
+	if err := flow.CheckStepAction(a.Status, action); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	if inst.Status.IsTerminal() {
+		return nil, fmt.Errorf("%w: step action %s: workflow instance %s/%d has ended (%s)",
+			ErrConflict, action, workflowID, instanceID, inst.Status)
+	}
+	if user == "" {
+		user = definition.Anonymous
+	}
+	ref := flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID}
+	key := signal.WaitKey{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID, StepID: stepID, AttemptID: a.AttemptID}
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		ok, err := signal.Bypass(ctx, tx, key, user)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errNoLongerWaiting
+		}
+		_, err = queue.Enqueue(ctx, tx, queue.StepUpdate, inst.groupID,
+			flow.StepUpdateMessage{Ref: ref, Group: inst.groupID, StepID: stepID})
+		return err
+	})
+	if errors.Is(err, errNoLongerWaiting) {
+		return nil, fmt.Errorf("%w: %w: step %s attempt %d of %s is no longer waiting for signals (or was bypassed already)",
+			ErrConflict, flow.ErrActionNotAllowed, stepID, a.AttemptID, ref)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &StepActionResult{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID, StepID: stepID,
+		Action: action, Status: "ACCEPTED"}, nil
+}
+
+var errNoLongerWaiting = errors.New("no longer waiting for signals")
