@@ -392,10 +392,15 @@ func (e *Engine) tick(ctx context.Context) {
 		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
 		return
 	}
+	ids := make([]int32, 0, len(claims))
 	for _, c := range claims {
 		e.adopt(ctx, c)
+		ids = append(ids, c.ID)
 	}
 	if len(claims) > 0 {
+		if _, err := queue.NewStore(e.relaxed).TakeOver(ctx, ids, e.cfg.NodeID); err != nil {
+			e.cfg.Logger.Warn("take over queue messages", "error", err.Error())
+		}
 		e.worker.Sweep(ctx)
 	}
 }

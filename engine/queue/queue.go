@@ -178,6 +178,23 @@ func (s *Store) Claim(ctx context.Context, q ID, id int64, node string, ttl time
 	return m, true, nil
 }
 
+const takeOverSQL = `
+UPDATE maestro_queue SET owned_by = NULL, owned_until = NULL
+WHERE group_id = ANY ($1::integer[]) AND owned_by IS DISTINCT FROM $2 AND owned_until >= now()`
+
+// TakeOver ends the claims other nodes hold on messages of groups this node
+// has just claimed, so that a sweep offers them at once instead of after
+// the claims' time-to-live: the node that held them lost the groups, and
+// every write it could still make for them is fenced (the handlers are
+// idempotent). It returns how many claims it ended.
+func (s *Store) TakeOver(ctx context.Context, groups []int32, node string) (int64, error) {
+	tag, err := s.db.Exec(ctx, takeOverSQL, groups, node)
+	if err != nil {
+		return 0, fmt.Errorf("take over messages of groups %v: %w", groups, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 const claimDueSQL = `
 UPDATE maestro_queue SET owned_by = $2, owned_until = now() + $3::interval
 WHERE (queue_id, message_id) IN (

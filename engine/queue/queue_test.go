@@ -187,3 +187,70 @@ func TestParseNotificationRejectsGarbage(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueBatchDeliversEachMessageToItsGroup: one batch of messages for
+// two groups reaches each group's worker once, through the notifications.
+func TestEnqueueBatchDeliversEachMessageToItsGroup(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	var mu sync.Mutex
+	got := map[string][]string{}
+	record := func(node string) queue.Handler {
+		return func(_ context.Context, m queue.Message) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got[node] = append(got[node], string(m.Payload))
+			return nil
+		}
+	}
+	worker(t, pool, "one", []int32{1}, map[queue.ID]queue.Handler{queue.StartWorkflow: record("one")})
+	worker(t, pool, "two", []int32{2}, map[queue.ID]queue.Handler{queue.StartWorkflow: record("two")})
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		return queue.EnqueueBatch(context.Background(), tx, queue.StartWorkflow, []int32{1, 2, 1}, []string{"a", "b", "c"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitEmpty(t, pool)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got["one"]) != 2 || len(got["two"]) != 1 || got["two"][0] != `"b"` {
+		t.Errorf("deliveries %v", got)
+	}
+	if err := queue.EnqueueBatch(context.Background(), pool, queue.StartWorkflow, []int32{1}, []string{"a", "b"}); err == nil {
+		t.Error("mismatched groups and payloads accepted")
+	}
+}
+
+// TestTakeOverEndsOtherNodesClaims: claims another node holds on a group's
+// messages end at once; this node's own and other groups' stay.
+func TestTakeOverEndsOtherNodesClaims(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	st := queue.NewStore(pool)
+	m1 := enqueue(t, pool, queue.StartWorkflow, 1, "dead node's")
+	m2 := enqueue(t, pool, queue.StartWorkflow, 1, "mine")
+	m3 := enqueue(t, pool, queue.StartWorkflow, 2, "other group")
+	for _, c := range []struct {
+		m    queue.Message
+		node string
+	}{{m1, "dead"}, {m2, "me"}, {m3, "dead"}} {
+		if _, ok, err := st.Claim(ctx, c.m.Queue, c.m.ID, c.node, time.Hour); err != nil || !ok {
+			t.Fatalf("claim %d: %v %v", c.m.ID, ok, err)
+		}
+	}
+	n, err := st.TakeOver(ctx, []int32{1}, "me")
+	if err != nil || n != 1 {
+		t.Fatalf("took over %d claims (%v), want 1", n, err)
+	}
+	for _, c := range []struct {
+		m    queue.Message
+		free bool
+	}{{m1, true}, {m2, false}, {m3, false}} {
+		_, ok, err := st.Claim(ctx, c.m.Queue, c.m.ID, "me", time.Hour)
+		if err != nil || ok != c.free {
+			t.Errorf("message %d claimable %v (%v), want %v", c.m.ID, ok, err, c.free)
+		}
+	}
+}
