@@ -108,19 +108,25 @@ FROM workflow WHERE workflow_id = $1 FOR UPDATE`
 
 const sqlVersionExists = `SELECT EXISTS (SELECT 1 FROM workflow_version WHERE workflow_id = $1 AND version = $2)`
 
+// ownRuns selects a workflow's runs and the inline runs of its foreach and
+// while steps, whose ids extend the workflow's with ':' parts: a range of
+// the primary key (workflow_id is COLLATE "C", migration 00010, so the
+// range is exactly the prefix).
+const ownRuns = `(workflow_id = $1 OR (workflow_id > $1 || ':' AND workflow_id < $1 || ';'))`
+
 // Delete: live runs block a delete. The status list matches the predicate
 // of workflow_instance_live_idx so the planner may use it.
 const sqlLiveInstances = `
 SELECT count(*) FROM workflow_instance
-WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')`
+WHERE ` + ownRuns + ` AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')`
 
 // Delete: how many instance runs there are, counting no further than $2.
 const sqlCountInstancesUpTo = `
-SELECT count(*) FROM (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 LIMIT $2) n`
+SELECT count(*) FROM (SELECT 1 FROM workflow_instance WHERE ` + ownRuns + ` LIMIT $2) n`
 
 // Delete: step instances go with their runs (ON DELETE CASCADE); versions
 // and snapshots with the workflow row.
-const sqlDeleteInstances = `DELETE FROM workflow_instance WHERE workflow_id = $1`
+const sqlDeleteInstances = `DELETE FROM workflow_instance WHERE ` + ownRuns
 
 const sqlDeleteWorkflow = `DELETE FROM workflow WHERE workflow_id = $1`
 
@@ -134,9 +140,9 @@ SELECT EXISTS (SELECT 1 FROM workflow_deletion WHERE workflow_id = $1 AND deleti
 // ProcessDelete: one batch of instance runs, oldest first.
 const sqlDeleteInstanceBatch = `
 DELETE FROM workflow_instance i USING (
-    SELECT instance_id, run_id FROM workflow_instance WHERE workflow_id = $1
-    ORDER BY instance_id, run_id LIMIT $2) b
-WHERE i.workflow_id = $1 AND i.instance_id = b.instance_id AND i.run_id = b.run_id`
+    SELECT workflow_id, instance_id, run_id FROM workflow_instance WHERE ` + ownRuns + `
+    ORDER BY workflow_id, instance_id, run_id LIMIT $2) b
+WHERE i.workflow_id = b.workflow_id AND i.instance_id = b.instance_id AND i.run_id = b.run_id`
 
 const sqlFinishDeletion = `
 DELETE FROM workflow_deletion WHERE workflow_id = $1 AND deletion_id = $2::uuid`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -193,5 +194,58 @@ func TestDeleteInlineAtTheLimit(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM maestro_queue`); n != 0 {
 		t.Fatalf("inline delete queued %d messages", n)
+	}
+}
+
+// TestDeleteTakesInlineRunsAlong: deleting a workflow deletes the runs of
+// its foreach and while iterations (ids "wf:…"), inline or through the
+// queue, and leaves a workflow whose id merely starts the same alone.
+func TestDeleteTakesInlineRunsAlong(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		limit int
+	}{{"inline", 100}, {"queued", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := dbtest.Pool(t)
+			s := definition.NewStore(pool, definition.WithInlineDeleteLimit(tc.limit), definition.WithDeleteBatchSize(2))
+			for _, id := range []string{"wf", "wfx"} {
+				if _, err := s.Create(ctx, decode(t, id, "x", ""), "alice"); err != nil {
+					t.Fatal(err)
+				}
+				addRuns(t, pool, id, 2)
+			}
+			addRuns(t, pool, "wf:1:loop", 3)     // foreach iterations
+			addRuns(t, pool, "wf:1:loop:2:in", 2) // nested foreach
+			addRuns(t, pool, "wf:w", 2)           // while iterations
+			addRuns(t, pool, "wfx:1:loop", 2)
+			if _, err := s.Delete(ctx, "wf", definition.Actor{Name: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			var payload []byte
+			if err := pool.QueryRow(ctx, `SELECT payload FROM maestro_queue WHERE queue_id = 5`).Scan(&payload); err == nil {
+				if err := s.ProcessDelete(ctx, payload); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var left []string
+			rows, err := pool.Query(ctx, `SELECT DISTINCT workflow_id FROM workflow_instance ORDER BY 1`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				left = append(left, id)
+			}
+			rows.Close()
+			if got := strings.Join(left, " "); got != "wfx wfx:1:loop" {
+				t.Errorf("runs left of %q, want only wfx's", got)
+			}
+		})
 	}
 }
