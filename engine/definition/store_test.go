@@ -217,7 +217,7 @@ func TestDeleteTakesInlineRunsAlong(t *testing.T) {
 				}
 				addRuns(t, pool, id, 2)
 			}
-			addRuns(t, pool, "wf:1:loop", 3)     // foreach iterations
+			addRuns(t, pool, "wf:1:loop", 3)      // foreach iterations
 			addRuns(t, pool, "wf:1:loop:2:in", 2) // nested foreach
 			addRuns(t, pool, "wf:w", 2)           // while iterations
 			addRuns(t, pool, "wfx:1:loop", 2)
