@@ -8,7 +8,6 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // Rollup (docs/rollup.md).
@@ -285,8 +284,6 @@ func scanRollupRows(ctx context.Context, tx pgx.Tx, ov *RollupOverview, next *ro
 	return rows.Err()
 }
 
-// foreachStepType is the step_type of foreach steps.
-const foreachStepType = string(workflow.StepKindForeach)
 
 // count adds n leaf steps in status.
 func (ov *RollupOverview) count(status instance.StepStatus, n int64) {
