@@ -284,7 +284,6 @@ func scanRollupRows(ctx context.Context, tx pgx.Tx, ov *RollupOverview, next *ro
 	return rows.Err()
 }
 
-
 // count adds n leaf steps in status.
 func (ov *RollupOverview) count(status instance.StepStatus, n int64) {
 	ov.entry(status).Count += n
