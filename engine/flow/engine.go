@@ -125,6 +125,8 @@ type Engine struct {
 	draining map[int32]*group // lost groups whose runtime calls may still run
 	// breakpoints caches which workflows have breakpoints.
 	breakpoints *breakpointCache
+	// defs holds decoded run definitions (defcache.go).
+	defs *definitionCache
 	readopt     chan struct{}
 }
 
@@ -214,7 +216,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
-		breakpoints: newBreakpointCache()}
+		breakpoints: newBreakpointCache(), defs: newDefinitionCache()}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
 	// idempotent. Engine state writes stay synchronous.
@@ -574,7 +576,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	var paramsJSON []byte
 	var paramErr error
 	if created {
-		paramsJSON, paramErr = evaluateStartParams(ctx, msg.Ref, pending)
+		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending)
 	}
 	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON)
 	if err != nil || !ok {
@@ -586,10 +588,10 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
-func evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, error) {
-	var wf workflow.Workflow
-	if err := json.Unmarshal(row.Definition, &wf); err != nil {
-		return nil, fmt.Errorf("decode definition: %w", err)
+func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, error) {
+	def, err := e.defs.decode(row.Definition)
+	if err != nil {
+		return nil, err
 	}
 	var runParams workflow.Params
 	if len(row.RunParams) > 2 {
@@ -600,7 +602,7 @@ func evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, 
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
 	vals, err := params.EvaluateWorkflow(ctx, params.WorkflowInput{
-		Workflow: &wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID,
+		Workflow: &def.wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID,
 	})
 	if err != nil {
 		return nil, err

@@ -96,14 +96,11 @@ type flowActor struct {
 
 // newFlow builds the actor for an adopted or just-started instance.
 func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
-	var wf workflow.Workflow
-	if err := json.Unmarshal(row.Definition, &wf); err != nil {
-		return nil, fmt.Errorf("decode definition of %s: %w", row.Ref, err)
-	}
-	dag, err := workflow.BuildDAG(wf.Steps)
+	def, err := eng.defs.decode(row.Definition)
 	if err != nil {
-		return nil, fmt.Errorf("build dag of %s: %w", row.Ref, err)
+		return nil, fmt.Errorf("%s: %w", row.Ref, err)
 	}
+	wf, dag := def.wf, def.dag
 	ctx, cancel := context.WithCancel(grp.ctx)
 	f := &flowActor{
 		eng: eng, grp: grp, ref: row.Ref, gen: grp.gen, ctx: ctx, cancel: cancel,
