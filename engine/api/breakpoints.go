@@ -14,7 +14,9 @@ import (
 )
 
 // Breakpoint pauses the attempts of a step that match it when they reach
-// INITIALIZED. An unset version, instance, run or attempt matches all.
+// INITIALIZED. An unset version, instance, run or attempt matches all. The
+// step may be inside a foreach or while step: its iterations' attempts
+// match by the run of the workflow they belong to (docs/params.md).
 type Breakpoint struct {
 	ID              int64     `json:"id"`
 	WorkflowID      string    `json:"workflow_id"`
@@ -37,6 +39,8 @@ func scanBreakpoint(r pgx.CollectableRow) (Breakpoint, error) {
 }
 
 // PausedAttempt is a step attempt a breakpoint paused and nobody resumed.
+// For an iteration of a foreach or while step, WorkflowID, InstanceID and
+// RunID are the iteration run's.
 type PausedAttempt struct {
 	WorkflowID string    `json:"workflow_id"`
 	InstanceID int64     `json:"workflow_instance_id"`
@@ -138,16 +142,27 @@ func (s *Server) listBreakpoints(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// ofWorkflowSQL holds when a step_paused row p belongs to workflow $1: a
+// run of the workflow itself or one of its (possibly nested) foreach and
+// while iterations, whose workflow ids are $1 followed by ":" (a pushed
+// workflow id never contains ":"). The prefix is compared with left()
+// rather than a range such as "> $1 || ':' AND < $1 || ';'", which holds
+// only under the C collation, or LIKE, whose wildcards a workflow id ("_")
+// would have to escape. It cannot use an index on workflow_id, but the
+// rows scanned are those of the partial index step_paused_waiting_idx
+// (NOT resumed): the attempts paused right now, a handful.
+const ofWorkflowSQL = `(p.workflow_id = $1 OR left(p.workflow_id, length($1) + 1) = $1 || ':')`
+
 func (s *Server) listPausedAttempts(w http.ResponseWriter, r *http.Request) error {
 	wf, step, err := stepQuery(r)
 	if err != nil {
 		return err
 	}
 	rows, err := s.cfg.DB.Query(r.Context(), `SELECT workflow_id, instance_id, run_id, step_id, attempt_id, paused_at
-        FROM step_paused p WHERE workflow_id = $1 AND step_id = $2 AND NOT resumed
+        FROM step_paused p WHERE `+ofWorkflowSQL+` AND step_id = $2 AND NOT resumed
           AND EXISTS (SELECT 1 FROM step_instance s WHERE s.workflow_id = p.workflow_id AND s.instance_id = p.instance_id
               AND s.run_id = p.run_id AND s.step_id = p.step_id AND s.attempt_id = p.attempt_id AND s.status = 'PAUSED')
-        ORDER BY instance_id, run_id, attempt_id`, wf, step)
+        ORDER BY workflow_id, instance_id, run_id, attempt_id`, wf, step)
 	if err != nil {
 		return fmt.Errorf("list paused attempts: %w", err)
 	}
@@ -185,26 +200,27 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 		if deleted == 0 {
 			return notFound(fmt.Sprintf("no breakpoint on step %s of workflow %s", step, wf))
 		}
-		rows, err := tx.Query(r.Context(), `UPDATE step_paused SET resumed = true, resumed_at = now()
-            WHERE workflow_id = $1 AND step_id = $2 AND NOT resumed
-            RETURNING instance_id, run_id, group_id`, wf, step)
+		// The breakpoints of a workflow also paused its iterations' attempts.
+		rows, err := tx.Query(r.Context(), `UPDATE step_paused p SET resumed = true, resumed_at = now()
+            WHERE `+ofWorkflowSQL+` AND step_id = $2 AND NOT resumed
+            RETURNING workflow_id, instance_id, run_id, group_id`, wf, step)
 		if err != nil {
 			return fmt.Errorf("resume paused attempts: %w", err)
 		}
 		type paused struct {
-			iid, run int64
-			group    int32
+			ref   flow.Ref
+			group int32
 		}
 		all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (paused, error) {
 			var p paused
-			err := r.Scan(&p.iid, &p.run, &p.group)
+			err := r.Scan(&p.ref.WorkflowID, &p.ref.InstanceID, &p.ref.RunID, &p.group)
 			return p, err
 		})
 		if err != nil {
 			return fmt.Errorf("resume paused attempts: %w", err)
 		}
 		for _, p := range all {
-			if err := wakeStep(r.Context(), tx, flow.Ref{WorkflowID: wf, InstanceID: p.iid, RunID: p.run}, p.group, step); err != nil {
+			if err := wakeStep(r.Context(), tx, p.ref, p.group, step); err != nil {
 				return err
 			}
 		}
@@ -219,6 +235,8 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 }
 
 // resumePausedAttempt resumes one paused attempt; the others stay paused.
+// An iteration's attempt is named by the iteration's workflow id, as the
+// paused attempts list it (e.g. wf:1:loop for a foreach of instance 1).
 func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) error {
 	iid, err := pathInt(r, "iid")
 	if err != nil {

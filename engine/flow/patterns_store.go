@@ -135,20 +135,48 @@ func (s *store) releasePermits(ctx context.Context, uuid string) error {
 	return nil
 }
 
+// Breakpoints belong to pushed workflows, but a step also runs inside the
+// inline runs of foreach and while steps (iterations), whose workflow ids
+// extend the pushed one with ":"-separated parts. A breakpoint therefore
+// matches an attempt through the attempt's root run: the run itself, or for
+// an iteration the run of the pushed workflow it belongs to, found by
+// following the parent links up to the first run whose id has no ":". The
+// breakpoint's workflow, version, instance and run are compared with the
+// root run's, so "instance 5 of W" pauses the step in every iteration of
+// instance 5; its attempt is compared with the step's own attempt number.
+// A subworkflow child is the root of its own (pushed) workflow.
+//
+// rootRunSQL is that root run of the run $1/$2/$3, as the CTE "root".
+const rootRunSQL = `
+WITH RECURSIVE up AS (
+    SELECT workflow_id, instance_id, run_id, workflow_version, parent
+    FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+  UNION ALL
+    SELECT i.workflow_id, i.instance_id, i.run_id, i.workflow_version, i.parent
+    FROM up JOIN workflow_instance i ON i.workflow_id = up.parent->>'workflow_id'
+      AND i.instance_id = (up.parent->>'instance_id')::bigint AND i.run_id = (up.parent->>'run_id')::bigint
+    WHERE strpos(up.workflow_id, ':') > 0
+), root AS (
+    SELECT workflow_id, instance_id, run_id, workflow_version FROM up WHERE strpos(workflow_id, ':') = 0
+)`
+
+// breakpointMatchSQL holds when a breakpoint of the root run's workflow
+// matches step $4 attempt $5.
+const breakpointMatchSQL = `EXISTS (
+    SELECT 1 FROM root r JOIN step_breakpoint b ON b.workflow_id = r.workflow_id
+    WHERE b.step_id = $4
+      AND (b.workflow_version IS NULL OR b.workflow_version = r.workflow_version)
+      AND (b.instance_id IS NULL OR b.instance_id = r.instance_id)
+      AND (b.run_id IS NULL OR b.run_id = r.run_id)
+      AND (b.attempt_id IS NULL OR b.attempt_id = $5))`
+
 // pauseAtBreakpointSQL records the attempt as paused when a breakpoint
 // matches it and returns whether it is (still) paused. A repeat for an
 // attempt already recorded returns its state.
-const pauseAtBreakpointSQL = `
+const pauseAtBreakpointSQL = rootRunSQL + `
 INSERT INTO step_paused (workflow_id, instance_id, run_id, step_id, attempt_id, group_id)
 SELECT i.workflow_id, i.instance_id, i.run_id, $4, $5, i.group_id FROM workflow_instance i
-WHERE i.workflow_id = $1 AND i.instance_id = $2 AND i.run_id = $3
-  AND EXISTS (
-    SELECT 1 FROM step_breakpoint b
-    WHERE b.workflow_id = $1 AND b.step_id = $4
-      AND (b.workflow_version IS NULL OR b.workflow_version = i.workflow_version)
-      AND (b.instance_id IS NULL OR b.instance_id = $2)
-      AND (b.run_id IS NULL OR b.run_id = $3)
-      AND (b.attempt_id IS NULL OR b.attempt_id = $5))
+WHERE i.workflow_id = $1 AND i.instance_id = $2 AND i.run_id = $3 AND ` + breakpointMatchSQL + `
 ON CONFLICT (workflow_id, instance_id, run_id, step_id, attempt_id) DO UPDATE SET group_id = EXCLUDED.group_id
 RETURNING NOT resumed`
 
@@ -167,15 +195,8 @@ func (s *store) pauseAtBreakpoint(ctx context.Context, ref Ref, stepID string, a
 
 // stillPausedSQL: an attempt stays paused until it is resumed or no
 // breakpoint matches it any more.
-const stillPausedSQL = `
-SELECT NOT p.resumed AND EXISTS (
-    SELECT 1 FROM step_breakpoint b JOIN workflow_instance i
-      ON i.workflow_id = p.workflow_id AND i.instance_id = p.instance_id AND i.run_id = p.run_id
-    WHERE b.workflow_id = p.workflow_id AND b.step_id = p.step_id
-      AND (b.workflow_version IS NULL OR b.workflow_version = i.workflow_version)
-      AND (b.instance_id IS NULL OR b.instance_id = p.instance_id)
-      AND (b.run_id IS NULL OR b.run_id = p.run_id)
-      AND (b.attempt_id IS NULL OR b.attempt_id = p.attempt_id))
+const stillPausedSQL = rootRunSQL + `
+SELECT NOT p.resumed AND ` + breakpointMatchSQL + `
 FROM step_paused p
 WHERE p.workflow_id = $1 AND p.instance_id = $2 AND p.run_id = $3 AND p.step_id = $4 AND p.attempt_id = $5`
 
