@@ -79,3 +79,29 @@ func TestFingerprintIsStable(t *testing.T) {
 		t.Fatalf("fingerprint %q then %q", a, b)
 	}
 }
+
+// Every column holding a workflow id or a run's parent key compares byte
+// by byte (migration 00010): prefix ranges over inline run ids depend on
+// it, and a join between a "C" column and a default-collation one could
+// not use the other side's index. A new table must follow.
+func TestWorkflowIDColumnsAreByteWise(t *testing.T) {
+	t.Parallel()
+	conn, err := pgx.Connect(context.Background(), dbtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(context.Background(), `SELECT table_name || '.' || column_name FROM information_schema.columns
+        WHERE table_schema = 'public' AND column_name IN ('workflow_id', 'parent_key')
+          AND collation_name IS DISTINCT FROM 'C' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 {
+		t.Errorf("columns without COLLATE \"C\": %v", bad)
+	}
+}
