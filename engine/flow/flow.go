@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -510,18 +511,24 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	if err := instance.CheckWorkflowTransition(f.status, status); err != nil {
 		return err
 	}
+	// A parent waiting in this process is woken in memory after the
+	// commit; one elsewhere through a step_update written with the end.
+	wakeHere := f.parent != nil && f.eng.waitsHere(f.parent.Ref, f.parent.StepID)
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
 		u := instanceUpdate{
 			Status: status, Params: params, End: true,
 			Timeline: []instance.TimelineEvent{instance.StatusEvent(string(status), reason)},
 		}
-		if f.parent != nil {
+		if f.parent != nil && !wakeHere {
 			return f.eng.store.updateInstanceNotifyParent(ctx, f.ref, f.gen, u, f.parent)
 		}
 		return f.eng.store.updateInstance(ctx, f.ref, f.gen, u)
 	})
 	if err != nil {
 		return err
+	}
+	if wakeHere {
+		f.eng.wakeChildWaiter(f.parent.Ref, f.parent.StepID)
 	}
 	f.status = status
 	if f.timer != nil {
@@ -531,7 +538,10 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 		obs(f.ref, status, time.Now())
 	}
 	// Hand the run's slot to the next queued run (docs/run-control.md).
-	f.eng.store.admitIfQueued(f.ctx, f.ref.WorkflowID)
+	// Inline runs (loop iterations) are never queued.
+	if !strings.Contains(f.ref.WorkflowID, ":") {
+		f.eng.store.admitIfQueued(f.ctx, f.ref.WorkflowID)
+	}
 	return nil
 }
 

@@ -622,6 +622,11 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 // through the mailbox.
 func (a *stepActor) call(ctx context.Context, p phase) {
 	a.inFlight, a.rewake = true, false
+	if p != phaseTerminate && (a.node.Subworkflow != nil || a.node.While != nil || a.node.Foreach != nil) {
+		// Registered before the call, so that a child ending while the
+		// call runs makes it look again at once (rewake).
+		a.waitForChild()
+	}
 	att := a.runtimeAttempt()
 	rt := a.rt
 	calls := &a.f.grp.calls

@@ -556,6 +556,17 @@ func (a *stepActor) stopWaitingForChild() {
 	childWaitMu.Unlock()
 }
 
+// waitsHere reports whether the attempt of step stepID of run ref is
+// waiting for its children in this process. It may stop waiting right
+// after (its group lost, the engine stopping); the attempt then resumes
+// elsewhere or later from the database, and its poll covers a wake-up
+// that found nobody.
+func (e *Engine) waitsHere(ref Ref, stepID string) bool {
+	childWaitMu.Lock()
+	defer childWaitMu.Unlock()
+	return childWaiters[waitKey{e, ref, stepID}] != nil
+}
+
 // wakeChildWaiter makes the subworkflow attempt a step_update names look
 // at its child again.
 func (e *Engine) wakeChildWaiter(ref Ref, stepID string) {
