@@ -126,8 +126,8 @@ type Engine struct {
 	// breakpoints caches which workflows have breakpoints.
 	breakpoints *breakpointCache
 	// defs holds decoded run definitions (defcache.go).
-	defs *definitionCache
-	readopt     chan struct{}
+	defs    *definitionCache
+	readopt chan struct{}
 }
 
 // group is a flow group this node owns, with its live flows.
