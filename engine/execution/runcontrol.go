@@ -318,20 +318,9 @@ func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, ru
 	if action == flow.StepBypassDependencies { // recorded on the attempt's signal wait, not an instance action
 		return s.BypassDependencies(ctx, workflowID, instanceID, run, stepID, "")
 	}
-	inst, err := s.Instance(ctx, workflowID, instanceID, 0)
+	inst, _, err := s.actionTarget(ctx, workflowID, instanceID, run, stepID, action)
 	if err != nil {
 		return nil, err
-	}
-	if run != 0 && run != inst.RunID {
-		return nil, fmt.Errorf("%w: run %d of workflow instance %s/%d is not its latest run (%d)",
-			ErrConflict, run, workflowID, instanceID, inst.RunID)
-	}
-	a, err := s.Attempt(ctx, workflowID, instanceID, inst.RunID, stepID, 0)
-	if err != nil {
-		return nil, err
-	}
-	if err := flow.CheckStepAction(a.Status, action); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	res := &StepActionResult{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID, StepID: stepID, Action: action}
 	if inst.Status.IsTerminal() {
@@ -364,4 +353,27 @@ func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, ru
 	}
 	res.Status = "ACCEPTED"
 	return res, nil
+}
+
+// actionTarget reads the latest run of an instance and the latest attempt
+// of a step in it, and checks that the attempt's status allows the action;
+// a run other than the latest is ErrConflict.
+func (s *Service) actionTarget(ctx context.Context, workflowID string, instanceID, run int64, stepID string,
+	action flow.Action) (*Instance, *StepAttempt, error) {
+	inst, err := s.Instance(ctx, workflowID, instanceID, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if run != 0 && run != inst.RunID {
+		return nil, nil, fmt.Errorf("%w: run %d of workflow instance %s/%d is not its latest run (%d)",
+			ErrConflict, run, workflowID, instanceID, inst.RunID)
+	}
+	a, err := s.Attempt(ctx, workflowID, instanceID, inst.RunID, stepID, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := flow.CheckStepAction(a.Status, action); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return inst, a, nil
 }

@@ -67,21 +67,10 @@ func (s *Service) AnnounceSignal(ctx context.Context, req signal.Request) (*Anno
 // timeline ("signal dependencies bypassed by <user>"). Any other status, or
 // an ended run, is ErrConflict.
 func (s *Service) BypassDependencies(ctx context.Context, workflowID string, instanceID, run int64, stepID, user string) (*StepActionResult, error) {
-	inst, err := s.Instance(ctx, workflowID, instanceID, 0)
-	if err != nil {
-		return nil, err
-	}
-	if run != 0 && run != inst.RunID {
-		return nil, fmt.Errorf("%w: run %d of workflow instance %s/%d is not its latest run (%d)",
-			ErrConflict, run, workflowID, instanceID, inst.RunID)
-	}
-	a, err := s.Attempt(ctx, workflowID, instanceID, inst.RunID, stepID, 0)
-	if err != nil {
-		return nil, err
-	}
 	action := flow.StepBypassDependencies
-	if err := flow.CheckStepAction(a.Status, action); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConflict, err)
+	inst, a, err := s.actionTarget(ctx, workflowID, instanceID, run, stepID, action)
+	if err != nil {
+		return nil, err
 	}
 	if inst.Status.IsTerminal() {
 		return nil, fmt.Errorf("%w: step action %s: workflow instance %s/%d has ended (%s)",

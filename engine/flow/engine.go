@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -229,9 +230,11 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open queue pool: %w", err)
 	}
 	e.relaxed = relaxed
-	e.registerSubworkflow()
-	e.registerWhile()
-	e.registerForeach()
+	// The composite step types run on the engine itself, unless the
+	// caller configured runtimes of its own for them.
+	e.registerRuntime(subworkflowType, &subworkflowRuntime{eng: e, defs: definition.NewStore(e.db)})
+	e.registerRuntime(whileType, &whileRuntime{eng: e})
+	e.registerRuntime(foreachType, &foreachRuntime{eng: e})
 	qc := cfg.Queue
 	qc.Node = cfg.NodeID
 	qc.Store = queue.NewStore(relaxed)
@@ -728,4 +731,14 @@ func (e *Engine) retryWrite(ctx context.Context, write func(context.Context) err
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// registerRuntime adds a runtime for a step type unless the caller
+// configured one.
+func (e *Engine) registerRuntime(stepType string, rt stepruntime.Runtime) {
+	if _, ok := e.cfg.Runtimes[stepType]; ok {
+		return
+	}
+	e.cfg.Runtimes = maps.Clone(e.cfg.Runtimes)
+	e.cfg.Runtimes[stepType] = rt
 }

@@ -86,15 +86,6 @@ const (
 // foreachRuntime runs foreach steps for one engine.
 type foreachRuntime struct{ eng *Engine }
 
-// registerForeach adds the foreach runtime unless the caller configured one.
-func (e *Engine) registerForeach() {
-	if _, ok := e.cfg.Runtimes[foreachType]; ok {
-		return
-	}
-	e.cfg.Runtimes = maps.Clone(e.cfg.Runtimes)
-	e.cfg.Runtimes[foreachType] = &foreachRuntime{eng: e}
-}
-
 // foreachConfig is what the step actor tells the runtime of a foreach step.
 func foreachConfig(f *workflow.Foreach, kill bool) map[string]json.RawMessage {
 	steps, _ := json.Marshal(f.Steps)
@@ -516,18 +507,10 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
-			var groups []int32
-			var msgs []StartMessage
-			for rows.Next() {
-				var id int64
-				var g int32
-				if err := rows.Scan(&id, &g); err != nil {
-					return err
-				}
-				groups = append(groups, g)
-				msgs = append(msgs, StartMessage{Ref: Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, Group: g})
-			}
-			if err := rows.Err(); err != nil {
+			groups, msgs, err := scanIterations(rows, st, func(ref Ref, g int32) StartMessage {
+				return StartMessage{Ref: ref, Group: g}
+			})
+			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
 			created = int64(len(msgs))
@@ -601,6 +584,24 @@ func (b *iterationBatch) add(st foreachState, p Parent, groupCount int32, base w
 	return nil
 }
 
+// scanIterations reads (iteration, group) rows of a foreach run into one
+// queue message per iteration and the groups they target.
+func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(Ref, int32) M) ([]int32, []M, error) {
+	defer rows.Close()
+	var groups []int32
+	var msgs []M
+	for rows.Next() {
+		var id int64
+		var g int32
+		if err := rows.Scan(&id, &g); err != nil {
+			return nil, nil, err
+		}
+		groups = append(groups, g)
+		msgs = append(msgs, msg(Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, g))
+	}
+	return groups, msgs, rows.Err()
+}
+
 // liveIterationsSQL lists the live iterations of a foreach run (at most
 // its concurrency) through workflow_instance_unsucceeded_idx.
 const liveIterationsSQL = `
@@ -622,19 +623,10 @@ func (e *Engine) stopIterations(ctx context.Context, a *stepruntime.Attempt, st 
 		if err != nil {
 			return err
 		}
-		var groups []int32
-		var msgs []ActionMessage
-		for rows.Next() {
-			var id int64
-			var g int32
-			if err := rows.Scan(&id, &g); err != nil {
-				return err
-			}
-			groups = append(groups, g)
-			msgs = append(msgs, ActionMessage{Ref: Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run},
-				Group: g, Action: action, Reason: reason})
-		}
-		if err := rows.Err(); err != nil {
+		groups, msgs, err := scanIterations(rows, st, func(ref Ref, g int32) ActionMessage {
+			return ActionMessage{Ref: ref, Group: g, Action: action, Reason: reason}
+		})
+		if err != nil {
 			return err
 		}
 		return queue.EnqueueBatch(ctx, tx, queue.InstanceAction, groups, msgs)

@@ -90,16 +90,6 @@ type subworkflowRuntime struct {
 	defs *definition.Store
 }
 
-// registerSubworkflow adds the subworkflow runtime unless the caller
-// configured one.
-func (e *Engine) registerSubworkflow() {
-	if _, ok := e.cfg.Runtimes[subworkflowType]; ok {
-		return
-	}
-	e.cfg.Runtimes = maps.Clone(e.cfg.Runtimes)
-	e.cfg.Runtimes[subworkflowType] = &subworkflowRuntime{eng: e, defs: definition.NewStore(e.db)}
-}
-
 // subworkflowConfig is what the step actor tells the runtime of the step.
 // kill is set once the attempt is being killed: Terminate then kills the
 // child instead of stopping it.

@@ -57,15 +57,6 @@ const (
 // whileRuntime runs while steps for one engine.
 type whileRuntime struct{ eng *Engine }
 
-// registerWhile adds the while runtime unless the caller configured one.
-func (e *Engine) registerWhile() {
-	if _, ok := e.cfg.Runtimes[whileType]; ok {
-		return
-	}
-	e.cfg.Runtimes = maps.Clone(e.cfg.Runtimes)
-	e.cfg.Runtimes[whileType] = &whileRuntime{eng: e}
-}
-
 // whileConfig is what the step actor tells the runtime of a while step:
 // its condition, its steps and whether a stop is a kill.
 func whileConfig(w *workflow.While, kill bool) map[string]json.RawMessage {
