@@ -204,6 +204,19 @@ func pathInt(r *http.Request, name string) (int64, error) {
 }
 
 // pathRun reads the {iid} and {run} path values.
+// pathRunOrLatest is pathRun where the run may be "latest" (run 0).
+func pathRunOrLatest(r *http.Request) (iid, run int64, err error) {
+	if iid, err = pathInt(r, "iid"); err != nil {
+		return 0, 0, err
+	}
+	if r.PathValue("run") != "latest" {
+		if run, err = pathInt(r, "run"); err != nil {
+			return 0, 0, err
+		}
+	}
+	return iid, run, nil
+}
+
 func pathRun(r *http.Request) (iid, run int64, err error) {
 	if iid, err = pathInt(r, "iid"); err != nil {
 		return 0, 0, err

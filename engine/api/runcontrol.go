@@ -102,15 +102,9 @@ func (s *Server) unblock(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) stepAction(action flow.Action) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		iid, err := pathInt(r, "iid")
+		iid, run, err := pathRunOrLatest(r)
 		if err != nil {
 			return err
-		}
-		var run int64
-		if r.PathValue("run") != "latest" {
-			if run, err = pathInt(r, "run"); err != nil {
-				return err
-			}
 		}
 		res, err := s.cfg.Runs.StepAct(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"), action)
 		if err != nil {

@@ -82,15 +82,9 @@ func (s *Server) getSignal(w http.ResponseWriter, r *http.Request) error {
 // bypassDependencies is the bypass-dependencies step action; the caller is
 // recorded on the step's timeline.
 func (s *Server) bypassDependencies(w http.ResponseWriter, r *http.Request) error {
-	iid, err := pathInt(r, "iid")
+	iid, run, err := pathRunOrLatest(r)
 	if err != nil {
 		return err
-	}
-	var run int64
-	if r.PathValue("run") != "latest" {
-		if run, err = pathInt(r, "run"); err != nil {
-			return err
-		}
 	}
 	res, err := s.cfg.Runs.BypassDependencies(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"),
 		CallerFrom(r.Context()))
