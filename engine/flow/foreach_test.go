@@ -513,3 +513,91 @@ func TestForeachInSubworkflowInForeach(t *testing.T) {
 		t.Errorf("rollup %d leaves %+v", ov.TotalLeafCount, ov.Overview)
 	}
 }
+
+// napper holds each attempt for its nap_ms param and records when each
+// iteration (its loop_index param) started and ended.
+type napper struct {
+	mu          sync.Mutex
+	start, done map[int64]time.Time
+}
+
+func (n *napper) Start(_ context.Context, a *stepruntime.Attempt) stepruntime.Result {
+	idx, _ := a.Params["loop_index"].(int64)
+	nap, _ := a.Params["nap_ms"].(int64)
+	n.mu.Lock()
+	n.start[idx] = time.Now()
+	n.mu.Unlock()
+	time.Sleep(time.Duration(nap) * time.Millisecond)
+	n.mu.Lock()
+	n.done[idx] = time.Now()
+	n.mu.Unlock()
+	return stepruntime.Result{State: stepruntime.Done}
+}
+
+func (n *napper) Execute(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.Done}
+}
+
+func (n *napper) Terminate(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.Stopped}
+}
+
+// TestForeachStrictOrdering: with strict_ordering, no iteration starts
+// more than concurrency places after the oldest one still running, so a
+// slow first iteration holds back the third; without it, the others
+// overtake it.
+func TestForeachStrictOrdering(t *testing.T) {
+	t.Parallel()
+	for _, strict := range []bool{true, false} {
+		t.Run(fmt.Sprint("strict=", strict), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			id := fmt.Sprintf("fe-strict-%v", strict)
+			e.push(foreachDef(id, `{"nap_ms":{"type":"LONG_ARRAY","value":[800,0,0,0,0]}}`,
+				fmt.Sprintf(`"concurrency":2,"strict_ordering":%v`, strict),
+				`{"step":{"id":"body","type":"Gauge","params":{"nap_ms":{"type":"LONG","expression":"nap_ms"},
+				  "loop_index":{"type":"LONG","expression":"loop_index"}}}}`))
+			n := &napper{start: map[int64]time.Time{}, done: map[int64]time.Time{}}
+			rts := testRuntimes()
+			rts["Gauge"] = n
+			e.engine(flow.Config{Runtimes: rts})
+			parent := e.start(id, nil)
+			if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+				t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			waited := !n.start[2].Before(n.done[0])
+			if waited != strict {
+				t.Errorf("iteration 3 started %v after iteration 1 ended (strict %v)", n.start[2].Sub(n.done[0]), strict)
+			}
+		})
+	}
+}
+
+// TestForeachFailImmediately: a failed iteration stops the live ones at
+// once and fails the step.
+func TestForeachFailImmediately(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// Iteration 1 fails at once; the others sleep for an hour.
+	e.push(foreachDef("fe-fail-now", `{"i":{"type":"LONG_ARRAY","value":[1,2,3]}}`,
+		`"concurrency":3,"failure_mode":"FAIL_IMMEDIATELY"`,
+		`{"step":{"id":"body","type":"Sleep","sleep_seconds":3600,"retry_policy":{"error_retry_limit":0},"params":{
+		  "ok":{"type":"BOOLEAN","expression":"if (i == 1) { throw 'one fails'; } return true;"}}}}`))
+	e.engine(flow.Config{})
+	parent := e.start("fe-fail-now", nil)
+	if got := e.wait(parent, 30*time.Second); got.Status != instance.WorkflowFailed {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	statuses := map[instance.WorkflowStatus]int{}
+	for _, it := range e.iterations(parent, "loop") {
+		statuses[it.Status]++
+	}
+	if statuses[instance.WorkflowFailed] != 1 || statuses[instance.WorkflowStopped] != 2 {
+		t.Errorf("iteration statuses %v, want 1 FAILED and 2 STOPPED", statuses)
+	}
+	if s := e.stepAttempt(parent, "loop"); s.Status != instance.StepFatallyFailed {
+		t.Errorf("foreach step %s", s.Status)
+	}
+}
