@@ -116,6 +116,17 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 	if err != nil {
 		return r.retryLater(a, "read workflow params", err)
 	}
+	if childRef(a.Data).WorkflowID == "" {
+		// The attempt's first look: a restart carries on where an earlier
+		// attempt of the step stopped.
+		n, c, ok, err := r.resumePoint(ctx, a, steps, wfParams)
+		if err != nil {
+			return r.retryLater(a, "find where an earlier attempt stopped", err)
+		}
+		if ok {
+			next, carried = n, c
+		}
+	}
 	holds, err := r.condition(ctx, a, wfParams, carried, next)
 	if err != nil {
 		return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(next, next), Message: err.Error()}
@@ -350,4 +361,103 @@ func (s *store) instanceParams(ctx context.Context, ref Ref) ([]byte, error) {
 		return nil, fmt.Errorf("read params of %s: %w", ref, err)
 	}
 	return raw, nil
+}
+
+// earlierAttemptSQL finds the latest earlier attempt of a while step in
+// the instance (an earlier attempt of this run, or of an earlier run) that
+// ran iterations and did not succeed.
+const earlierAttemptSQL = `
+SELECT s.run_id, s.runtime_state->'data'->>'` + childWorkflowKey + `',
+    (s.runtime_state->'data'->>'` + childInstanceKey + `')::bigint,
+    (s.runtime_state->'data'->>'` + childRunKey + `')::bigint, (s.runtime_state->'data'->>'` + whileIndexKey + `')::bigint
+FROM step_instance s
+WHERE s.workflow_id = $1 AND s.instance_id = $2 AND s.step_id = $3
+  AND (s.run_id < $4 OR (s.run_id = $4 AND s.attempt_id < $5))
+  AND s.status <> 'SUCCEEDED' AND s.runtime_state->'data' ? '` + whileIndexKey + `'
+ORDER BY s.run_id DESC, s.attempt_id DESC LIMIT 1`
+
+// resumePoint is where a new attempt of a while step starts when an
+// earlier attempt of the step in the instance ran iterations and did not
+// succeed (a restart from incomplete or of the step): after that attempt's
+// last iteration if it succeeded, else with that iteration again, with
+// the loop params it had then. The other params come from the current
+// run, so a restart's changed run params apply. A restart from the
+// beginning starts over (its first attempt), and so does an attempt after
+// one that succeeded (a rerun from an upstream step).
+func (r *whileRuntime) resumePoint(ctx context.Context, a *stepruntime.Attempt, steps []workflow.StepNode,
+	wfParams []byte) (next int64, carried []byte, ok bool, err error) {
+	if a.RunID == 1 && a.AttemptID == 1 {
+		return 0, nil, false, nil
+	}
+	var policy string
+	if err := r.eng.db.QueryRow(ctx, `SELECT coalesce(run_config->>'policy', '') FROM workflow_instance
+        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`, a.WorkflowID, a.InstanceID, a.RunID).Scan(&policy); err != nil {
+		return 0, nil, false, fmt.Errorf("read run policy: %w", err)
+	}
+	if policy == "RESTART_FROM_BEGINNING" && a.AttemptID == 1 {
+		return 0, nil, false, nil
+	}
+	var (
+		run       int64
+		wf        *string
+		iid, crun *int64
+		idx       *int64
+	)
+	err = r.eng.db.QueryRow(ctx, earlierAttemptSQL, a.WorkflowID, a.InstanceID, a.StepID, a.RunID, a.AttemptID).
+		Scan(&run, &wf, &iid, &crun, &idx)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (wf == nil || iid == nil || crun == nil || idx == nil)) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("read earlier attempt: %w", err)
+	}
+	last := Ref{WorkflowID: *wf, InstanceID: *iid, RunID: *crun}
+	status, err := r.eng.store.childStatus(ctx, last)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	if status == instance.WorkflowSucceeded {
+		dag, err := workflow.BuildDAG(steps)
+		if err != nil {
+			return 0, nil, false, nil
+		}
+		if carried, err = r.carriedParams(ctx, a, last, dag.TopoOrder()); err != nil {
+			return 0, nil, false, err
+		}
+		next = *idx + 1
+	} else {
+		if *idx == 0 {
+			return 0, nil, false, nil // the first iteration again: a fresh start
+		}
+		// The failed iteration's own params are what it was given: the
+		// loop params carried into it.
+		if carried, err = r.eng.store.instanceParams(ctx, last); err != nil || len(carried) <= 2 {
+			return 0, nil, false, err
+		}
+		next = *idx
+	}
+	carried, err = refreshParams(a, carried, wfParams)
+	return next, carried, err == nil, err
+}
+
+// refreshParams keeps the loop params of carried (the names in the
+// step's loop_params) and takes every other param from the current run's
+// workflow params.
+func refreshParams(a *stepruntime.Attempt, carried, wfParams []byte) ([]byte, error) {
+	var vals, current params.Values
+	if err := json.Unmarshal(carried, &vals); err != nil {
+		return nil, fmt.Errorf("decode carried params: %w", err)
+	}
+	if len(wfParams) > 2 {
+		if err := json.Unmarshal(wfParams, &current); err != nil {
+			return nil, fmt.Errorf("decode workflow params: %w", err)
+		}
+	}
+	loop, _ := a.Params[workflow.ParamLoopParams].(map[string]any)
+	for name, v := range current {
+		if _, isLoop := loop[name]; !isLoop {
+			vals[name] = v
+		}
+	}
+	return json.Marshal(vals)
 }

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // whileDef is a workflow whose while step "loop" runs one step "body" of
@@ -307,5 +309,74 @@ func TestWhileCarryLastInTopologicalOrder(t *testing.T) {
 	}
 	if got := runParamValues(t, cs, "p1"); got != "[from parent set by after]" {
 		t.Errorf("iterations' p1 %s, want [from parent set by after]", got)
+	}
+}
+
+// TestWhileRestartResumesAtTheFailedIteration: a restart from incomplete
+// runs the failed iteration again with the loop params it had, and goes
+// on from there: iterations that succeeded before do not run again, and
+// the restart's changed run params apply.
+func TestWhileRestartResumesAtTheFailedIteration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(`{"workflow":{"id":"wh-resume","params":{"broken":{"type":"BOOLEAN","value":true,"mode":"MUTABLE"}},"steps":[
+	  {"while":{"id":"loop","condition":"counter < 5",
+	    "params":{"loop_params":{"type":"MAP","value":{"counter":{"type":"LONG","value":0}}}},
+	    "steps":[
+	      {"step":{"id":"body","type":"NoOp","params":{"counter":{"type":"LONG","expression":"counter + 1"}}}},
+	      {"step":{"id":"check","type":"NoOp","retry_policy":{"error_retry_limit":0},"params":{
+	        "ok":{"type":"BOOLEAN","expression":"if (broken && counter == 2) { throw 'two is broken'; } return true;"}}}}]}}]}}`)
+	e.engine(flow.Config{})
+	parent := e.start("wh-resume", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowFailed {
+		t.Fatalf("run 1 %s: %s", got.Status, got.Timeline)
+	}
+	res, err := e.runs.Restart(context.Background(), execution.RestartRequest{WorkflowID: parent.WorkflowID,
+		InstanceID: parent.InstanceID, RunParams: workflow.Params{"broken": workflow.LiteralParam(workflow.ParamTypeBoolean, false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wait(res, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("run 2 %s: %s", got.Status, got.Timeline)
+	}
+	var first, second []childRow
+	for _, c := range e.children(parent) {
+		if c.Parent.RunID == 1 {
+			first = append(first, c)
+		} else {
+			second = append(second, c)
+		}
+	}
+	if got := loopIndexes(t, first); fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("run 1 iterations %v, want [0 1 2]", got)
+	}
+	if got := loopIndexes(t, second); fmt.Sprint(got) != "[2 3 4]" {
+		t.Fatalf("run 2 iterations %v, want [2 3 4] (resumed at the failed one)", got)
+	}
+	if !strings.Contains(string(second[0].RunParams["counter"]), "2") || !strings.Contains(string(second[0].RunParams["broken"]), "false") {
+		t.Errorf("resumed iteration params counter=%s broken=%s, want 2 and false",
+			second[0].RunParams["counter"], second[0].RunParams["broken"])
+	}
+	step := e.stepAttempt(res, "loop")
+	if !strings.Contains(string(step.Params), `"while_iterations"`) || !strings.Contains(string(step.Timeline), "after 5 iterations") {
+		t.Errorf("loop step %s params %s timeline %s", step.Status, step.Params, step.Timeline)
+	}
+	// A restart from the beginning starts over.
+	third, err := e.runs.Restart(context.Background(), execution.RestartRequest{WorkflowID: parent.WorkflowID,
+		InstanceID: parent.InstanceID, Policy: execution.RestartFromBeginning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.wait(third, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("run 3 %s: %s", got.Status, got.Timeline)
+	}
+	var fromScratch []childRow
+	for _, c := range e.children(parent) {
+		if c.Parent.RunID == 3 {
+			fromScratch = append(fromScratch, c)
+		}
+	}
+	if got := loopIndexes(t, fromScratch); fmt.Sprint(got) != "[0 1 2 3 4]" {
+		t.Errorf("run 3 iterations %v, want all five", got)
 	}
 }
