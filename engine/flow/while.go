@@ -132,7 +132,7 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 		return stepruntime.Result{State: stepruntime.FatalError, Outputs: whileOutputs(next, next), Message: err.Error()}
 	}
 	if !holds {
-		return stepruntime.Result{State: stepruntime.Done, Outputs: whileOutputs(next, next),
+		return stepruntime.Result{State: stepruntime.Done, Outputs: finalLoopOutputs(a, carried, next),
 			Message: fmt.Sprintf("while condition false after %d iterations", next)}
 	}
 	limit := int64(MaxWhileIterations)
@@ -460,4 +460,28 @@ func refreshParams(a *stepruntime.Attempt, carried, wfParams []byte) ([]byte, er
 		}
 	}
 	return json.Marshal(vals)
+}
+
+// finalLoopOutputs are the outputs of a while step that ended: loop_index
+// and while_iterations, and the final value of each loop param (what the
+// last iteration carried, or the initial value if none ran), so steps
+// after the loop read them (loop__counter). A loop param named like one
+// of the step's own params is left out: it must not change that param.
+func finalLoopOutputs(a *stepruntime.Attempt, carried []byte, iterations int64) map[string]any {
+	out := whileOutputs(iterations, iterations)
+	loop, _ := a.Params[workflow.ParamLoopParams].(map[string]any)
+	var vals params.Values
+	if len(carried) > 2 {
+		_ = json.Unmarshal(carried, &vals)
+	}
+	for name, initial := range loop {
+		if _, own := a.Params[name]; own || engineSet(name) {
+			continue
+		}
+		out[name] = initial
+		if v, ok := vals[name]; ok {
+			out[name] = v.Value
+		}
+	}
+	return out
 }

@@ -380,3 +380,30 @@ func TestWhileRestartResumesAtTheFailedIteration(t *testing.T) {
 		t.Errorf("run 3 iterations %v, want all five", got)
 	}
 }
+
+// TestWhileFinalLoopParamsAreOutputs: a step after the loop reads the
+// loop params' final values as outputs of the while step.
+func TestWhileFinalLoopParamsAreOutputs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(`{"workflow":{"id":"wh-final","steps":[
+	  {"while":{"id":"loop","condition":"counter < 3","transition":{"successors":{"after":"true"}},
+	    "params":{"loop_params":{"type":"MAP","value":{"counter":{"type":"LONG","value":0},"label":{"type":"STRING","value":"x"}}}},
+	    "steps":[{"step":{"id":"body","type":"NoOp","params":{"counter":{"type":"LONG","expression":"counter + 1"}}}}]}},
+	  {"step":{"id":"after","type":"NoOp","params":{
+	    "final":{"type":"LONG","expression":"loop__counter"},"label":{"type":"STRING","expression":"loop__label"}}}}]}}`)
+	e.engine(flow.Config{})
+	parent := e.start("wh-final", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	var ps map[string]struct {
+		Value any `json:"value"`
+	}
+	if err := json.Unmarshal(e.stepAttempt(parent, "after").Params, &ps); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ps["final"].Value) != "3" || ps["label"].Value != "x" {
+		t.Errorf("after reads counter=%v label=%v, want 3 and x", ps["final"].Value, ps["label"].Value)
+	}
+}
