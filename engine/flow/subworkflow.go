@@ -381,18 +381,33 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, spec chi
 		group := instance.GroupFor(ref.WorkflowID, iid, groupCount)
 		drop := ""
 		initiatorType, by := "SUBWORKFLOW", "subworkflow step"
+		// A run inside a run of the same workflow (recursion) is part of
+		// that run: under its strategy it would queue behind, be dropped
+		// by, or stop (LAST_ONLY) its own ancestor.
+		recursive := false
+		if !spec.inline {
+			if recursive, err = s.runsInside(ctx, tx, p.Ref, v.WorkflowID); err != nil {
+				return err
+			}
+		}
 		if spec.inline {
 			initiatorType, by = "WHILE", fmt.Sprintf("iteration %d of while step", p.Iteration)
-		} else if drop, err = PrepareStart(ctx, tx, v.WorkflowID, props); err != nil {
-			return err
+		} else if !recursive {
+			if drop, err = PrepareStart(ctx, tx, v.WorkflowID, props); err != nil {
+				return err
+			}
 		}
 		status := instance.WorkflowCreated
 		timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
 			fmt.Sprintf("started by %s %s of %s", by, p.StepID, p.Ref))}
+		if recursive {
+			timeline = append(timeline, instance.LogEvent("INFO",
+				"admitted without the run strategy: it runs inside a run of the same workflow"))
+		}
 		if drop != "" {
 			status = instance.WorkflowStopped
 			timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), drop))
-		} else if !spec.inline { // an iteration is not admitted under a run strategy
+		} else if !spec.inline && !recursive { // an iteration is not admitted under a run strategy
 			room, err := RoomNow(ctx, tx, v.WorkflowID, props)
 			if err != nil {
 				return err
@@ -435,6 +450,31 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, spec chi
 		_, _ = AdmitWorkflow(ctx, s.db, v.WorkflowID, false)
 	}
 	return data, nil
+}
+
+// runsInsideSQL walks a run's ancestors (the parent column, at most the
+// nesting limit deep) and reports whether the run or one of them belongs
+// to workflow $4 (an iteration's id starts with its workflow's and ':').
+const runsInsideSQL = `
+WITH RECURSIVE chain(workflow_id, parent, depth) AS (
+    SELECT workflow_id, parent, 0 FROM workflow_instance
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+    UNION ALL
+    SELECT i.workflow_id, i.parent, c.depth + 1 FROM chain c JOIN workflow_instance i
+      ON i.workflow_id = c.parent->>'workflow_id' AND i.instance_id = (c.parent->>'instance_id')::bigint
+     AND i.run_id = (c.parent->>'run_id')::bigint
+    WHERE c.depth < 64
+)
+SELECT EXISTS (SELECT 1 FROM chain WHERE split_part(workflow_id, ':', 1) = $4)`
+
+// runsInside reports whether run ref is, or runs inside, a run of
+// workflowID.
+func (s *store) runsInside(ctx context.Context, q Tx, ref Ref, workflowID string) (bool, error) {
+	var inside bool
+	if err := q.QueryRow(ctx, runsInsideSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, workflowID).Scan(&inside); err != nil {
+		return false, fmt.Errorf("ancestors of %s: %w", ref, err)
+	}
+	return inside, nil
 }
 
 // childRunParams are the child's run params: with explicit, the step's own

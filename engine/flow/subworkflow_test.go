@@ -343,3 +343,36 @@ func TestGetFromSubworkflow(t *testing.T) {
 		t.Errorf("after params own=%v back=%v", ps["own"].Value, ps["back"].Value)
 	}
 }
+
+// TestSubworkflowRecursionIgnoresRunStrategy: a workflow that calls itself
+// runs its child inside its own run. Under SEQUENTIAL the child would
+// queue behind its own ancestor for ever, under LAST_ONLY it would stop
+// it, under FIRST_ONLY it would be dropped; it is admitted at once.
+func TestSubworkflowRecursionIgnoresRunStrategy(t *testing.T) {
+	t.Parallel()
+	for _, strategy := range []string{"SEQUENTIAL", "LAST_ONLY", "FIRST_ONLY"} {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			id := "sw-self-" + strings.ToLower(strings.ReplaceAll(strategy, "_", "-"))
+			e.push(fmt.Sprintf(`{"properties":{"owner":"tester","run_strategy":%q},"workflow":{"id":%q,
+			  "params":{"n":{"type":"LONG","value":2}},"steps":[
+			  {"step":{"id":"check","type":"NoOp","transition":{"successors":{"down":"n > 0"}}}},
+			  {"subworkflow":{"id":"down","params":{"subworkflow_id":{"type":"STRING","value":%q},
+			    "n":{"type":"LONG","expression":"n - 1"}}}}]}}`, strategy, id, id))
+			e.engine(flow.Config{})
+			root := e.start(id, nil)
+			if got := e.wait(root, 30*time.Second); got.Status != instance.WorkflowSucceeded {
+				t.Fatalf("root %s: %s", got.Status, got.Timeline)
+			}
+			var runs, succeeded int
+			if err := e.pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE status = 'SUCCEEDED')
+                FROM workflow_instance WHERE workflow_id = $1`, id).Scan(&runs, &succeeded); err != nil {
+				t.Fatal(err)
+			}
+			if runs != 3 || succeeded != 3 {
+				t.Errorf("%d runs, %d succeeded; want 3 nested runs (n = 2, 1, 0), all succeeded", runs, succeeded)
+			}
+		})
+	}
+}
