@@ -1,6 +1,7 @@
 package sel
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -39,18 +40,8 @@ func javaLen(s string) int {
 }
 
 func indexU16(h, n []uint16, from int) int {
-	if from < 0 {
-		from = 0
-	}
-	for i := from; i+len(n) <= len(h); i++ {
-		match := true
-		for j := range n {
-			if h[i+j] != n[j] {
-				match = false
-				break
-			}
-		}
-		if match {
+	for i := max(from, 0); i+len(n) <= len(h); i++ {
+		if slices.Equal(h[i:i+len(n)], n) {
 			return i
 		}
 	}
@@ -58,18 +49,8 @@ func indexU16(h, n []uint16, from int) int {
 }
 
 func lastIndexU16(h, n []uint16, from int) int {
-	if from > len(h)-len(n) {
-		from = len(h) - len(n)
-	}
-	for i := from; i >= 0; i-- {
-		match := true
-		for j := range n {
-			if h[i+j] != n[j] {
-				match = false
-				break
-			}
-		}
-		if match {
+	for i := min(from, len(h)-len(n)); i >= 0; i-- {
+		if slices.Equal(h[i:i+len(n)], n) {
 			return i
 		}
 	}

@@ -743,34 +743,19 @@ func assignable(t *typeRef, v value) (value, bool) {
 	if t.array {
 		return v, v.k == kArray && v.arr().elem == elemKind(t.base)
 	}
-	switch t.base {
-	case btLong:
-		return v, v.k == kLong
-	case btDouble:
-		if v.k == kLong {
-			return doubleV(float64(v.n)), true
-		}
-		return v, v.k == kDouble
-	case btBool:
-		return v, v.k == kBool
-	case btString:
-		return v, v.k == kString
-	case btMap:
-		return v, v.k == kMap
-	case btDateTime:
-		return v, v.k == kDateTime
-	case btZone:
-		return v, v.k == kZone
-	case btFormatter:
-		return v, v.k == kFormatter
-	case btProperty:
-		return v, v.k == kProperty
-	case btDays:
-		return v, v.k == kDays
-	case btUUID:
-		return v, v.k == kUUID
+	if t.base == btDouble && v.k == kLong {
+		return doubleV(float64(v.n)), true
 	}
-	return v, false
+	k, ok := scalarKind[t.base]
+	return v, ok && v.k == k
+}
+
+// scalarKind is the kind of value a variable of each (non-array) base
+// type holds.
+var scalarKind = map[baseType]kind{
+	btLong: kLong, btDouble: kDouble, btBool: kBool, btString: kString, btMap: kMap,
+	btDateTime: kDateTime, btZone: kZone, btFormatter: kFormatter, btProperty: kProperty,
+	btDays: kDays, btUUID: kUUID,
 }
 
 // coerceElem converts v for storage in an array with element kind elem.

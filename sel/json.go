@@ -37,41 +37,13 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		}
 		return append(b, s...), nil
 	case []int64:
-		b = append(b, '[')
-		for i, x := range t {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, x, 10)
-		}
-		return append(b, ']'), nil
+		return appendArray(b, t)
 	case []float64:
-		b = append(b, '[')
-		for i, x := range t {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b, _ = appendJSON(b, x)
-		}
-		return append(b, ']'), nil
+		return appendArray(b, t)
 	case []bool:
-		b = append(b, '[')
-		for i, x := range t {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendBool(b, x)
-		}
-		return append(b, ']'), nil
+		return appendArray(b, t)
 	case []string:
-		b = append(b, '[')
-		for i, x := range t {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b, _ = appendJSON(b, x)
-		}
-		return append(b, ']'), nil
+		return appendArray(b, t)
 	case map[string]any:
 		keys := make([]string, 0, len(t))
 		for k := range t {
@@ -93,4 +65,19 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		return append(b, '}'), nil
 	}
 	return nil, fmt.Errorf("sel: cannot encode %T as a result", v)
+}
+
+// appendArray writes xs as a JSON array, each element as appendJSON does.
+func appendArray[T any](b []byte, xs []T) ([]byte, error) {
+	b = append(b, '[')
+	for i, x := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendJSON(b, x); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
 }

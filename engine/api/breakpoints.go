@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
 )
 
@@ -142,24 +143,13 @@ func (s *Server) listBreakpoints(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// ofWorkflowSQL holds when a step_paused row p belongs to workflow $1: a
-// run of the workflow itself or one of its (possibly nested) foreach and
-// while iterations, whose workflow ids are $1 followed by ":" (a pushed
-// workflow id never contains ":"). The prefix is compared with left()
-// rather than a range such as "> $1 || ':' AND < $1 || ';'", which holds
-// only under the C collation, or LIKE, whose wildcards a workflow id ("_")
-// would have to escape. It cannot use an index on workflow_id, but the
-// rows scanned are those of the partial index step_paused_waiting_idx
-// (NOT resumed): the attempts paused right now, a handful.
-const ofWorkflowSQL = `(p.workflow_id = $1 OR left(p.workflow_id, length($1) + 1) = $1 || ':')`
-
 func (s *Server) listPausedAttempts(w http.ResponseWriter, r *http.Request) error {
 	wf, step, err := stepQuery(r)
 	if err != nil {
 		return err
 	}
 	rows, err := s.cfg.DB.Query(r.Context(), `SELECT workflow_id, instance_id, run_id, step_id, attempt_id, paused_at
-        FROM step_paused p WHERE `+ofWorkflowSQL+` AND step_id = $2 AND NOT resumed
+        FROM step_paused p WHERE `+instance.OfWorkflowSQL+` AND step_id = $2 AND NOT resumed
           AND EXISTS (SELECT 1 FROM step_instance s WHERE s.workflow_id = p.workflow_id AND s.instance_id = p.instance_id
               AND s.run_id = p.run_id AND s.step_id = p.step_id AND s.attempt_id = p.attempt_id AND s.status = 'PAUSED')
         ORDER BY workflow_id, instance_id, run_id, attempt_id`, wf, step)
@@ -202,7 +192,7 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 		}
 		// The breakpoints of a workflow also paused its iterations' attempts.
 		rows, err := tx.Query(r.Context(), `UPDATE step_paused p SET resumed = true, resumed_at = now()
-            WHERE `+ofWorkflowSQL+` AND step_id = $2 AND NOT resumed
+            WHERE `+instance.OfWorkflowSQL+` AND step_id = $2 AND NOT resumed
             RETURNING workflow_id, instance_id, run_id, group_id`, wf, step)
 		if err != nil {
 			return fmt.Errorf("resume paused attempts: %w", err)

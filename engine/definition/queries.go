@@ -4,6 +4,8 @@ package definition
 // migrations/00001_workflow.sql (workflow_instance and step_instance in
 // 00002_engine.sql).
 
+import "github.com/maestro-aws/maestro/engine/instance"
+
 // Create: lock (or create) the workflow row and return its state in one
 // round trip. The no-op update takes the row lock even when the row exists,
 // so concurrent pushes of one workflow serialise here and number their
@@ -108,25 +110,22 @@ FROM workflow WHERE workflow_id = $1 FOR UPDATE`
 
 const sqlVersionExists = `SELECT EXISTS (SELECT 1 FROM workflow_version WHERE workflow_id = $1 AND version = $2)`
 
-// ownRuns selects a workflow's runs and the inline runs of its foreach and
-// while steps, whose ids extend the workflow's with ':' parts: a range of
-// the primary key (workflow_id is COLLATE "C", migration 00010, so the
-// range is exactly the prefix).
-const ownRuns = `(workflow_id = $1 OR (workflow_id > $1 || ':' AND workflow_id < $1 || ';'))`
+// Delete: a workflow's runs are its own and those of its foreach and while
+// iterations (instance.OfWorkflowSQL).
 
 // Delete: live runs block a delete. The status list matches the predicate
 // of workflow_instance_live_idx so the planner may use it.
 const sqlLiveInstances = `
 SELECT count(*) FROM workflow_instance
-WHERE ` + ownRuns + ` AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')`
+WHERE ` + instance.OfWorkflowSQL + ` AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')`
 
 // Delete: how many instance runs there are, counting no further than $2.
 const sqlCountInstancesUpTo = `
-SELECT count(*) FROM (SELECT 1 FROM workflow_instance WHERE ` + ownRuns + ` LIMIT $2) n`
+SELECT count(*) FROM (SELECT 1 FROM workflow_instance WHERE ` + instance.OfWorkflowSQL + ` LIMIT $2) n`
 
 // Delete: step instances go with their runs (ON DELETE CASCADE); versions
 // and snapshots with the workflow row.
-const sqlDeleteInstances = `DELETE FROM workflow_instance WHERE ` + ownRuns
+const sqlDeleteInstances = `DELETE FROM workflow_instance WHERE ` + instance.OfWorkflowSQL
 
 const sqlDeleteWorkflow = `DELETE FROM workflow WHERE workflow_id = $1`
 
@@ -140,7 +139,7 @@ SELECT EXISTS (SELECT 1 FROM workflow_deletion WHERE workflow_id = $1 AND deleti
 // ProcessDelete: one batch of instance runs, oldest first.
 const sqlDeleteInstanceBatch = `
 DELETE FROM workflow_instance i USING (
-    SELECT workflow_id, instance_id, run_id FROM workflow_instance WHERE ` + ownRuns + `
+    SELECT workflow_id, instance_id, run_id FROM workflow_instance WHERE ` + instance.OfWorkflowSQL + `
     ORDER BY workflow_id, instance_id, run_id LIMIT $2) b
 WHERE i.workflow_id = b.workflow_id AND i.instance_id = b.instance_id AND i.run_id = b.run_id`
 

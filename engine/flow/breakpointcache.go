@@ -3,7 +3,6 @@ package flow
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 )
 
@@ -14,7 +13,7 @@ const BreakpointChannel = "maestro_breakpoint"
 // breakpointCache remembers, per pushed workflow, whether it has any
 // breakpoint, so that steps of workflows without one (nearly all) skip the
 // breakpoint query. Inline runs (foreach and while iterations) share the
-// entry of their root workflow (rootWorkflowID): the database announces
+// entry of their root workflow (instance.RootWorkflowID): the database announces
 // changes by the breakpoint's workflow id, which is always a pushed one.
 // It is trusted only while the queue listener receives the database's
 // change notifications: a change forgets the workflow, and a lost
@@ -72,13 +71,6 @@ func (c *breakpointCache) setListening(on bool) {
 	c.listening = on
 	clear(c.has)
 	c.version++
-}
-
-// rootWorkflowID is the pushed workflow a run belongs to: the part of its
-// workflow id before the first ":" (a pushed id never contains one).
-func rootWorkflowID(workflowID string) string {
-	root, _, _ := strings.Cut(workflowID, ":")
-	return root
 }
 
 // refreshBreakpoints caches whether the workflow has breakpoints, if that

@@ -557,10 +557,19 @@ type ActionMessage struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
-	var msg StartMessage
+// decodeMessage decodes a queue message's payload. A malformed one can
+// never be handled: it is logged and dropped (ok false), not retried.
+func decodeMessage[T any](e *Engine, m queue.Message) (msg T, ok bool) {
 	if err := json.Unmarshal(m.Payload, &msg); err != nil {
-		e.cfg.Logger.Error("drop malformed start message", "message_id", m.ID, "error", err.Error())
+		e.cfg.Logger.Error("drop malformed "+m.Queue.String()+" message", "message_id", m.ID, "error", err.Error())
+		return msg, false
+	}
+	return msg, true
+}
+
+func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
+	msg, ok := decodeMessage[StartMessage](e, m)
+	if !ok {
 		return nil
 	}
 	g := e.group(msg.Group)
@@ -623,9 +632,8 @@ const paramEvaluationTimeout = 10 * time.Second
 const actionTimeout = 30 * time.Second
 
 func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
-	var msg ActionMessage
-	if err := json.Unmarshal(m.Payload, &msg); err != nil {
-		e.cfg.Logger.Error("drop malformed action message", "message_id", m.ID, "error", err.Error())
+	msg, ok := decodeMessage[ActionMessage](e, m)
+	if !ok {
 		return nil
 	}
 	g := e.group(msg.Group)

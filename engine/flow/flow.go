@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -491,8 +490,13 @@ func (f *flowActor) outcome() (instance.WorkflowStatus, string) {
 // recordTerminal writes a step that ends without running (UNSATISFIED, or a
 // condition that failed to evaluate).
 func (f *flowActor) recordTerminal(id string, status instance.StepStatus, reason string) error {
-	node := f.nodes[id]
-	a := newAttempt(f, node, 1, initialRetry(node))
+	return f.recordEnded(id, 1, initialRetry(f.nodes[id]), status, reason)
+}
+
+// recordEnded writes an attempt that ends without running and keeps its
+// summary.
+func (f *flowActor) recordEnded(id string, attempt int64, retry instance.RetryInfo, status instance.StepStatus, reason string) error {
+	a := newAttempt(f, f.nodes[id], attempt, retry)
 	if err := a.transition(instance.StepCreated, "step attempt created"); err != nil {
 		return err
 	}
@@ -502,7 +506,7 @@ func (f *flowActor) recordTerminal(id string, status instance.StepStatus, reason
 	if err := a.persist(f.ctx, false, true); err != nil {
 		return err
 	}
-	f.steps[id] = &stepSummary{id: id, attempt: 1, status: status}
+	f.steps[id] = &stepSummary{id: id, attempt: attempt, status: status, retry: retry}
 	return nil
 }
 
@@ -539,7 +543,7 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	}
 	// Hand the run's slot to the next queued run (docs/run-control.md).
 	// Inline runs (loop iterations) are never queued.
-	if !strings.Contains(f.ref.WorkflowID, ":") {
+	if instance.RootWorkflowID(f.ref.WorkflowID) == f.ref.WorkflowID {
 		f.eng.store.admitIfQueued(f.ctx, f.ref.WorkflowID)
 	}
 	return nil

@@ -457,7 +457,7 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		// Lock order: workflow row, then instance rows (docs/run-control.md).
 		// Shared: sibling foreach steps launch at once, a delete waits.
-		root, _, _ := strings.Cut(a.WorkflowID, ":")
+		root := instance.RootWorkflowID(a.WorkflowID)
 		var one int
 		if err := tx.QueryRow(ctx, `SELECT 1 FROM workflow WHERE workflow_id = $1 FOR SHARE`, root).Scan(&one); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -465,24 +465,16 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 			}
 			return err
 		}
-		var (
-			groupCount, parentGroup int32
-			depth                   int
-			wfParams, stepParams    []byte
-		)
-		err := tx.QueryRow(ctx, parentFenceSQL, a.WorkflowID, a.InstanceID, a.RunID, a.StepID, a.AttemptID, node).
-			Scan(&groupCount, &parentGroup, &depth, &wfParams, &stepParams)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrFenced
-		}
+		fp, err := fenceParent(ctx, tx, parent, node)
 		if err != nil {
-			return fmt.Errorf("fence parent %s: %w", parent.key(), err)
+			return err
 		}
+		groupCount, depth := fp.groupCount, fp.depth
 		if depth+1 > MaxSubworkflowDepth {
 			return &childError{msg: fmt.Sprintf("nesting limit %d exceeded: the iterations of %s would run at depth %d",
 				MaxSubworkflowDepth, st.workflowID, depth+1)}
 		}
-		parent.Group = parentGroup
+		parent.Group = fp.group
 		iters, err := s.pickIterations(ctx, tx, st, n)
 		if err != nil {
 			return err
@@ -491,7 +483,7 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 		if int64(len(iters)) == n {
 			next = iters[len(iters)-1] // 1-based last launched = 0-based next
 		}
-		base, err := inheritedParams(&inline, wfParams, stepParams, false)
+		base, err := inheritedParams(&inline, fp.wfParams, fp.stepParams, false)
 		if err != nil {
 			return &childError{msg: "iteration params: " + err.Error()}
 		}

@@ -425,7 +425,7 @@ func (a *stepActor) loadUpstream(ctx context.Context) error {
 // The cache is keyed by the pushed workflow the run belongs to, since the
 // breakpoints of a foreach or while iteration are its root workflow's.
 func (a *stepActor) atBreakpoint(ctx context.Context) (bool, error) {
-	eng, wf := a.f.eng, rootWorkflowID(a.f.ref.WorkflowID)
+	eng, wf := a.f.eng, instance.RootWorkflowID(a.f.ref.WorkflowID)
 	if !eng.breakpoints.mayHave(wf) {
 		return false, nil
 	}

@@ -179,16 +179,5 @@ func (f *flowActor) stepAction(id string, action Action, reason string) error {
 // (a skip, or a stop or kill of a step waiting for its retry).
 func (f *flowActor) recordAttempt(id string, attempt int64, retry instance.RetryInfo, status instance.StepStatus, reason string) error {
 	retry.Retryable = false
-	a := newAttempt(f, f.nodes[id], attempt, retry)
-	if err := a.transition(instance.StepCreated, "step attempt created"); err != nil {
-		return err
-	}
-	if err := a.transition(status, reason); err != nil {
-		return err
-	}
-	if err := a.persist(f.ctx, false, true); err != nil {
-		return err
-	}
-	f.steps[id] = &stepSummary{id: id, attempt: attempt, status: status, retry: retry}
-	return nil
+	return f.recordEnded(id, attempt, retry, status, reason)
 }

@@ -291,6 +291,29 @@ JOIN step_instance s ON s.workflow_id = i.workflow_id AND s.instance_id = i.inst
 WHERE i.workflow_id = $1 AND i.instance_id = $2 AND i.run_id = $3 AND i.status IN ('IN_PROGRESS', 'PAUSED')
 FOR SHARE OF i`
 
+// fencedParent is what creating children reads of the parent attempt.
+type fencedParent struct {
+	groupCount, group    int32
+	depth                int
+	wfParams, stepParams []byte
+}
+
+// fenceParent share-locks the parent run in tx while node owns it at its
+// current generation and reads what its children inherit; ErrFenced when
+// the node no longer owns it (or the run is over).
+func fenceParent(ctx context.Context, tx pgx.Tx, p Parent, node string) (fencedParent, error) {
+	var fp fencedParent
+	err := tx.QueryRow(ctx, parentFenceSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, node).
+		Scan(&fp.groupCount, &fp.group, &fp.depth, &fp.wfParams, &fp.stepParams)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fp, ErrFenced
+	}
+	if err != nil {
+		return fp, fmt.Errorf("fence parent %s: %w", p.key(), err)
+	}
+	return fp, nil
+}
+
 const insertChildSQL = `
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
     group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
@@ -332,7 +355,7 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, spec chi
 		lockID := v.WorkflowID
 		if spec.inline {
 			// The pushed workflow a (possibly nested) inline run belongs to.
-			lockID, _, _ = strings.Cut(p.WorkflowID, ":")
+			lockID = instance.RootWorkflowID(p.WorkflowID)
 		}
 		props, err := LockWorkflow(ctx, tx, lockID)
 		if errors.Is(err, ErrWorkflowGone) {
@@ -341,19 +364,11 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, spec chi
 		if err != nil {
 			return err
 		}
-		var (
-			groupCount, parentGroup int32
-			depth                   int
-			wfParams, stepParams    []byte
-		)
-		err = tx.QueryRow(ctx, parentFenceSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, node).
-			Scan(&groupCount, &parentGroup, &depth, &wfParams, &stepParams)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrFenced
-		}
+		fp, err := fenceParent(ctx, tx, p, node)
 		if err != nil {
-			return fmt.Errorf("fence parent %s: %w", p.key(), err)
+			return err
 		}
+		groupCount, depth := fp.groupCount, fp.depth
 		if d, ok, err := s.childOf(ctx, tx, p); err != nil || ok {
 			data = d
 			maps.Copy(data, spec.data)
@@ -363,8 +378,8 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, spec chi
 			return &childError{msg: fmt.Sprintf("subworkflow depth limit %d exceeded: %s would run at depth %d",
 				MaxSubworkflowDepth, v.WorkflowID, depth+1)}
 		}
-		p.Group = parentGroup
-		runParams, err := spec.runParams(wfParams, stepParams)
+		p.Group = fp.group
+		runParams, err := spec.runParams(fp.wfParams, fp.stepParams)
 		if err != nil {
 			return &childError{msg: "child run params: " + err.Error()}
 		}

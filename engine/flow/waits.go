@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -110,9 +109,8 @@ type StepUpdateMessage struct {
 // attempt not in memory here needs nothing: its actor checks the database
 // when it is rebuilt, and a waiting one rechecks on its timer.
 func (e *Engine) handleStepUpdate(_ context.Context, m queue.Message) error {
-	var msg StepUpdateMessage
-	if err := json.Unmarshal(m.Payload, &msg); err != nil {
-		e.cfg.Logger.Error("drop malformed step update message", "message_id", m.ID, "error", err.Error())
+	msg, ok := decodeMessage[StepUpdateMessage](e, m)
+	if !ok {
 		return nil
 	}
 	waitMu.Lock()
