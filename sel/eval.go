@@ -388,21 +388,32 @@ func (e *binExpr) eval(st *state) value {
 			return longV(l.n - r.n)
 		case opMul:
 			return longV(l.n * r.n)
-		case opLt:
-			return boolV(l.n < r.n)
-		case opGt:
-			return boolV(l.n > r.n)
-		case opLe:
-			return boolV(l.n <= r.n)
-		case opGe:
-			return boolV(l.n >= r.n)
-		case opEq:
-			return boolV(l.n == r.n)
-		case opNe:
-			return boolV(l.n != r.n)
+		}
+		if v, ok := compareOrdered(e.op, l.n, r.n); ok {
+			return v
 		}
 	}
 	return st.binary(e.p, e.op, l, r)
+}
+
+// compareOrdered applies a comparison operator to two longs or two
+// doubles; ok is false for any other operator.
+func compareOrdered[T int64 | float64](op opKind, a, b T) (value, bool) {
+	switch op {
+	case opLt:
+		return boolV(a < b), true
+	case opGt:
+		return boolV(a > b), true
+	case opLe:
+		return boolV(a <= b), true
+	case opGe:
+		return boolV(a >= b), true
+	case opEq:
+		return boolV(a == b), true
+	case opNe:
+		return boolV(a != b), true
+	}
+	return value{}, false
 }
 
 // binary applies a binary operator with Java's rules: long arithmetic wraps
@@ -428,18 +439,9 @@ func (st *state) binary(p int, op opKind, l, r value) value {
 				st.fail(p, KindRuntime, "ArithmeticException: / by zero")
 			}
 			return longV(a % b)
-		case opLt:
-			return boolV(a < b)
-		case opGt:
-			return boolV(a > b)
-		case opLe:
-			return boolV(a <= b)
-		case opGe:
-			return boolV(a >= b)
-		case opEq:
-			return boolV(a == b)
-		case opNe:
-			return boolV(a != b)
+		}
+		if v, ok := compareOrdered(op, a, b); ok {
+			return v
 		}
 	}
 	if isNum(l) && isNum(r) {
@@ -455,18 +457,9 @@ func (st *state) binary(p int, op opKind, l, r value) value {
 			return doubleV(a / b)
 		case opRem:
 			return doubleV(math.Mod(a, b))
-		case opLt:
-			return boolV(a < b)
-		case opGt:
-			return boolV(a > b)
-		case opLe:
-			return boolV(a <= b)
-		case opGe:
-			return boolV(a >= b)
-		case opEq:
-			return boolV(a == b)
-		case opNe:
-			return boolV(a != b)
+		}
+		if v, ok := compareOrdered(op, a, b); ok {
+			return v
 		}
 	}
 	if op == opAdd && (l.k == kString || r.k == kString) {
