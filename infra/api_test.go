@@ -16,11 +16,12 @@ func TestAPIStack(t *testing.T) {
 
 	t.Run("resource counts", func(t *testing.T) {
 		for typ, n := range map[string]float64{
-			"AWS::Lambda::Function":    1,
-			"AWS::ApiGateway::RestApi": 1,
-			"AWS::ApiGateway::Stage":   1,
-			"AWS::ApiGateway::Method":  2, // ANY on / and on /{proxy+}
-			"AWS::Logs::LogGroup":      2, // function logs, access logs
+			"AWS::Lambda::Function":             1,
+			"AWS::ApiGateway::RestApi":          1,
+			"AWS::ApiGateway::Stage":            1,
+			"AWS::ApiGateway::Method":           2, // ANY on / and on /{proxy+}
+			"AWS::ApiGateway::RequestValidator": 1,
+			"AWS::Logs::LogGroup":               2, // function logs, access logs
 		} {
 			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
 		}
@@ -56,12 +57,37 @@ func TestAPIStack(t *testing.T) {
 		}
 	})
 
-	t.Run("DB_SECRET_ARN and the group count", func(t *testing.T) {
+	t.Run("DB_SECRET_ARN, the proxy and the group count", func(t *testing.T) {
+		proxy := logicalID(t, f.stacks.Data.Stack, "Proxy")
 		_, p := tmpl.one(t, "AWS::Lambda::Function")
 		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if len(vars) != 2 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) || vars["MAESTRO_GROUP_COUNT"] != "16" {
-			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret and MAESTRO_GROUP_COUNT 16", asJSON(vars))
+		if len(vars) != 3 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) ||
+			!importsFrom(vars["DB_PROXY_ENDPOINT"], dataStack, proxy) || vars["MAESTRO_GROUP_COUNT"] != "16" {
+			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret, DB_PROXY_ENDPOINT and MAESTRO_GROUP_COUNT 16", asJSON(vars))
 		}
+	})
+
+	t.Run("reserved concurrency", func(t *testing.T) {
+		_, p := tmpl.one(t, "AWS::Lambda::Function")
+		if p["ReservedConcurrentExecutions"] != 20.0 {
+			t.Errorf("ReservedConcurrentExecutions = %v, want 20", p["ReservedConcurrentExecutions"])
+		}
+	})
+
+	t.Run("execution logs and request validation", func(t *testing.T) {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::Stage"), map[string]any{
+				"MethodSettings": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"LoggingLevel": "ERROR", "DataTraceEnabled": false,
+				})}),
+			})
+		})
+		validator, _ := tmpl.one(t, "AWS::ApiGateway::RequestValidator")
+		check(t, func() {
+			tmpl.AllResourcesProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
+				"RequestValidatorId": map[string]any{"Ref": validator},
+			})
+		})
 	})
 
 	t.Run("IAM auth on every method", func(t *testing.T) {
