@@ -54,8 +54,8 @@ const (
 	// being handled (engine, seconds, sampled). The engine service scales
 	// out on it.
 	QueueAge = "QueueAge"
-	// GroupTakeovers counts flow groups this node claimed from an owner
-	// whose lease had expired (engine).
+	// GroupTakeovers counts flow groups this node claimed that another node
+	// had held before, released at its shutdown or left to expire (engine).
 	GroupTakeovers = "GroupTakeovers"
 	// OwnedGroups is the number of flow groups this node holds (engine).
 	OwnedGroups = "OwnedGroups"

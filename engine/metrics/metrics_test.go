@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -232,3 +234,27 @@ func TestRecorderStartStop(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestHTTP(t *testing.T) {
+	var buf bytes.Buffer
+	h := HTTP(New(&buf, ServiceAPI), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/boom" {
+			http.Error(w, "no", http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}))
+	for _, p := range []string{"/ok", "/boom"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", p, nil))
+	}
+	docs := decode(t, buf.String())
+	if len(docs) != 2 {
+		t.Fatalf("docs %d", len(docs))
+	}
+	if docs[0][APIRequests] != 1.0 || docs[0][APIServerErrors] != 0.0 || docs[1][APIServerErrors] != 1.0 {
+		t.Errorf("docs %v", docs)
+	}
+	if _, ok := docs[1][APILatency].(float64); !ok || docs[1][DimensionService] != ServiceAPI {
+		t.Errorf("latency/service: %v", docs[1])
+	}
+}
