@@ -19,6 +19,9 @@ MINISTACK_VERSION := 1.5.33
 SCHEMATHESIS_VERSION := 4.32.5
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
+E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
+E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
+HOST_ARCH   := $(shell $(GO) env GOARCH)
 
 .PHONY: run test postgres emulator build lambdas synth e2e bench fuzz fuzz-api lint clean
 
@@ -73,6 +76,17 @@ synth: build $(CDK)
 
 $(CDK):
 	npm install --no-audit --no-fund --prefix $(CDK_DIR) aws-cdk@$(CDK_VERSION)
+
+## e2e: deploy every stack into a private ministack (cdk bootstrap + deploy with
+## -c maestro:target=emulator) and run the scenarios through real AWS SDK clients
+## (localstack/e2e); Lambdas are built for this machine, the engine runs locally
+e2e: postgres emulator $(CDK)
+	@$(MAKE) --no-print-directory lambdas BUILD=build/e2e LAMBDA_ARCH=$(HOST_ARCH)
+	@status=0; \
+	MAESTRO_E2E=1 MAESTRO_E2E_DIR=$(E2E_DIR) MAESTRO_E2E_LAMBDA_DIR=$(CURDIR)/build/e2e/lambda MAESTRO_TEST_PGDIR=$(E2E_PGDIR) \
+		$(GO) test -count=1 -v -timeout 10m -run '^TestEndToEnd$$' ./localstack/e2e/ || status=$$?; \
+	$(GO) run ./cmd/maestro localpg stop --dir $(E2E_PGDIR) || true; \
+	exit $$status
 
 ## bench: the hot-path benchmarks (see docs/performance.md), against a PostgreSQL with fsync and synchronous_commit on
 bench: postgres

@@ -206,10 +206,13 @@ func StartPrivate(t testing.TB, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(bin)
 	cmd.Dir = dir
+	// ministack hands its own AWS_ENDPOINT_URL to the Lambda processes it
+	// runs, so that their SDK clients (Secrets Manager, SQS, SNS) call it.
 	cmd.Env = append(os.Environ(), "GATEWAY_PORT="+strconv.Itoa(port), "MINISTACK_HOST=127.0.0.1",
-		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING")
+		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING", "AWS_ENDPOINT_URL="+url)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so that the Lambda processes it starts stop
 	// with it.
@@ -230,7 +233,6 @@ func StartPrivate(t testing.TB, dir string) string {
 		}
 		logf.Close()
 	})
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
 	deadline := time.Now().Add(60 * time.Second)
 	for !healthy(url) {
 		if time.Now().After(deadline) {
