@@ -11,14 +11,14 @@ import (
 )
 
 // stepTimer turns step transitions into the engine's step metrics: steps
-// ended, and each attempt's launch latency (creation to RUNNING) unless it
-// waited for something outside the engine (signals, permits, a
-// breakpoint).
+// ended, and each attempt's launch latency: the time from its creation to
+// RUNNING less the time it spent waiting for something outside the engine
+// (signals, tag permits, a breakpoint).
 type stepTimer struct {
 	rec *metrics.Recorder
 
-	mu      sync.Mutex
-	created map[stepKey]time.Time
+	mu       sync.Mutex
+	launches map[stepKey]*launch
 }
 
 type stepKey struct {
@@ -27,35 +27,57 @@ type stepKey struct {
 	attempt int64
 }
 
+// launch is an attempt on its way to RUNNING.
+type launch struct {
+	segment time.Time     // when the current stretch of engine work began
+	engine  time.Duration // engine time before segment
+	waiting bool
+}
+
 func newStepTimer(rec *metrics.Recorder) *stepTimer {
-	return &stepTimer{rec: rec, created: map[stepKey]time.Time{}}
+	return &stepTimer{rec: rec, launches: map[stepKey]*launch{}}
+}
+
+func isWait(s instance.StepStatus) bool {
+	return s == instance.StepWaitingForSignals || s == instance.StepWaitingForPermits || s == instance.StepPaused
 }
 
 // observe is an Observer.
 func (s *stepTimer) observe(ref Ref, step string, attempt int64, status instance.StepStatus, at time.Time) {
 	k := stepKey{ref, step, attempt}
-	switch {
-	case status == instance.StepCreated:
+	if status.IsTerminal() {
 		s.mu.Lock()
-		s.created[k] = at
-		s.mu.Unlock()
-	case status == instance.StepRunning:
-		s.mu.Lock()
-		t0, ok := s.created[k]
-		delete(s.created, k)
-		s.mu.Unlock()
-		if ok {
-			s.rec.Observe(metrics.StepLaunchLatency, metrics.UnitMilliseconds, float64(at.Sub(t0))/float64(time.Millisecond))
-		}
-	case status == instance.StepWaitingForSignals || status == instance.StepWaitingForPermits || status == instance.StepPaused:
-		s.mu.Lock()
-		delete(s.created, k)
-		s.mu.Unlock()
-	case status.IsTerminal():
-		s.mu.Lock()
-		delete(s.created, k)
+		delete(s.launches, k)
 		s.mu.Unlock()
 		s.rec.Add(metrics.StepsEnded, 1)
+		return
+	}
+	s.mu.Lock()
+	l := s.launches[k]
+	if status == instance.StepCreated {
+		l = &launch{segment: at}
+		s.launches[k] = l
+	}
+	if l == nil {
+		s.mu.Unlock()
+		return
+	}
+	switch {
+	case isWait(status) && !l.waiting:
+		l.engine += at.Sub(l.segment)
+		l.waiting = true
+	case !isWait(status) && l.waiting:
+		l.segment, l.waiting = at, false
+	}
+	var latency time.Duration
+	running := status == instance.StepRunning
+	if running {
+		latency = l.engine + at.Sub(l.segment)
+		delete(s.launches, k)
+	}
+	s.mu.Unlock()
+	if running {
+		s.rec.Observe(metrics.StepLaunchLatency, metrics.UnitMilliseconds, float64(latency)/float64(time.Millisecond))
 	}
 }
 

@@ -45,7 +45,7 @@ const (
 	// (engine); the dashboard shows it per second.
 	StepsEnded = "StepsEnded"
 	// StepLaunchLatency is the time from a step attempt's creation to
-	// RUNNING, for attempts that did not wait for signals, permits or a
+	// RUNNING, less the time it waited for signals, tag permits or at a
 	// breakpoint (engine, milliseconds).
 	StepLaunchLatency = "StepLaunchLatency"
 	// QueueDepth is the number of outbox messages (engine, sampled).
