@@ -50,7 +50,7 @@ func scenarioAPI(t *testing.T, d *Deployment) {
 
 	id := fmt.Sprintf("e2e_hello_%d", time.Now().UnixNano())
 	code, created := d.CallAPI(t, "POST", "/api/v3/workflows", map[string]any{"workflow": map[string]any{
-		"id": id,
+		"id":     id,
 		"params": map[string]any{"day": map[string]any{"type": "LONG", "expression": "20240101 + 1"}},
 		"steps": []any{
 			map[string]any{"step": map[string]any{"id": "a", "type": "NoOp",
