@@ -3,7 +3,6 @@ package main
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -57,9 +56,7 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 
 	const publisherTimeout = 30
-	queue := NewQueueWithDLQ(stack, "InternalEvents", &QueueProps{
-		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * publisherTimeout)),
-	})
+	queue := NewQueueWithDLQ(stack, "InternalEvents", &QueueProps{ConsumerTimeoutSeconds: publisherTimeout})
 	topic := func(id, name string) awssns.Topic {
 		t := awssns.NewTopic(stack, jsii.String(id), &awssns.TopicProps{
 			DisplayName: jsii.String(name),
@@ -75,7 +72,7 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 		alerts.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
 	}
 
-	subscriber := NewQueueWithDLQ(stack, "ExampleSubscriber", &QueueProps{VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(30))})
+	subscriber := NewQueueWithDLQ(stack, "ExampleSubscriber", &QueueProps{ConsumerTimeoutSeconds: 5})
 	var filter *map[string]awssns.SubscriptionFilter
 	if len(props.SubscriberFilter) > 0 {
 		filter = subscriptionFilter(props.SubscriberFilter)
@@ -101,11 +98,7 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 		})
 		events.GrantPublish(fn.Role)
 		alerts.GrantPublish(fn.Role)
-		fn.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue.Queue, &awslambdaeventsources.SqsEventSourceProps{
-			BatchSize:               jsii.Number(10),
-			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
-			ReportBatchItemFailures: jsii.Bool(true),
-		}))
+		fn.ConsumeQueue(queue.Queue)
 		s.Publisher = fn
 	}
 

@@ -9,9 +9,10 @@ import (
 
 // QueueProps configures NewQueueWithDLQ.
 type QueueProps struct {
-	// VisibilityTimeout is how long a received message stays hidden; for a
-	// Lambda event source at least six times the function's timeout.
-	VisibilityTimeout awscdk.Duration
+	// ConsumerTimeoutSeconds is the timeout of the function that reads the
+	// queue; a received message stays hidden six times as long, as AWS
+	// advises for a Lambda event source.
+	ConsumerTimeoutSeconds int
 	// MaxReceiveCount is how often a message is received before it moves to
 	// the dead-letter queue; 5 when zero.
 	MaxReceiveCount int
@@ -38,7 +39,7 @@ func NewQueueWithDLQ(scope constructs.Construct, id string, props *QueueProps) *
 	q := awssqs.NewQueue(c, jsii.String("Queue"), &awssqs.QueueProps{
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
-		VisibilityTimeout: props.VisibilityTimeout,
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * props.ConsumerTimeoutSeconds)),
 		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(receives)},
 	})

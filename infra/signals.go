@@ -6,7 +6,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -44,9 +43,7 @@ func NewSignalsStack(scope constructs.Construct, id string, props *SignalsStackP
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 
 	const timeout = 60
-	queue := NewQueueWithDLQ(stack, "SignalsQueue", &QueueProps{
-		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * timeout)),
-	})
+	queue := NewQueueWithDLQ(stack, "SignalsQueue", &QueueProps{ConsumerTimeoutSeconds: timeout})
 	for _, bucket := range props.S3Buckets {
 		queue.Queue.AddToResourcePolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
 			Sid:        jsii.String(fmt.Sprintf("S3Notifications%s", sidSafe(bucket))),
@@ -74,13 +71,7 @@ func NewSignalsStack(scope constructs.Construct, id string, props *SignalsStackP
 			ReservedConcurrency: props.ReservedConcurrency,
 			Timeout:             awscdk.Duration_Seconds(jsii.Number(timeout)),
 		})
-		// A bad message is reported alone (ReportBatchItemFailures) and,
-		// after MaxReceiveCount receives, moves to the dead-letter queue.
-		fn.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(queue.Queue, &awslambdaeventsources.SqsEventSourceProps{
-			BatchSize:               jsii.Number(10),
-			MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
-			ReportBatchItemFailures: jsii.Bool(true),
-		}))
+		fn.ConsumeQueue(queue.Queue)
 		s.Function = fn
 	}
 	output(stack, "SignalsQueueUrl", queue.Queue.QueueUrl(), "where signals, S3 notifications and table-update events are sent")
