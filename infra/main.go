@@ -36,9 +36,9 @@ func run() error {
 	for _, name := range Built {
 		path := cfg.CodePath(name)
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("Lambda package %s not found: run `make build` first", path)
+			return fmt.Errorf("lambda package %s not found: run `make build` first", path)
 		} else if err != nil {
-			return fmt.Errorf("Lambda package %s: %w", path, err)
+			return fmt.Errorf("lambda package %s: %w", path, err)
 		}
 		assets.Functions[name] = awslambda.Code_FromAsset(jsii.String(path), nil)
 	}

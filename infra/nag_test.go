@@ -1,11 +1,9 @@
 package main
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
-	"github.com/aws/aws-cdk-go/awscdk/v2/cxapi"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -18,17 +16,11 @@ func TestCdkNag(t *testing.T) {
 		stack := s.stack
 		t.Run(*stack.StackName(), func(t *testing.T) {
 			ann := assertions.Annotations_FromStack(stack)
-			for _, find := range []func() *[]*cxapi.SynthesisMessage{
-				func() *[]*cxapi.SynthesisMessage {
-					return ann.FindError(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
-				},
-				func() *[]*cxapi.SynthesisMessage {
-					return ann.FindWarning(jsii.String("*"), assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*")))
-				},
-			} {
-				for _, m := range *find() {
-					t.Errorf("%s: %v", *m.Id, strings.SplitN(asJSON(m.Entry.Data), `\n`, 2)[0])
-				}
+			rule := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
+			found := append(*ann.FindError(jsii.String("*"), rule), *ann.FindWarning(jsii.String("*"), rule)...)
+			for _, m := range found {
+				// id (the construct path) and the rule's message.
+				t.Errorf("%.600s", asJSON(m))
 			}
 		})
 	}
