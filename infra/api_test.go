@@ -1,10 +1,13 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -169,4 +172,37 @@ func TestAPIStack(t *testing.T) {
 			t.Errorf("function grants = %s, want secret read and log writes", got)
 		}
 	})
+}
+
+// TestAPIStackAdmins builds the API stack alone with admins from context
+// and no reserved concurrency.
+func TestAPIStackAdmins(t *testing.T) {
+	f := loadFixture(t) // the shared App first: jsii is single-threaded anyway
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	code, err := dummyLambdaCode(filepath.Join(t.TempDir(), "api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.cfg
+	network := NewNetworkStack(app, "Net", &NetworkStackProps{Emulator: true})
+	api := NewAPIStack(app, "Api", &APIStackProps{
+		Functions: FunctionBase{Vpc: network.Vpc, SecurityGroup: network.FunctionSecurityGroup,
+			GroupCount: 16, LogRetention: awslogs.RetentionDays_ONE_DAY},
+		Code:                 code,
+		Admins:               []string{"arn:aws:iam::1:role/ops", "arn:aws:iam::1:user/alice"},
+		ThrottlingRateLimit:  cfg.APIThrottlingRateLimit,
+		ThrottlingBurstLimit: cfg.APIThrottlingBurstLimit,
+	})
+	tmpl, err := newStackTemplate(api.Stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p := tmpl.one(t, "AWS::Lambda::Function")
+	vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if vars["MAESTRO_ADMINS"] != "arn:aws:iam::1:role/ops,arn:aws:iam::1:user/alice" || vars["MAESTRO_GROUP_COUNT"] != "16" {
+		t.Errorf("environment = %s", asJSON(vars))
+	}
+	if p["ReservedConcurrentExecutions"] != nil {
+		t.Errorf("reserved concurrency %v, want none", p["ReservedConcurrentExecutions"])
+	}
 }
