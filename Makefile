@@ -8,7 +8,10 @@ CDK_VERSION := 2.1148.1
 CDK_DIR     := infra/.cdk
 CDK         := $(CDK_DIR)/node_modules/.bin/cdk
 LAMBDAS     := api
-BUILD       := build
+BUILD       ?= build
+# Architecture of the Lambda packages: arm64 for AWS (Graviton); make e2e
+# builds for this machine, since the emulator runs them as local processes.
+LAMBDA_ARCH ?= arm64
 FUZZTIME    ?= 20s
 TEST_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgtest-$(shell id -u)
 EMULATOR_DIR ?= $(or $(TMPDIR),/tmp)/maestro-ministack-$(shell id -u)
@@ -16,8 +19,11 @@ MINISTACK_VERSION := 1.5.33
 SCHEMATHESIS_VERSION := 4.32.5
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
+E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
+E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
+HOST_ARCH   := $(shell $(GO) env GOARCH)
 
-.PHONY: run test postgres emulator build synth bench fuzz fuzz-api lint clean
+.PHONY: run test postgres emulator build lambdas synth e2e bench fuzz fuzz-api lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -48,12 +54,16 @@ postgres:
 	else echo "PostgreSQL server binaries are missing: install PostgreSQL 15+ or set DATABASE_URL" >&2; exit 1; fi
 
 ## build: engine binary and every Lambda bootstrap (linux/arm64), zipped for CDK
-build:
-	@mkdir -p $(BUILD)/engine $(BUILD)/lambda
+build: lambdas
+	@mkdir -p $(BUILD)/engine
 	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags='-s -w' -o $(BUILD)/engine/maestro ./cmd/maestro
+
+## lambdas: every Lambda bootstrap for LAMBDA_ARCH, zipped as $(BUILD)/lambda/<name>.zip
+lambdas:
+	@mkdir -p $(BUILD)/lambda
 	@for fn in $(LAMBDAS); do \
 		mkdir -p $(BUILD)/lambda/$$fn && \
-		CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags='-s -w' -tags lambda.norpc \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -trimpath -ldflags='-s -w' -tags lambda.norpc \
 			-o $(BUILD)/lambda/$$fn/bootstrap ./functions/$$fn && \
 		rm -f $(BUILD)/lambda/$$fn.zip && \
 		(cd $(BUILD)/lambda/$$fn && zip -q -X ../$$fn.zip bootstrap) && \
@@ -66,6 +76,17 @@ synth: build $(CDK)
 
 $(CDK):
 	npm install --no-audit --no-fund --prefix $(CDK_DIR) aws-cdk@$(CDK_VERSION)
+
+## e2e: deploy every stack into a private ministack (cdk bootstrap + deploy with
+## -c maestro:target=emulator) and run the scenarios through real AWS SDK clients
+## (localstack/e2e); Lambdas are built for this machine, the engine runs locally
+e2e: postgres emulator $(CDK)
+	@$(MAKE) --no-print-directory lambdas BUILD=build/e2e LAMBDA_ARCH=$(HOST_ARCH)
+	@status=0; \
+	MAESTRO_E2E=1 MAESTRO_E2E_DIR=$(E2E_DIR) MAESTRO_E2E_LAMBDA_DIR=$(CURDIR)/build/e2e/lambda MAESTRO_TEST_PGDIR=$(E2E_PGDIR) \
+		$(GO) test -count=1 -v -timeout 10m -run '^TestEndToEnd$$' ./localstack/e2e/ || status=$$?; \
+	$(GO) run ./cmd/maestro localpg stop --dir $(E2E_PGDIR) || true; \
+	exit $$status
 
 ## bench: the hot-path benchmarks (see docs/performance.md), against a PostgreSQL with fsync and synchronous_commit on
 bench: postgres

@@ -3,13 +3,11 @@ package main
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-	"strconv"
+	"strings"
 )
 
 // APIStageName is the stage of the REST API; clients call
@@ -19,22 +17,16 @@ const APIStageName = "prod"
 // APIStackProps configures NewAPIStack.
 type APIStackProps struct {
 	awscdk.StackProps
-	// Vpc is the network; the function runs in its private subnets.
-	Vpc awsec2.IVpc
-	// SecurityGroup is attached to the function; the data stack lets it reach
-	// the database.
-	SecurityGroup awsec2.ISecurityGroup
-	// DatabaseSecret is passed to the function as DB_SECRET_ARN; the function
-	// may read this secret and nothing else.
-	DatabaseSecret awssecretsmanager.ISecret
-	// GroupCount is the number of flow groups (MAESTRO_GROUP_COUNT); it must
-	// equal the engine's.
-	GroupCount int
-	// Code is the function's deployment package: a zip holding `bootstrap`,
-	// built for linux/arm64.
+	// Functions is what the API function shares with every function; its
+	// LogRetention applies to the access and execution logs too.
+	Functions FunctionBase
+	// Code is the function's deployment package: a zip holding `bootstrap`.
 	Code awslambda.Code
-	// LogRetention applies to the function's and the access log groups.
-	LogRetention awslogs.RetentionDays
+	// ReservedConcurrency caps the function; 0 leaves it unreserved.
+	ReservedConcurrency int
+	// Admins are the principals the API treats as administrators
+	// (MAESTRO_ADMINS, comma-separated).
+	Admins []string
 	// ThrottlingRateLimit (req/s) and ThrottlingBurstLimit bound the stage.
 	ThrottlingRateLimit  float64
 	ThrottlingBurstLimit int
@@ -52,29 +44,28 @@ type APIStack struct {
 	RestAPI awsapigateway.LambdaRestApi
 }
 
-// NewAPIStack builds the API Lambda (provided.al2023, arm64, in the VPC) and
+// NewAPIStack builds the API Lambda (provided.al2023, in the VPC) and
 // a REST API that proxies every request to it. Every method requires IAM
 // (SigV4) authorization; the stage writes JSON access logs and is throttled.
 func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *APIStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 
+	env := map[string]string{}
+	if len(props.Admins) > 0 {
+		env["MAESTRO_ADMINS"] = strings.Join(props.Admins, ",")
+	}
 	fn := NewFunction(stack, "Api", &FunctionProps{
-		Description: "Maestro REST API",
-		Code:        props.Code,
-		Environment: map[string]string{
-			"DB_SECRET_ARN":       *props.DatabaseSecret.SecretArn(),
-			"MAESTRO_GROUP_COUNT": strconv.Itoa(props.GroupCount),
-		},
-		Vpc:           props.Vpc,
-		SecurityGroup: props.SecurityGroup,
-		LogRetention:  props.LogRetention,
+		FunctionBase:        props.Functions,
+		Description:         "Maestro REST API",
+		Code:                props.Code,
+		Environment:         env,
+		ReservedConcurrency: props.ReservedConcurrency,
 		// API Gateway gives up after 29 s.
 		Timeout: awscdk.Duration_Seconds(jsii.Number(29)),
 	})
-	props.DatabaseSecret.GrantRead(fn.Role, nil)
 
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("AccessLogs"), &awslogs.LogGroupProps{
-		Retention: props.LogRetention,
+		Retention: props.Functions.LogRetention,
 	})
 	api := awsapigateway.NewLambdaRestApi(stack, jsii.String("RestApi"), &awsapigateway.LambdaRestApiProps{
 		RestApiName:    jsii.String("maestro"),
@@ -91,6 +82,10 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 			ThrottlingRateLimit:  jsii.Number(props.ThrottlingRateLimit),
 			ThrottlingBurstLimit: jsii.Number(props.ThrottlingBurstLimit),
 			MetricsEnabled:       jsii.Bool(true),
+			// Execution logs of errors only; request and response bodies
+			// (workflow definitions, params) stay out of the logs.
+			LoggingLevel:         awsapigateway.MethodLoggingLevel_ERROR,
+			DataTraceEnabled:     jsii.Bool(false),
 			AccessLogDestination: awsapigateway.NewLogGroupLogDestination(accessLogs),
 			AccessLogFormat: awsapigateway.AccessLogFormat_JsonWithStandardFields(&awsapigateway.JsonWithStandardFieldProps{
 				Caller:         jsii.Bool(true),
@@ -106,5 +101,25 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 		},
 	})
 
+	// API Gateway checks the parameters a method declares and the body
+	// against a method's model. The proxy methods declare neither: the
+	// function validates every body and answers Maestro's error shape with
+	// each problem's JSON path, which a gateway model would pre-empt with its
+	// own. The validator is on every method so that a method that declares
+	// more is checked.
+	validator := api.AddRequestValidator(jsii.String("RequestValidator"), &awsapigateway.RequestValidatorOptions{
+		ValidateRequestParameters: jsii.Bool(true),
+		ValidateRequestBody:       jsii.Bool(true),
+	})
+	for _, m := range *api.Methods() {
+		m.Node().DefaultChild().(awscdk.CfnResource).AddPropertyOverride(jsii.String("RequestValidatorId"), validator.RequestValidatorId())
+	}
+	if props.CloudWatchRole {
+		nagSuppress(api, "AwsSolutions-IAM4", "the account-wide role API Gateway writes execution and access logs with; AmazonAPIGatewayPushToCloudWatchLogs is the policy AWS documents for it",
+			`/^Policy::arn:<AWS::Partition>:iam::aws:policy\/service-role\/AmazonAPIGatewayPushToCloudWatchLogs$/`)
+	}
+	nagSuppress(api, "AwsSolutions-APIG3", "no WAF web ACL: every method requires IAM (SigV4) authorization and the stage is throttled; attach an account WAF if the API is exposed beyond IAM principals")
+	nagSuppress(api, "AwsSolutions-COG4", "the API authorizes with IAM (SigV4), as Maestro's CLI and AWS clients sign requests; there is no Cognito user pool")
+	output(stack, "ApiUrl", api.Url(), "REST API base URL (append api/v3/...)")
 	return &APIStack{Stack: stack, Function: fn, RestAPI: api}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -16,11 +19,12 @@ func TestAPIStack(t *testing.T) {
 
 	t.Run("resource counts", func(t *testing.T) {
 		for typ, n := range map[string]float64{
-			"AWS::Lambda::Function":    1,
-			"AWS::ApiGateway::RestApi": 1,
-			"AWS::ApiGateway::Stage":   1,
-			"AWS::ApiGateway::Method":  2, // ANY on / and on /{proxy+}
-			"AWS::Logs::LogGroup":      2, // function logs, access logs
+			"AWS::Lambda::Function":             1,
+			"AWS::ApiGateway::RestApi":          1,
+			"AWS::ApiGateway::Stage":            1,
+			"AWS::ApiGateway::Method":           2, // ANY on / and on /{proxy+}
+			"AWS::ApiGateway::RequestValidator": 1,
+			"AWS::Logs::LogGroup":               2, // function logs, access logs
 		} {
 			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
 		}
@@ -56,12 +60,37 @@ func TestAPIStack(t *testing.T) {
 		}
 	})
 
-	t.Run("DB_SECRET_ARN and the group count", func(t *testing.T) {
+	t.Run("DB_SECRET_ARN, the proxy and the group count", func(t *testing.T) {
+		proxy := logicalID(t, f.stacks.Data.Stack, "Proxy")
 		_, p := tmpl.one(t, "AWS::Lambda::Function")
 		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if len(vars) != 2 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) || vars["MAESTRO_GROUP_COUNT"] != "16" {
-			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret and MAESTRO_GROUP_COUNT 16", asJSON(vars))
+		if len(vars) != 3 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) ||
+			!importsFrom(vars["DB_PROXY_ENDPOINT"], dataStack, proxy) || vars["MAESTRO_GROUP_COUNT"] != "16" {
+			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret, DB_PROXY_ENDPOINT and MAESTRO_GROUP_COUNT 16", asJSON(vars))
 		}
+	})
+
+	t.Run("reserved concurrency", func(t *testing.T) {
+		_, p := tmpl.one(t, "AWS::Lambda::Function")
+		if p["ReservedConcurrentExecutions"] != 20.0 {
+			t.Errorf("ReservedConcurrentExecutions = %v, want 20", p["ReservedConcurrentExecutions"])
+		}
+	})
+
+	t.Run("execution logs and request validation", func(t *testing.T) {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::Stage"), map[string]any{
+				"MethodSettings": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"LoggingLevel": "ERROR", "DataTraceEnabled": false,
+				})}),
+			})
+		})
+		validator, _ := tmpl.one(t, "AWS::ApiGateway::RequestValidator")
+		check(t, func() {
+			tmpl.AllResourcesProperties(jsii.String("AWS::ApiGateway::Method"), map[string]any{
+				"RequestValidatorId": map[string]any{"Ref": validator},
+			})
+		})
 	})
 
 	t.Run("IAM auth on every method", func(t *testing.T) {
@@ -143,4 +172,37 @@ func TestAPIStack(t *testing.T) {
 			t.Errorf("function grants = %s, want secret read and log writes", got)
 		}
 	})
+}
+
+// TestAPIStackAdmins builds the API stack alone with admins from context
+// and no reserved concurrency.
+func TestAPIStackAdmins(t *testing.T) {
+	f := loadFixture(t) // the shared App first: jsii is single-threaded anyway
+	app := awscdk.NewApp(&awscdk.AppProps{Outdir: jsii.String(t.TempDir())})
+	code, err := dummyLambdaCode(filepath.Join(t.TempDir(), "api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := f.cfg
+	network := NewNetworkStack(app, "Net", &NetworkStackProps{Emulator: true})
+	api := NewAPIStack(app, "Api", &APIStackProps{
+		Functions: FunctionBase{Vpc: network.Vpc, SecurityGroup: network.FunctionSecurityGroup,
+			GroupCount: 16, LogRetention: awslogs.RetentionDays_ONE_DAY},
+		Code:                 code,
+		Admins:               []string{"arn:aws:iam::1:role/ops", "arn:aws:iam::1:user/alice"},
+		ThrottlingRateLimit:  cfg.APIThrottlingRateLimit,
+		ThrottlingBurstLimit: cfg.APIThrottlingBurstLimit,
+	})
+	tmpl, err := newStackTemplate(api.Stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p := tmpl.one(t, "AWS::Lambda::Function")
+	vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+	if vars["MAESTRO_ADMINS"] != "arn:aws:iam::1:role/ops,arn:aws:iam::1:user/alice" || vars["MAESTRO_GROUP_COUNT"] != "16" {
+		t.Errorf("environment = %s", asJSON(vars))
+	}
+	if p["ReservedConcurrentExecutions"] != nil {
+		t.Errorf("reserved concurrency %v, want none", p["ReservedConcurrentExecutions"])
+	}
 }

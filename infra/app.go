@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
@@ -8,6 +9,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecrassets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -37,9 +39,12 @@ var ImageExcludes = []string{
 // repository; tests pass stand-ins so that they need neither a build nor
 // Docker.
 type Assets struct {
-	// APICode is the API Lambda's deployment package.
-	APICode awslambda.Code
-	// EngineImage is the maestro container image for the engine service.
+	// Functions are the Lambda deployment packages by function name
+	// (FunctionAPI, ...). The API's is required; a function without one is
+	// left out, while its queues, topics and alarms are deployed.
+	Functions map[string]awslambda.Code
+	// EngineImage is the maestro container image for the engine service;
+	// unused on the emulator target.
 	EngineImage awsecs.ContainerImage
 }
 
@@ -58,68 +63,165 @@ func EngineImageFromDir(dir string) awsecs.ContainerImage {
 type Stacks struct {
 	// Network is the VPC and the database clients' security groups.
 	Network *NetworkStack
-	// Data is Aurora PostgreSQL and its secret.
+	// Data is Aurora PostgreSQL, its secret and RDS Proxy (on the emulator
+	// target only a secret pointing at a local PostgreSQL).
 	Data *DataStack
-	// Engine is the ECS cluster and the engine service.
+	// Events is the internal-events queue, the publisher and the SNS topics.
+	Events *EventsStack
+	// Signals is the signals queue and function.
+	Signals *SignalsStack
+	// Triggers is the time-trigger function and its schedule.
+	Triggers *TriggersStack
+	// Engine is the ECS cluster and the engine service; nil on the emulator
+	// target, where `maestro engine` runs as a local process.
 	Engine *EngineStack
 	// API is the API Lambda and its REST API.
 	API *APIStack
+	// Monitoring is the alarms and the dashboard.
+	Monitoring *MonitoringStack
 }
 
 // NewMaestro adds every Maestro stack to scope, wiring cross-stack values
 // through Props. Order matters: a stack may only take values from stacks
-// built before it. An events stack (queues, topic, the signals, time-trigger
-// and publisher functions) belongs after Data and before Engine, so that the
-// engine can be given its internal-events queue and the functions reuse
-// Network.FunctionSecurityGroup and Data.Secret.
+// built before it. cfg.Target "emulator" swaps what an emulator cannot host
+// (see Config.Target); nothing else differs between the targets.
 func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("maestro config: %w", err)
 	}
+	if assets.Functions[FunctionAPI] == nil {
+		return nil, errors.New("maestro assets: the API function's code is required")
+	}
+	if !cfg.Emulator() && assets.EngineImage == nil {
+		return nil, errors.New("maestro assets: the engine image is required")
+	}
 	removal, _ := cfg.removalPolicy()
 	retention, _ := cfg.logRetention()
 	env := stackEnv()
+	props := func(description string) awscdk.StackProps {
+		return awscdk.StackProps{Env: env, Description: jsii.String(description)}
+	}
 
 	network := NewNetworkStack(scope, StackPrefix+"Network", &NetworkStackProps{
-		StackProps: awscdk.StackProps{Env: env, Description: jsii.String("Maestro network: VPC and security groups")},
+		StackProps:   props("Maestro network: VPC and security groups"),
+		LogRetention: retention,
+		Emulator:     cfg.Emulator(),
 	})
-	data := NewDataStack(scope, StackPrefix+"Data", &DataStackProps{
-		StackProps:           awscdk.StackProps{Env: env, Description: jsii.String("Maestro data: Aurora PostgreSQL Serverless v2")},
-		Vpc:                  network.Vpc,
-		ClientSecurityGroups: []awsec2.ISecurityGroup{network.EngineSecurityGroup, network.FunctionSecurityGroup},
-		MinCapacity:          cfg.DBMinCapacity,
-		MaxCapacity:          cfg.DBMaxCapacity,
-		Readers:              cfg.DBReaders,
-		DeletionProtection:   cfg.DBDeletionProtection,
-		RemovalPolicy:        removal,
-	})
-	engine := NewEngineStack(scope, StackPrefix+"Engine", &EngineStackProps{
-		StackProps:     awscdk.StackProps{Env: env, Description: jsii.String("Maestro engine: ECS Fargate service")},
+	dataProps := &DataStackProps{
+		StackProps:                 props("Maestro data: Aurora PostgreSQL Serverless v2 and RDS Proxy"),
+		Vpc:                        network.Vpc,
+		ClientSecurityGroups:       []awsec2.ISecurityGroup{network.EngineSecurityGroup},
+		ProxyClientSecurityGroups:  []awsec2.ISecurityGroup{network.FunctionSecurityGroup},
+		Proxy:                      cfg.DBProxy,
+		ProxyMaxConnectionsPercent: cfg.DBProxyMaxConnectionsPercent,
+		RotationDays:               cfg.DBSecretRotationDays,
+		MinCapacity:                cfg.DBMinCapacity,
+		MaxCapacity:                cfg.DBMaxCapacity,
+		Readers:                    cfg.DBReaders,
+		DeletionProtection:         cfg.DBDeletionProtection,
+		RemovalPolicy:              removal,
+	}
+	if cfg.Emulator() {
+		dataProps.StackProps = props("Maestro data: the secret of a local PostgreSQL (emulator target)")
+		dataProps.EmulatorURL = cfg.EmulatorDatabaseURL
+	}
+	data := NewDataStack(scope, StackPrefix+"Data", dataProps)
+
+	arch := awslambda.Architecture_ARM_64()
+	if cfg.LambdaArchitecture == "x86_64" {
+		arch = awslambda.Architecture_X86_64()
+	}
+	functions := FunctionBase{
 		Vpc:            network.Vpc,
-		SecurityGroup:  network.EngineSecurityGroup,
+		SecurityGroup:  network.FunctionSecurityGroup,
 		DatabaseSecret: data.Secret,
-		Image:          assets.EngineImage,
-		DesiredCount:   cfg.EngineDesiredCount,
+		ProxyEndpoint:  data.ProxyEndpoint(),
 		GroupCount:     cfg.GroupCount,
-		CPU:            cfg.EngineCPU,
-		MemoryMiB:      cfg.EngineMemoryMiB,
+		Architecture:   arch,
 		LogRetention:   retention,
+	}
+
+	events := NewEventsStack(scope, StackPrefix+"Events", &EventsStackProps{
+		StackProps:          props("Maestro events: internal-events queue, publisher, SNS event and alert topics"),
+		Functions:           functions,
+		PublisherCode:       assets.Functions[FunctionPublisher],
+		ReservedConcurrency: cfg.ReservedConcurrency[FunctionPublisher],
+		SubscriberFilter:    cfg.ExampleSubscriberFilter,
+		AlarmEmail:          cfg.AlarmEmail,
 	})
+	signals := NewSignalsStack(scope, StackPrefix+"Signals", &SignalsStackProps{
+		StackProps:          props("Maestro signals: signals queue and function"),
+		Functions:           functions,
+		Code:                assets.Functions[FunctionSignals],
+		ReservedConcurrency: cfg.ReservedConcurrency[FunctionSignals],
+		S3Buckets:           cfg.S3SignalBuckets,
+		S3SignalRules:       cfg.S3SignalRules,
+	})
+	triggers := NewTriggersStack(scope, StackPrefix+"Triggers", &TriggersStackProps{
+		StackProps:          props("Maestro time triggers: function and its one-minute schedule"),
+		Functions:           functions,
+		Code:                assets.Functions[FunctionTimeTrigger],
+		ReservedConcurrency: cfg.ReservedConcurrency[FunctionTimeTrigger],
+	})
+
+	var engine *EngineStack
+	if !cfg.Emulator() {
+		engine = NewEngineStack(scope, StackPrefix+"Engine", &EngineStackProps{
+			StackProps:           props("Maestro engine: ECS Fargate service"),
+			Vpc:                  network.Vpc,
+			SecurityGroup:        network.EngineSecurityGroup,
+			DatabaseSecret:       data.Secret,
+			EventQueue:           events.Queue.Queue,
+			Image:                assets.EngineImage,
+			DesiredCount:         cfg.EngineDesiredCount,
+			MaxCount:             cfg.EngineMaxCount,
+			ScaleQueueAgeSeconds: cfg.EngineScaleQueueAgeSeconds,
+			GroupCount:           cfg.GroupCount,
+			CPU:                  cfg.EngineCPU,
+			MemoryMiB:            cfg.EngineMemoryMiB,
+			LogRetention:         retention,
+		})
+		// Grants of the engine task role that step runtimes need (from
+		// context) go here, on engine.TaskRole.
+	}
 	api := NewAPIStack(scope, StackPrefix+"Api", &APIStackProps{
-		StackProps:           awscdk.StackProps{Env: env, Description: jsii.String("Maestro API: Lambda behind an IAM-authorized REST API")},
-		Vpc:                  network.Vpc,
-		SecurityGroup:        network.FunctionSecurityGroup,
-		DatabaseSecret:       data.Secret,
-		Code:                 assets.APICode,
-		GroupCount:           cfg.GroupCount,
-		LogRetention:         retention,
+		StackProps:           props("Maestro API: Lambda behind an IAM-authorized REST API"),
+		Functions:            functions,
+		Code:                 assets.Functions[FunctionAPI],
+		ReservedConcurrency:  cfg.ReservedConcurrency[FunctionAPI],
+		Admins:               cfg.Admins,
 		ThrottlingRateLimit:  cfg.APIThrottlingRateLimit,
 		ThrottlingBurstLimit: cfg.APIThrottlingBurstLimit,
 		CloudWatchRole:       cfg.APICloudWatchRole,
 	})
 
+	deployed := map[string]*Function{FunctionAPI: api.Function}
+	for name, fn := range map[string]*Function{
+		FunctionPublisher: events.Publisher, FunctionSignals: signals.Function, FunctionTimeTrigger: triggers.Function,
+	} {
+		if fn != nil {
+			deployed[name] = fn
+		}
+	}
+	monitoring := NewMonitoringStack(scope, StackPrefix+"Monitoring", &MonitoringStackProps{
+		StackProps: props("Maestro monitoring: alarms and dashboard"),
+		AlertTopic: events.AlertTopic,
+		DeadLetterQueues: map[string]awssqs.IQueue{
+			"internalEvents":      events.Queue.DeadLetterQueue,
+			"exampleSubscriber":   events.Subscriber.DeadLetterQueue,
+			"signals":             signals.Queue.DeadLetterQueue,
+			"timeTriggerSchedule": triggers.DeadLetterQueue,
+		},
+		Functions: deployed,
+		RestAPI:   api.RestAPI,
+		Engine:    engine,
+	})
+
 	awscdk.Tags_Of(scope).Add(jsii.String("project"), jsii.String("maestro"), nil)
-	return &Stacks{Network: network, Data: data, Engine: engine, API: api}, nil
+	return &Stacks{
+		Network: network, Data: data, Events: events, Signals: signals, Triggers: triggers,
+		Engine: engine, API: api, Monitoring: monitoring,
+	}, nil
 }
 
 // stackEnv leaves the stacks environment-agnostic: they deploy to the

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"net/url"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -58,10 +63,76 @@ type Config struct {
 	// default 1024.
 	EngineMemoryMiB int
 
-	// APICodePath is the Lambda deployment package of the API function,
-	// relative to the repository root (`make build` writes it).
-	// Context key maestro:apiCodePath, default build/lambda/api.zip.
-	APICodePath string
+	// Target says where the app deploys: "aws" (default) or "emulator", a
+	// LocalStack-compatible emulator on this machine (`make e2e`). The
+	// emulator target leaves out what an emulator cannot host: Aurora (the
+	// database secret then points at EmulatorDatabaseURL), the ECS engine
+	// (run `maestro engine` locally), the NAT gateway, VPC flow logs, RDS
+	// Proxy, secret rotation and the custom resource that locks down the
+	// default security group. Context key maestro:target.
+	Target string
+	// EmulatorDatabaseURL is the PostgreSQL the emulator target's database
+	// secret points at (postgres://user:pass@host:port/db). Required with
+	// Target "emulator", ignored otherwise. Context key
+	// maestro:emulatorDatabaseUrl.
+	EmulatorDatabaseURL string
+
+	// LambdaDir holds the Lambda deployment packages, <name>.zip, relative
+	// to the repository root (`make build` writes them).
+	// Context key maestro:lambdaDir, default build/lambda.
+	LambdaDir string
+	// LambdaArchitecture is the architecture the packages are built for:
+	// "arm64" (default, what `make build` makes) or "x86_64".
+	// Context key maestro:lambdaArchitecture.
+	LambdaArchitecture string
+	// ReservedConcurrency caps each function's concurrent executions (and
+	// so its database connections), by function name; 0 leaves a function
+	// unreserved. Context keys maestro:<name>ReservedConcurrency, defaults
+	// api 20, signals 5, publisher 5, timetrigger 2.
+	ReservedConcurrency map[string]int
+	// Admins are the callers (IAM principal ARNs) the API treats as
+	// administrators (MAESTRO_ADMINS). Context key maestro:admins, a JSON
+	// array or a comma-separated string; default none.
+	Admins []string
+
+	// DBProxy puts RDS Proxy between the Lambdas and Aurora, so that a burst
+	// of function instances shares a bounded set of database connections.
+	// Context key maestro:dbProxy, default true.
+	DBProxy bool
+	// DBProxyMaxConnectionsPercent caps the proxy's connections as a
+	// percentage of the database's max_connections, leaving the rest to the
+	// engine. Context key maestro:dbProxyMaxConnectionsPercent, default 50.
+	DBProxyMaxConnectionsPercent int
+	// DBSecretRotationDays rotates the database password every so many days
+	// (0 turns rotation off). Context key maestro:dbSecretRotationDays,
+	// default 30.
+	DBSecretRotationDays int
+
+	// EngineMaxCount is the most engine tasks autoscaling may run; the least
+	// is EngineDesiredCount. Context key maestro:engineMaxCount, default 6.
+	EngineMaxCount int
+	// EngineScaleQueueAgeSeconds scales the engine out when the oldest due
+	// outbox message is older than this. Context key
+	// maestro:engineScaleQueueAgeSeconds, default 30.
+	EngineScaleQueueAgeSeconds int
+
+	// S3SignalBuckets are the S3 buckets allowed to send event
+	// notifications to the signals queue. Context key
+	// maestro:s3SignalBuckets, a JSON array or comma-separated string.
+	S3SignalBuckets []string
+	// S3SignalRules is the signals function's MAESTRO_S3_SIGNAL_RULES (JSON:
+	// which bucket and prefix raise which signal). Context key
+	// maestro:s3SignalRules, a JSON value or a string holding one; default
+	// "[]".
+	S3SignalRules string
+	// ExampleSubscriberFilter is the SNS filter policy of the example
+	// subscriber queue, on the event topic's message attributes. Context key
+	// maestro:exampleSubscriberFilter (JSON); default: instance status
+	// change events only.
+	ExampleSubscriberFilter map[string]any
+	// AlarmEmail, when set, subscribes an address to the alert topic that
+	// every alarm notifies. Context key maestro:alarmEmail.
+	AlarmEmail string
 	// APIThrottlingRateLimit is the stage's steady-state request rate (req/s).
 	// Context key maestro:apiThrottlingRateLimit, default 100.
 	APIThrottlingRateLimit float64
@@ -84,16 +155,30 @@ type Config struct {
 // does not set.
 func DefaultConfig() Config {
 	return Config{
-		DBMinCapacity:           0.5,
-		DBMaxCapacity:           4,
-		DBReaders:               0,
-		DBDeletionProtection:    true,
-		DBRemovalPolicy:         "snapshot",
-		GroupCount:              16,
-		EngineDesiredCount:      2,
-		EngineCPU:               512,
-		EngineMemoryMiB:         1024,
-		APICodePath:             "build/lambda/api.zip",
+		DBMinCapacity:        0.5,
+		DBMaxCapacity:        4,
+		DBReaders:            0,
+		DBDeletionProtection: true,
+		DBRemovalPolicy:      "snapshot",
+		GroupCount:           16,
+		EngineDesiredCount:   2,
+		EngineCPU:            512,
+		EngineMemoryMiB:      1024,
+		Target:               TargetAWS,
+		LambdaDir:            "build/lambda",
+		LambdaArchitecture:   "arm64",
+		ReservedConcurrency: map[string]int{
+			FunctionAPI: 20, FunctionSignals: 5, FunctionPublisher: 5, FunctionTimeTrigger: 2,
+		},
+		DBProxy:                      true,
+		DBProxyMaxConnectionsPercent: 50,
+		DBSecretRotationDays:         30,
+		EngineMaxCount:               6,
+		EngineScaleQueueAgeSeconds:   30,
+		S3SignalRules:                "[]",
+		ExampleSubscriberFilter: map[string]any{
+			EventTypeAttribute: []any{"WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"},
+		},
 		APIThrottlingRateLimit:  100,
 		APIThrottlingBurstLimit: 200,
 		APICloudWatchRole:       true,
@@ -156,7 +241,54 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	integer("engineDesiredCount", &c.EngineDesiredCount)
 	integer("engineCpu", &c.EngineCPU)
 	integer("engineMemoryMiB", &c.EngineMemoryMiB)
-	str("apiCodePath", &c.APICodePath)
+	str("target", &c.Target)
+	str("emulatorDatabaseUrl", &c.EmulatorDatabaseURL)
+	str("lambdaDir", &c.LambdaDir)
+	str("lambdaArchitecture", &c.LambdaArchitecture)
+	c.ReservedConcurrency = maps.Clone(c.ReservedConcurrency)
+	for _, name := range AllFunctions {
+		n := c.ReservedConcurrency[name]
+		integer(name+"ReservedConcurrency", &n)
+		c.ReservedConcurrency[name] = n
+	}
+	list := func(key string, dst *[]string) {
+		if v := get(ContextPrefix + key); v != nil {
+			l, err := toStrings(v)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("context %s%s: %w", ContextPrefix, key, err))
+				return
+			}
+			*dst = l
+		}
+	}
+	list("admins", &c.Admins)
+	boolean("dbProxy", &c.DBProxy)
+	integer("dbProxyMaxConnectionsPercent", &c.DBProxyMaxConnectionsPercent)
+	integer("dbSecretRotationDays", &c.DBSecretRotationDays)
+	integer("engineMaxCount", &c.EngineMaxCount)
+	integer("engineScaleQueueAgeSeconds", &c.EngineScaleQueueAgeSeconds)
+	list("s3SignalBuckets", &c.S3SignalBuckets)
+	if v := get(ContextPrefix + "s3SignalRules"); v != nil {
+		rules, err := toJSONText(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %ss3SignalRules: %w", ContextPrefix, err))
+		} else {
+			c.S3SignalRules = rules
+		}
+	}
+	if v := get(ContextPrefix + "exampleSubscriberFilter"); v != nil {
+		raw, err := toJSONText(v)
+		var m map[string]any
+		if err == nil {
+			err = json.Unmarshal([]byte(raw), &m)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %sexampleSubscriberFilter: want a JSON object: %w", ContextPrefix, err))
+		} else {
+			c.ExampleSubscriberFilter = m
+		}
+	}
+	str("alarmEmail", &c.AlarmEmail)
 	num("apiThrottlingRateLimit", &c.APIThrottlingRateLimit)
 	integer("apiThrottlingBurstLimit", &c.APIThrottlingBurstLimit)
 	boolean("apiCloudWatchRole", &c.APICloudWatchRole)
@@ -206,8 +338,45 @@ func (c Config) Validate() error {
 	if c.EngineCPU < 256 || c.EngineMemoryMiB < 512 {
 		errs = append(errs, fmt.Errorf("engineCpu %d / engineMemoryMiB %d: want at least 256 / 512", c.EngineCPU, c.EngineMemoryMiB))
 	}
-	if strings.TrimSpace(c.APICodePath) == "" {
-		errs = append(errs, errors.New("apiCodePath is empty"))
+	switch c.Target {
+	case TargetAWS:
+	case TargetEmulator:
+		if u, err := url.Parse(c.EmulatorDatabaseURL); err != nil || u.Scheme == "" || u.Host == "" {
+			errs = append(errs, fmt.Errorf("emulatorDatabaseUrl %q: the emulator target needs a postgres:// URL", c.EmulatorDatabaseURL))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("target %q: want %s or %s", c.Target, TargetAWS, TargetEmulator))
+	}
+	if strings.TrimSpace(c.LambdaDir) == "" {
+		errs = append(errs, errors.New("lambdaDir is empty"))
+	}
+	if c.LambdaArchitecture != "arm64" && c.LambdaArchitecture != "x86_64" {
+		errs = append(errs, fmt.Errorf("lambdaArchitecture %q: want arm64 or x86_64", c.LambdaArchitecture))
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.ReservedConcurrency)) {
+		if n := c.ReservedConcurrency[name]; n < 0 {
+			errs = append(errs, fmt.Errorf("%sReservedConcurrency %d: want 0 (unreserved) or more", name, n))
+		}
+	}
+	for _, a := range c.Admins {
+		if strings.TrimSpace(a) == "" || strings.ContainsAny(a, ", ") {
+			errs = append(errs, fmt.Errorf("admins: %q is not a principal", a))
+		}
+	}
+	if c.DBProxyMaxConnectionsPercent < 1 || c.DBProxyMaxConnectionsPercent > 100 {
+		errs = append(errs, fmt.Errorf("dbProxyMaxConnectionsPercent %d: want 1 to 100", c.DBProxyMaxConnectionsPercent))
+	}
+	if c.DBSecretRotationDays < 0 || c.DBSecretRotationDays > 365 {
+		errs = append(errs, fmt.Errorf("dbSecretRotationDays %d: want 0 (off) to 365", c.DBSecretRotationDays))
+	}
+	if c.EngineMaxCount < c.EngineDesiredCount {
+		errs = append(errs, fmt.Errorf("engineMaxCount %d is below engineDesiredCount %d", c.EngineMaxCount, c.EngineDesiredCount))
+	}
+	if c.EngineScaleQueueAgeSeconds < 1 {
+		errs = append(errs, fmt.Errorf("engineScaleQueueAgeSeconds %d: want 1 or more", c.EngineScaleQueueAgeSeconds))
+	}
+	if !json.Valid([]byte(c.S3SignalRules)) {
+		errs = append(errs, fmt.Errorf("s3SignalRules %q is not JSON", c.S3SignalRules))
 	}
 	if c.APIThrottlingRateLimit <= 0 || c.APIThrottlingBurstLimit <= 0 {
 		errs = append(errs, fmt.Errorf("apiThrottlingRateLimit %v / apiThrottlingBurstLimit %d: want both above 0",
@@ -217,6 +386,20 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// Deployment targets (Config.Target).
+const (
+	TargetAWS      = "aws"
+	TargetEmulator = "emulator"
+)
+
+// Emulator reports whether the app deploys to the emulator.
+func (c Config) Emulator() bool { return c.Target == TargetEmulator }
+
+// CodePath is the deployment package of the named function.
+func (c Config) CodePath(name string) string {
+	return filepath.Join(c.LambdaDir, name+".zip")
 }
 
 // removalPolicy maps DBRemovalPolicy to the CDK value.
@@ -300,6 +483,52 @@ func toFloat(v any) (float64, error) {
 		return f, nil
 	}
 	return 0, fmt.Errorf("want a number, got %T", v)
+}
+
+// toStrings reads a list: a JSON array of strings or a comma-separated
+// string.
+func toStrings(v any) ([]string, error) {
+	var out []string
+	switch x := deref(v).(type) {
+	case string:
+		for _, s := range strings.Split(x, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	case []any:
+		for _, e := range x {
+			s, ok := deref(e).(string)
+			if !ok {
+				return nil, fmt.Errorf("want strings, got %T", e)
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	case []*string:
+		for _, e := range x {
+			out = append(out, *e)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("want a list or a comma-separated string, got %T", v)
+}
+
+// toJSONText renders a context value as JSON text: a string is taken to be
+// JSON already (from -c), anything else is marshalled.
+func toJSONText(v any) (string, error) {
+	if s, ok := deref(v).(string); ok {
+		if !json.Valid([]byte(s)) {
+			return "", fmt.Errorf("%q is not JSON", s)
+		}
+		return s, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 func toBool(v any) (bool, error) {

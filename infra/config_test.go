@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -34,13 +35,45 @@ func TestConfigFromContext(t *testing.T) {
 			name: "strings from -c",
 			ctx: map[string]any{
 				"maestro:dbMaxCapacity": "16", "maestro:dbDeletionProtection": "false",
-				"maestro:apiCodePath": "out/api.zip", "maestro:apiCloudWatchRole": "false",
+				"maestro:lambdaDir": "out", "maestro:apiCloudWatchRole": "false",
+				"maestro:admins": "arn:aws:iam::1:user/a, arn:aws:iam::1:role/b", "maestro:apiReservedConcurrency": "0",
+				"maestro:s3SignalRules": `[{"bucket":"b","prefix":"p/","signal":"s"}]`,
 			},
 			want: func(c *Config) {
 				c.DBMaxCapacity, c.DBDeletionProtection = 16, false
-				c.APICodePath, c.APICloudWatchRole = "out/api.zip", false
+				c.LambdaDir, c.APICloudWatchRole = "out", false
+				c.Admins = []string{"arn:aws:iam::1:user/a", "arn:aws:iam::1:role/b"}
+				c.ReservedConcurrency[FunctionAPI] = 0
+				c.S3SignalRules = `[{"bucket":"b","prefix":"p/","signal":"s"}]`
 			},
 		},
+		{
+			name: "json lists and objects",
+			ctx: map[string]any{
+				"maestro:admins": []any{"arn:aws:iam::1:user/a"}, "maestro:s3SignalBuckets": []any{"in", "out"},
+				"maestro:s3SignalRules":           []any{map[string]any{"bucket": "in"}},
+				"maestro:exampleSubscriberFilter": map[string]any{"type": []any{"STEP_INSTANCE_STATUS_CHANGE_EVENT"}},
+			},
+			want: func(c *Config) {
+				c.Admins, c.S3SignalBuckets = []string{"arn:aws:iam::1:user/a"}, []string{"in", "out"}
+				c.S3SignalRules = `[{"bucket":"in"}]`
+				c.ExampleSubscriberFilter = map[string]any{"type": []any{"STEP_INSTANCE_STATUS_CHANGE_EVENT"}}
+			},
+		},
+		{
+			name: "emulator target",
+			ctx:  map[string]any{"maestro:target": "emulator", "maestro:emulatorDatabaseUrl": "postgres://u:p@127.0.0.1:5433/db", "maestro:lambdaArchitecture": "x86_64"},
+			want: func(c *Config) {
+				c.Target, c.EmulatorDatabaseURL, c.LambdaArchitecture = TargetEmulator, "postgres://u:p@127.0.0.1:5433/db", "x86_64"
+			},
+		},
+		{name: "emulator without a database", ctx: map[string]any{"maestro:target": "emulator"}, wantErr: "emulatorDatabaseUrl"},
+		{name: "unknown target", ctx: map[string]any{"maestro:target": "gcp"}, wantErr: `target "gcp"`},
+		{name: "architecture", ctx: map[string]any{"maestro:lambdaArchitecture": "s390x"}, wantErr: "lambdaArchitecture"},
+		{name: "negative concurrency", ctx: map[string]any{"maestro:signalsReservedConcurrency": -1.0}, wantErr: "signalsReservedConcurrency"},
+		{name: "rules not json", ctx: map[string]any{"maestro:s3SignalRules": "{oops"}, wantErr: "s3SignalRules"},
+		{name: "max below desired", ctx: map[string]any{"maestro:engineMaxCount": 1.0}, wantErr: "engineMaxCount 1"},
+		{name: "proxy share", ctx: map[string]any{"maestro:dbProxyMaxConnectionsPercent": 0.0}, wantErr: "dbProxyMaxConnectionsPercent"},
 		{name: "not a number", ctx: map[string]any{"maestro:dbMaxCapacity": "lots"}, wantErr: "maestro:dbMaxCapacity"},
 		{name: "not a boolean", ctx: map[string]any{"maestro:dbDeletionProtection": "maybe"}, wantErr: "maestro:dbDeletionProtection"},
 		{name: "fractional count", ctx: map[string]any{"maestro:engineDesiredCount": 1.5}, wantErr: "whole number"},
@@ -49,7 +82,7 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "removal policy", ctx: map[string]any{"maestro:dbRemovalPolicy": "keep"}, wantErr: "dbRemovalPolicy"},
 		{name: "retention", ctx: map[string]any{"maestro:logRetentionDays": 10.0}, wantErr: "logRetentionDays 10"},
 		{name: "no flow groups", ctx: map[string]any{"maestro:groupCount": 0.0}, wantErr: "groupCount 0"},
-		{name: "empty code path", ctx: map[string]any{"maestro:apiCodePath": " "}, wantErr: "apiCodePath"},
+		{name: "empty lambda dir", ctx: map[string]any{"maestro:lambdaDir": " "}, wantErr: "lambdaDir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,7 +99,7 @@ func TestConfigFromContext(t *testing.T) {
 			}
 			want := DefaultConfig()
 			tt.want(&want)
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v\nwant %+v", got, want)
 			}
 		})
@@ -95,7 +128,7 @@ func TestCDKJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != DefaultConfig() {
+	if !reflect.DeepEqual(got, DefaultConfig()) {
 		t.Errorf("cdk.json config = %+v\nwant defaults %+v", got, DefaultConfig())
 	}
 	keys := 0
@@ -104,8 +137,9 @@ func TestCDKJSON(t *testing.T) {
 			keys++
 		}
 	}
-	if keys != 13 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 13", keys)
+	// Every key but emulatorDatabaseUrl, which only the emulator target reads.
+	if keys != 30 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 30", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

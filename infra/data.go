@@ -2,6 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
@@ -26,9 +30,23 @@ type DataStackProps struct {
 	awscdk.StackProps
 	// Vpc is the network; the cluster goes into its isolated subnets.
 	Vpc awsec2.IVpc
-	// ClientSecurityGroups are the only sources allowed to reach the database
-	// on DatabasePort (the engine's and the functions' groups).
+	// ClientSecurityGroups may reach the database directly on DatabasePort
+	// (the engine's group).
 	ClientSecurityGroups []awsec2.ISecurityGroup
+	// ProxyClientSecurityGroups reach the database through RDS Proxy when
+	// Proxy is set, directly otherwise (the functions' group).
+	ProxyClientSecurityGroups []awsec2.ISecurityGroup
+	// Proxy puts RDS Proxy in front of the cluster for ProxyClientSecurityGroups.
+	Proxy bool
+	// ProxyMaxConnectionsPercent caps the proxy's share of the database's
+	// max_connections.
+	ProxyMaxConnectionsPercent int
+	// RotationDays rotates the master password every so many days; 0 never.
+	RotationDays int
+	// EmulatorURL, when set, replaces Aurora with the PostgreSQL at this URL
+	// (the emulator target): the stack then holds only a secret in the RDS
+	// shape pointing at it.
+	EmulatorURL string
 	// MinCapacity and MaxCapacity bound Serverless v2 scaling, in ACUs.
 	MinCapacity, MaxCapacity float64
 	// Readers is the number of reader instances besides the writer.
@@ -52,24 +70,37 @@ type DataStack struct {
 	Secret awssecretsmanager.ISecret
 	// SecurityGroup is the cluster's security group.
 	SecurityGroup awsec2.ISecurityGroup
+	// Proxy is the RDS Proxy the functions connect through; nil without one.
+	Proxy awsrds.IDatabaseProxy
+}
+
+// ProxyEndpoint is the host functions connect to instead of the secret's
+// (DB_PROXY_ENDPOINT), or "" when they connect directly.
+func (d *DataStack) ProxyEndpoint() string {
+	if d.Proxy == nil {
+		return ""
+	}
+	return *d.Proxy.Endpoint()
 }
 
 // NewDataStack builds the Aurora PostgreSQL 16 Serverless v2 cluster. Schema
 // migrations are not run here: the engine applies them at start-up.
 func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) *DataStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
+	if props.EmulatorURL != "" {
+		return newEmulatorData(stack, props.EmulatorURL)
+	}
 
 	sg := awsec2.NewSecurityGroup(stack, jsii.String("DatabaseSecurityGroup"), &awsec2.SecurityGroupProps{
 		Vpc:              props.Vpc,
 		Description:      jsii.String("Maestro Aurora PostgreSQL"),
 		AllowAllOutbound: jsii.Bool(false),
 	})
-	for _, client := range props.ClientSecurityGroups {
-		// AllowFrom adds the ingress rule here and, for a client whose egress
-		// is restricted, the matching egress rule (also placed in this stack).
-		sg.Connections().AllowFrom(client, awsec2.Port_Tcp(jsii.Number(DatabasePort)),
-			jsii.String(fmt.Sprintf("PostgreSQL from %s", *client.Node().Id())))
+	direct := props.ClientSecurityGroups
+	if !props.Proxy {
+		direct = append(slices.Clone(direct), props.ProxyClientSecurityGroups...)
 	}
+	allowPostgres(sg, direct)
 
 	readers := make([]awsrds.IClusterInstance, 0, props.Readers)
 	for i := range props.Readers {
@@ -119,6 +150,45 @@ func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) 
 	// so host and port are in it by then.
 	secret := cluster.Secret()
 
+	if props.RotationDays > 0 {
+		// The hosted rotation function runs in the private subnets (it calls
+		// Secrets Manager through the NAT gateway) and may reach the cluster.
+		// Readers of the secret re-read it for every new connection
+		// (engine/dbconn), so a rotation needs no restart.
+		cluster.AddRotationSingleUser(&awsrds.RotationSingleUserOptions{
+			AutomaticallyAfter: awscdk.Duration_Days(jsii.Number(props.RotationDays)),
+			VpcSubnets:         &awsec2.SubnetSelection{SubnetGroupName: jsii.String(subnetPrivate)},
+		})
+	}
+
+	var proxy awsrds.IDatabaseProxy
+	if props.Proxy {
+		proxySG := awsec2.NewSecurityGroup(stack, jsii.String("ProxySecurityGroup"), &awsec2.SecurityGroupProps{
+			Vpc:              props.Vpc,
+			Description:      jsii.String("Maestro RDS Proxy"),
+			AllowAllOutbound: jsii.Bool(false),
+		})
+		allowPostgres(sg, []awsec2.ISecurityGroup{proxySG})
+		allowPostgres(proxySG, props.ProxyClientSecurityGroups)
+		proxy = awsrds.NewDatabaseProxy(stack, jsii.String("Proxy"), &awsrds.DatabaseProxyProps{
+			ProxyTarget:    awsrds.ProxyTarget_FromCluster(cluster),
+			Secrets:        &[]awssecretsmanager.ISecret{secret},
+			Vpc:            props.Vpc,
+			VpcSubnets:     &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
+			SecurityGroups: &[]awsec2.ISecurityGroup{proxySG},
+			RequireTLS:     jsii.Bool(true),
+			// The engine holds its own long-lived connections (LISTEN does not
+			// go through a proxy); the rest of max_connections is the proxy's.
+			MaxConnectionsPercent:     jsii.Number(props.ProxyMaxConnectionsPercent),
+			MaxIdleConnectionsPercent: jsii.Number(props.ProxyMaxConnectionsPercent / 2),
+			BorrowTimeout:             awscdk.Duration_Seconds(jsii.Number(10)),
+		})
+		awscdk.NewCfnOutput(stack, jsii.String("ProxyEndpoint"), &awscdk.CfnOutputProps{
+			Value:       proxy.Endpoint(),
+			Description: jsii.String("RDS Proxy endpoint the Lambdas connect through"),
+		})
+	}
+
 	awscdk.NewCfnOutput(stack, jsii.String("ClusterEndpoint"), &awscdk.CfnOutputProps{
 		Value:       cluster.ClusterEndpoint().Hostname(),
 		Description: jsii.String("Aurora writer endpoint"),
@@ -128,5 +198,47 @@ func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) 
 		Description: jsii.String("Secrets Manager secret with host, port, dbname, username, password"),
 	})
 
-	return &DataStack{Stack: stack, Cluster: cluster, Secret: secret, SecurityGroup: sg}
+	nagSuppress(cluster, "AwsSolutions-RDS6", "the engine and the functions authenticate with the rotated master secret; IAM database auth tokens would add a signing step to every new connection for no gain in this design")
+	nagSuppress(cluster, "AwsSolutions-RDS11", "the default PostgreSQL port: only the engine's, the proxy's and the rotation function's security groups may reach it")
+	return &DataStack{Stack: stack, Cluster: cluster, Secret: secret, SecurityGroup: sg, Proxy: proxy}
+}
+
+// allowPostgres lets clients reach sg on DatabasePort. AllowFrom adds the
+// ingress rule to sg and, for a client whose egress is restricted, the
+// matching egress rule (both in sg's stack).
+func allowPostgres(sg awsec2.ISecurityGroup, clients []awsec2.ISecurityGroup) {
+	for _, client := range clients {
+		sg.Connections().AllowFrom(client, awsec2.Port_Tcp(jsii.Number(DatabasePort)),
+			jsii.String(fmt.Sprintf("PostgreSQL from %s", *client.Node().Id())))
+	}
+}
+
+// newEmulatorData is the data stack of the emulator target: a secret in the
+// RDS shape ({host, port, dbname, username, password}) that points at a
+// PostgreSQL the test runs, in place of Aurora. The password is in the
+// template; that is acceptable only for a throwaway local database.
+func newEmulatorData(stack awscdk.Stack, dsn string) *DataStack {
+	u, _ := url.Parse(dsn) // Config.Validate checked it
+	password, _ := u.User.Password()
+	port := u.Port()
+	if port == "" {
+		port = strconv.Itoa(DatabasePort)
+	}
+	secret := awssecretsmanager.NewSecret(stack, jsii.String("Secret"), &awssecretsmanager.SecretProps{
+		Description: jsii.String("Maestro database (emulator target: a local PostgreSQL)"),
+		SecretObjectValue: &map[string]awscdk.SecretValue{
+			"engine":   awscdk.SecretValue_UnsafePlainText(jsii.String("postgres")),
+			"host":     awscdk.SecretValue_UnsafePlainText(jsii.String(u.Hostname())),
+			"port":     awscdk.SecretValue_UnsafePlainText(jsii.String(port)),
+			"dbname":   awscdk.SecretValue_UnsafePlainText(jsii.String(strings.TrimPrefix(u.Path, "/"))),
+			"username": awscdk.SecretValue_UnsafePlainText(jsii.String(u.User.Username())),
+			"password": awscdk.SecretValue_UnsafePlainText(jsii.String(password)),
+		},
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	awscdk.NewCfnOutput(stack, jsii.String("SecretArn"), &awscdk.CfnOutputProps{
+		Value:       secret.SecretArn(),
+		Description: jsii.String("Secrets Manager secret with host, port, dbname, username, password"),
+	})
+	return &DataStack{Stack: stack, Secret: secret}
 }

@@ -20,7 +20,8 @@ func TestDataStack(t *testing.T) {
 			"AWS::RDS::DBInstance":                        1, // the writer; no readers by default
 			"AWS::SecretsManager::Secret":                 1,
 			"AWS::SecretsManager::SecretTargetAttachment": 1,
-			"AWS::EC2::SecurityGroup":                     1,
+			"AWS::EC2::SecurityGroup":                     3, // database, proxy, rotation function
+			"AWS::RDS::DBProxy":                           1,
 		} {
 			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
 		}
@@ -89,40 +90,53 @@ func TestDataStack(t *testing.T) {
 		}
 	})
 
-	t.Run("postgres only from engine and functions", func(t *testing.T) {
+	t.Run("postgres only from the engine, the proxy and the rotation function", func(t *testing.T) {
 		dbSG := logicalID(t, f.stacks.Data.Stack, "DatabaseSecurityGroup")
-		if in := props(tmpl.Resources[dbSG])["SecurityGroupIngress"]; in != nil {
-			t.Errorf("database group has inline ingress: %s", asJSON(in))
-		}
+		proxySG := logicalID(t, f.stacks.Data.Stack, "ProxySecurityGroup")
+		rotationSG := logicalID(t, f.stacks.Data.Stack, "Cluster", "RotationSingleUser", "SecurityGroup")
 		engineSG := logicalID(t, f.stacks.Network.Stack, "EngineSecurityGroup")
 		functionSG := logicalID(t, f.stacks.Network.Stack, "FunctionSecurityGroup")
-		want := map[string]bool{engineSG: false, functionSG: false}
+		for _, sg := range []string{dbSG, proxySG} {
+			if in := props(tmpl.Resources[sg])["SecurityGroupIngress"]; in != nil {
+				t.Errorf("%s has inline ingress: %s", sg, asJSON(in))
+			}
+		}
+		getAtt := func(id string) string { return asJSON(map[string]any{"Fn::GetAtt": []any{id, "GroupId"}}) }
+		// target group -> sources seen
+		seen := map[string]map[string]bool{dbSG: {}, proxySG: {}}
 		for id, r := range tmpl.ofType("AWS::EC2::SecurityGroupIngress") {
 			p := props(r)
-			if asJSON(p["GroupId"]) != asJSON(map[string]any{"Fn::GetAtt": []any{dbSG, "GroupId"}}) {
-				t.Errorf("ingress %s is not on the database group: %s", id, asJSON(p["GroupId"]))
-				continue
+			if p["IpProtocol"] != "tcp" || asJSON(p["FromPort"]) != asJSON(p["ToPort"]) {
+				t.Errorf("ingress %s opens %v %v-%v, want one tcp port", id, p["IpProtocol"], p["FromPort"], p["ToPort"])
 			}
-			if p["IpProtocol"] != "tcp" || p["FromPort"] != float64(DatabasePort) || p["ToPort"] != float64(DatabasePort) {
-				t.Errorf("ingress %s opens %v %v-%v, want tcp %d", id, p["IpProtocol"], p["FromPort"], p["ToPort"], DatabasePort)
+			if port := asJSON(p["FromPort"]); port != "5432" && !strings.Contains(port, "Endpoint.Port") {
+				t.Errorf("ingress %s opens port %s, want %d", id, port, DatabasePort)
 			}
 			if p["CidrIp"] != nil || p["CidrIpv6"] != nil {
 				t.Errorf("ingress %s is from a CIDR", id)
 			}
-			matched := false
-			for sg := range want {
-				if importsFrom(p["SourceSecurityGroupId"], *f.stacks.Network.StackName(), sg) {
-					want[sg], matched = true, true
+			src := asJSON(p["SourceSecurityGroupId"])
+			switch {
+			case importsFrom(p["SourceSecurityGroupId"], *f.stacks.Network.StackName(), engineSG):
+				src = "engine"
+			case importsFrom(p["SourceSecurityGroupId"], *f.stacks.Network.StackName(), functionSG):
+				src = "functions"
+			case src == getAtt(proxySG):
+				src = "proxy"
+			case src == getAtt(rotationSG):
+				src = "rotation"
+			}
+			for _, target := range []string{dbSG, proxySG} {
+				if asJSON(p["GroupId"]) == getAtt(target) {
+					seen[target][src] = true
 				}
 			}
-			if !matched {
-				t.Errorf("ingress %s from unexpected source %s", id, asJSON(p["SourceSecurityGroupId"]))
-			}
 		}
-		for sg, seen := range want {
-			if !seen {
-				t.Errorf("no ingress from %s", sg)
-			}
+		if got := asJSON(seen[dbSG]); got != `{"engine":true,"proxy":true,"rotation":true}` {
+			t.Errorf("database reachable from %s, want the engine, the proxy and the rotation function only", got)
+		}
+		if got := asJSON(seen[proxySG]); got != `{"functions":true}` {
+			t.Errorf("proxy reachable from %s, want the functions only", got)
 		}
 		// The database itself never opens connections.
 		egress := asJSON(props(tmpl.Resources[dbSG])["SecurityGroupEgress"])
@@ -131,13 +145,48 @@ func TestDataStack(t *testing.T) {
 		}
 	})
 
-	t.Run("functions may reach the database", func(t *testing.T) {
+	t.Run("functions reach only the proxy", func(t *testing.T) {
 		functionSG := logicalID(t, f.stacks.Network.Stack, "FunctionSecurityGroup")
-		_, p := tmpl.one(t, "AWS::EC2::SecurityGroupEgress")
-		if !importsFrom(p["GroupId"], *f.stacks.Network.StackName(), functionSG) ||
-			p["FromPort"] != float64(DatabasePort) || p["ToPort"] != float64(DatabasePort) {
-			t.Errorf("egress = %s, want function group to the database on %d", asJSON(p), DatabasePort)
+		proxySG := logicalID(t, f.stacks.Data.Stack, "ProxySecurityGroup")
+		n := 0
+		for id, r := range tmpl.ofType("AWS::EC2::SecurityGroupEgress") {
+			p := props(r)
+			if !importsFrom(p["GroupId"], *f.stacks.Network.StackName(), functionSG) {
+				continue
+			}
+			n++
+			if asJSON(p["DestinationSecurityGroupId"]) != asJSON(map[string]any{"Fn::GetAtt": []any{proxySG, "GroupId"}}) ||
+				p["FromPort"] != float64(DatabasePort) {
+				t.Errorf("function egress %s = %s, want the proxy on %d", id, asJSON(p), DatabasePort)
+			}
 		}
+		if n != 1 {
+			t.Errorf("%d egress rules of the function group here, want 1", n)
+		}
+	})
+
+	t.Run("rds proxy caps connections and requires tls", func(t *testing.T) {
+		secretAttachment := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
+		_, p := tmpl.one(t, "AWS::RDS::DBProxy")
+		if p["EngineFamily"] != "POSTGRESQL" || p["RequireTLS"] != true {
+			t.Errorf("proxy = %s", asJSON(p))
+		}
+		if !strings.Contains(asJSON(p["Auth"]), secretAttachment) {
+			t.Errorf("proxy auth %s, want the database secret", asJSON(p["Auth"]))
+		}
+		_, tg := tmpl.one(t, "AWS::RDS::DBProxyTargetGroup")
+		pool := tg["ConnectionPoolConfigurationInfo"].(map[string]any)
+		if pool["MaxConnectionsPercent"] != float64(f.cfg.DBProxyMaxConnectionsPercent) || f.cfg.DBProxyMaxConnectionsPercent != 50 {
+			t.Errorf("connection pool %s, want MaxConnectionsPercent 50", asJSON(pool))
+		}
+	})
+
+	t.Run("secret rotation", func(t *testing.T) {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::SecretsManager::RotationSchedule"), map[string]any{
+				"RotationRules": map[string]any{"ScheduleExpression": "rate(30 days)"},
+			})
+		})
 	})
 }
 

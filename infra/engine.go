@@ -1,29 +1,29 @@
 package main
 
 import (
+	"strconv"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsecs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-	"strconv"
-)
 
-// EngineSecretEnv maps each database variable of the engine container to the
-// field of the database secret ECS injects into it at task start.
-var EngineSecretEnv = map[string]string{
-	"DB_HOST":     "host",
-	"DB_PORT":     "port",
-	"DB_NAME":     "dbname",
-	"DB_USER":     "username",
-	"DB_PASSWORD": "password",
-}
+	"github.com/maestro-aws/maestro/engine/metrics"
+)
 
 // EngineContainerName is the name of the engine's container in its task.
 const EngineContainerName = "engine"
+
+// EngineHealthAddr is where the engine container serves its health endpoint
+// (MAESTRO_HEALTH_ADDR); the container health check runs `maestro health`,
+// which asks it. Only the container itself reaches it.
+const EngineHealthAddr = "127.0.0.1:8081"
 
 // EngineStackProps configures NewEngineStack.
 type EngineStackProps struct {
@@ -33,14 +33,24 @@ type EngineStackProps struct {
 	// SecurityGroup is attached to the tasks; the data stack lets it reach
 	// the database.
 	SecurityGroup awsec2.ISecurityGroup
-	// DatabaseSecret holds host, port, dbname, username and password. Only the
-	// task execution role may read it.
+	// DatabaseSecret holds host, port, dbname, username and password. The
+	// engine reads it (DB_SECRET_ARN) for every new connection, so a
+	// rotated password needs no restart.
 	DatabaseSecret awssecretsmanager.ISecret
+	// EventQueue receives the engine's internal events
+	// (MAESTRO_EVENT_QUEUE_URL); nil turns forwarding off.
+	EventQueue awssqs.IQueue
 	// Image is the maestro image (linux/arm64); its entrypoint is the maestro
 	// binary.
 	Image awsecs.ContainerImage
-	// DesiredCount is the number of engine tasks.
+	// DesiredCount is the number of engine tasks, and the least autoscaling
+	// keeps.
 	DesiredCount int
+	// MaxCount is the most tasks autoscaling may run.
+	MaxCount int
+	// ScaleQueueAgeSeconds scales out when the oldest due outbox message
+	// (metrics.QueueAge) is older than this.
+	ScaleQueueAgeSeconds int
 	// GroupCount is the number of flow groups (MAESTRO_GROUP_COUNT); it must
 	// equal the API function's.
 	GroupCount int
@@ -58,22 +68,27 @@ type EngineStack struct {
 	Cluster awsecs.ICluster
 	// Service is the engine's Fargate service.
 	Service awsecs.FargateService
-	// TaskRole is the role the engine's code runs as. It holds no permission
-	// yet; grant it what step runtimes and event publishing need.
+	// TaskRole is the role the engine's code runs as: it may read the
+	// database secret and send to the internal-events queue. Grant it what
+	// step runtimes need.
 	TaskRole awsiam.IRole
+	// Scaling is the service's autoscaling target.
+	Scaling awsecs.ScalableTaskCount
 	// LogGroup receives the engine's JSON logs.
 	LogGroup awslogs.ILogGroup
 }
 
-// NewEngineStack builds the ECS cluster and the engine service: arm64 Fargate
-// tasks running `maestro engine` with database settings injected from the
-// secret. The engine applies database migrations at start-up under an
+// NewEngineStack builds the ECS cluster (Container Insights on) and the
+// engine service: arm64 Fargate tasks running `maestro engine`, with a
+// container health check, autoscaling on CPU and on the outbox queue's age. The engine applies database migrations at start-up under an
 // advisory lock, so the task's database access is all a deployment needs.
 func NewEngineStack(scope constructs.Construct, id string, props *EngineStackProps) *EngineStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 
 	cluster := awsecs.NewCluster(stack, jsii.String("Cluster"), &awsecs.ClusterProps{
-		Vpc: props.Vpc,
+		Vpc:                            props.Vpc,
+		ContainerInsightsV2:            awsecs.ContainerInsights_ENABLED,
+		EnableFargateCapacityProviders: jsii.Bool(true),
 	})
 
 	logGroup := awslogs.NewLogGroup(stack, jsii.String("Logs"), &awslogs.LogGroupProps{
@@ -89,19 +104,32 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		},
 	})
 
-	secrets := make(map[string]awsecs.Secret, len(EngineSecretEnv))
-	for env, field := range EngineSecretEnv {
-		secrets[env] = awsecs.Secret_FromSecretsManager(props.DatabaseSecret, jsii.String(field))
+	env := map[string]*string{
+		"LOG_FORMAT":          jsii.String("json"),
+		"MAESTRO_GROUP_COUNT": jsii.String(strconv.Itoa(props.GroupCount)),
+		"DB_SECRET_ARN":       props.DatabaseSecret.SecretArn(),
+		"MAESTRO_HEALTH_ADDR": jsii.String(EngineHealthAddr),
+	}
+	props.DatabaseSecret.GrantRead(task.TaskRole(), nil)
+	if props.EventQueue != nil {
+		env["MAESTRO_EVENT_QUEUE_URL"] = props.EventQueue.QueueUrl()
+		props.EventQueue.GrantSendMessages(task.TaskRole())
 	}
 	task.AddContainer(jsii.String(EngineContainerName), &awsecs.ContainerDefinitionOptions{
-		Image:     props.Image,
-		Command:   jsii.Strings("engine"),
-		Essential: jsii.Bool(true),
-		Environment: &map[string]*string{
-			"LOG_FORMAT":          jsii.String("json"),
-			"MAESTRO_GROUP_COUNT": jsii.String(strconv.Itoa(props.GroupCount)),
+		Image:       props.Image,
+		Command:     jsii.Strings("engine"),
+		Essential:   jsii.Bool(true),
+		Environment: &env,
+		// Unhealthy when the node holds no lease it should, or its database
+		// does not answer (cmd/maestro health, engine/health). The start
+		// period covers migrations and the first claim.
+		HealthCheck: &awsecs.HealthCheck{
+			Command:     jsii.Strings("CMD", "/maestro", "health"),
+			Interval:    awscdk.Duration_Seconds(jsii.Number(15)),
+			Timeout:     awscdk.Duration_Seconds(jsii.Number(5)),
+			Retries:     jsii.Number(3),
+			StartPeriod: awscdk.Duration_Seconds(jsii.Number(60)),
 		},
-		Secrets: &secrets,
 		Logging: awsecs.LogDriver_AwsLogs(&awsecs.AwsLogDriverProps{
 			LogGroup:     logGroup,
 			StreamPrefix: jsii.String(EngineContainerName),
@@ -125,11 +153,37 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		PropagateTags:        awsecs.PropagatedTagSource_SERVICE,
 	})
 
+	scaling := service.AutoScaleTaskCount(&awsapplicationautoscaling.EnableScalingProps{
+		MinCapacity: jsii.Number(props.DesiredCount),
+		MaxCapacity: jsii.Number(props.MaxCount),
+	})
+	scaling.ScaleOnCpuUtilization(jsii.String("Cpu"), &awsecs.CpuUtilizationScalingProps{
+		TargetUtilizationPercent: jsii.Number(60),
+		ScaleInCooldown:          awscdk.Duration_Minutes(jsii.Number(5)),
+		ScaleOutCooldown:         awscdk.Duration_Minutes(jsii.Number(1)),
+	})
+	age := float64(props.ScaleQueueAgeSeconds)
+	scaling.ScaleOnMetric(jsii.String("QueueAge"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
+		Metric: EngineMetric(metrics.QueueAge, "Maximum", awscdk.Duration_Minutes(jsii.Number(1))),
+		// Out by one task past the threshold, by two past four times it; in
+		// by one when the queue is nearly drained.
+		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
+			{Upper: jsii.Number(age / 6), Change: jsii.Number(-1)},
+			{Lower: jsii.Number(age), Change: jsii.Number(1)},
+			{Lower: jsii.Number(4 * age), Change: jsii.Number(2)},
+		},
+		AdjustmentType: awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
+		Cooldown:       awscdk.Duration_Minutes(jsii.Number(2)),
+	})
+	nagSuppress(task.ExecutionRole(), "AwsSolutions-IAM5", "ecr:GetAuthorizationToken takes no resource; the image pull actions are scoped to the asset repository", `/^Resource::\*$/`)
+	nagSuppress(task, "AwsSolutions-ECS2", "the environment holds no secret: the database password is read from Secrets Manager (DB_SECRET_ARN) by the engine itself")
+
 	return &EngineStack{
 		Stack:    stack,
 		Cluster:  cluster,
 		Service:  service,
 		TaskRole: task.TaskRole(),
 		LogGroup: logGroup,
+		Scaling:  scaling,
 	}
 }

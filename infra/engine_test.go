@@ -19,10 +19,12 @@ func TestEngineStack(t *testing.T) {
 
 	t.Run("resource counts", func(t *testing.T) {
 		for typ, n := range map[string]float64{
-			"AWS::ECS::Cluster":        1,
-			"AWS::ECS::Service":        1,
-			"AWS::ECS::TaskDefinition": 1,
-			"AWS::Logs::LogGroup":      1,
+			"AWS::ECS::Cluster":                           1,
+			"AWS::ECS::Service":                           1,
+			"AWS::ECS::TaskDefinition":                    1,
+			"AWS::Logs::LogGroup":                         1,
+			"AWS::ApplicationAutoScaling::ScalableTarget": 1,
+			"AWS::ApplicationAutoScaling::ScalingPolicy":  3, // cpu, queue age up, queue age down
 		} {
 			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
 		}
@@ -69,10 +71,9 @@ func TestEngineStack(t *testing.T) {
 				"ContainerDefinitions": []any{assertions.Match_ObjectLike(&map[string]any{
 					"Name":    EngineContainerName,
 					"Command": []any{"engine"},
-					// The same group count as the API function's (api_test.go).
-					"Environment": []any{
-						map[string]any{"Name": "LOG_FORMAT", "Value": "json"},
-						map[string]any{"Name": "MAESTRO_GROUP_COUNT", "Value": "16"},
+					"HealthCheck": map[string]any{
+						"Command":     []any{"CMD", "/maestro", "health"},
+						"StartPeriod": 60,
 					},
 					"Image": map[string]any{
 						"Fn::Sub": assertions.Match_StringLikeRegexp(jsii.String("container-assets")),
@@ -82,30 +83,56 @@ func TestEngineStack(t *testing.T) {
 		})
 	})
 
-	t.Run("database settings from the secret", func(t *testing.T) {
+	t.Run("environment", func(t *testing.T) {
+		queue := logicalID(t, f.stacks.Events.Stack, "InternalEvents", "Queue")
 		_, p := tmpl.one(t, "AWS::ECS::TaskDefinition")
 		container := p["ContainerDefinitions"].([]any)[0].(map[string]any)
-		got := map[string]string{}
-		for _, s := range container["Secrets"].([]any) {
-			s := s.(map[string]any)
-			join := s["ValueFrom"].(map[string]any)["Fn::Join"].([]any)[1].([]any)
-			if len(join) != 2 || !importsFrom(join[0], dataStack, secretAttachment) {
-				t.Errorf("%v comes from %s, want the database secret", s["Name"], asJSON(join))
-				continue
-			}
-			field := strings.TrimSuffix(strings.TrimPrefix(join[1].(string), ":"), "::")
-			got[s["Name"].(string)] = field
+		if s := container["Secrets"]; s != nil {
+			t.Errorf("secrets injected at task start: %s; the engine reads DB_SECRET_ARN itself so that rotation needs no restart", asJSON(s))
 		}
-		want := map[string]string{
-			"DB_HOST": "host", "DB_PORT": "port", "DB_NAME": "dbname", "DB_USER": "username", "DB_PASSWORD": "password",
+		env := map[string]any{}
+		for _, e := range container["Environment"].([]any) {
+			e := e.(map[string]any)
+			env[e["Name"].(string)] = e["Value"]
 		}
-		if asJSON(got) != asJSON(want) {
-			t.Errorf("secrets = %v, want %v", got, want)
+		// The same group count as the functions' (api_test.go).
+		if env["LOG_FORMAT"] != "json" || env["MAESTRO_GROUP_COUNT"] != "16" || env["MAESTRO_HEALTH_ADDR"] != EngineHealthAddr ||
+			!importsFrom(env["DB_SECRET_ARN"], dataStack, secretAttachment) ||
+			!importsFrom(env["MAESTRO_EVENT_QUEUE_URL"], *f.stacks.Events.StackName(), queue) || len(env) != 5 {
+			t.Errorf("environment = %s", asJSON(env))
 		}
-		for _, env := range container["Environment"].([]any) {
-			if name := env.(map[string]any)["Name"].(string); strings.HasPrefix(name, "DB_") {
-				t.Errorf("%s is plain environment, want it from the secret", name)
-			}
+	})
+
+	t.Run("autoscaling on cpu and queue age", func(t *testing.T) {
+		_, target := tmpl.one(t, "AWS::ApplicationAutoScaling::ScalableTarget")
+		if target["MinCapacity"] != 2.0 || target["MaxCapacity"] != float64(f.cfg.EngineMaxCount) || target["ScalableDimension"] != "ecs:service:DesiredCount" {
+			t.Errorf("scalable target = %s", asJSON(target))
+		}
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::ApplicationAutoScaling::ScalingPolicy"), map[string]any{
+				"PolicyType": "TargetTrackingScaling",
+				"TargetTrackingScalingPolicyConfiguration": assertions.Match_ObjectLike(&map[string]any{
+					"PredefinedMetricSpecification": map[string]any{"PredefinedMetricType": "ECSServiceAverageCPUUtilization"},
+					"TargetValue":                   60,
+				}),
+			})
+		})
+		// Step scaling on the engine's QueueAge metric: an alarm per
+		// direction, the upper one at the configured age.
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
+				"Namespace": "Maestro", "MetricName": "QueueAge", "Statistic": "Maximum",
+				"Dimensions":         []any{map[string]any{"Name": "Service", "Value": "engine"}},
+				"ComparisonOperator": "GreaterThanOrEqualToThreshold",
+				"Threshold":          f.cfg.EngineScaleQueueAgeSeconds,
+			})
+		})
+	})
+
+	t.Run("container insights", func(t *testing.T) {
+		_, p := tmpl.one(t, "AWS::ECS::Cluster")
+		if !strings.Contains(asJSON(p["ClusterSettings"]), `"Value":"enabled"`) {
+			t.Errorf("ClusterSettings = %s, want containerInsights enabled", asJSON(p["ClusterSettings"]))
 		}
 	})
 
@@ -131,11 +158,22 @@ func TestEngineStack(t *testing.T) {
 				t.Errorf("role %s has managed policies %s", id, asJSON(ps))
 			}
 		}
-		for id, r := range tmpl.ofType("AWS::IAM::Policy") {
+		for _, r := range tmpl.ofType("AWS::IAM::Policy") {
 			p := props(r)
 			roles := asJSON(p["Roles"])
 			if strings.Contains(roles, taskRole) {
-				t.Errorf("policy %s grants the task role %s; it needs nothing yet", id, asJSON(p["PolicyDocument"]))
+				// The task role reads the database secret and sends internal
+				// events, nothing else.
+				for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+					st := st.(map[string]any)
+					actions := asJSON(st["Action"])
+					switch {
+					case strings.Contains(actions, "secretsmanager:") && importsFrom(st["Resource"], dataStack, secretAttachment):
+					case strings.Contains(actions, "sqs:SendMessage") && importsFrom(st["Resource"], *f.stacks.Events.StackName(), "InternalEventsQueue"):
+					default:
+						t.Errorf("task role may %s on %s", actions, asJSON(st["Resource"]))
+					}
+				}
 			}
 			if !strings.Contains(roles, execRole) {
 				continue

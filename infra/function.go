@@ -1,29 +1,73 @@
 package main
 
 import (
+	"strconv"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
 
+// Names of Maestro's Lambda functions: the directory under functions/, the
+// package build/lambda/<name>.zip and the key of Assets.Functions.
+const (
+	FunctionAPI         = "api"
+	FunctionSignals     = "signals"
+	FunctionTimeTrigger = "timetrigger"
+	FunctionPublisher   = "publisher"
+)
+
+// AllFunctions lists every function the stacks know how to deploy.
+var AllFunctions = []string{FunctionAPI, FunctionSignals, FunctionTimeTrigger, FunctionPublisher}
+
+// Built lists the functions whose code exists in this repository; main
+// deploys these and leaves the others out (their queues, topics and alarms
+// are deployed all the same). When functions/<name> lands, add its name here
+// and to LAMBDAS in the Makefile.
+var Built = []string{FunctionAPI}
+
+// FunctionBase is what every Maestro function shares: where it runs, how it
+// reaches the database and how long its logs are kept. NewMaestro fills it
+// once and hands it to each stack that deploys a function.
+type FunctionBase struct {
+	// Vpc and SecurityGroup place the function in the VPC's private subnets.
+	Vpc           awsec2.IVpc
+	SecurityGroup awsec2.ISecurityGroup
+	// DatabaseSecret is passed as DB_SECRET_ARN; the function may read this
+	// secret and nothing else of Secrets Manager.
+	DatabaseSecret awssecretsmanager.ISecret
+	// ProxyEndpoint, when set, is passed as DB_PROXY_ENDPOINT: the host the
+	// function connects to instead of the secret's (RDS Proxy).
+	ProxyEndpoint string
+	// GroupCount is MAESTRO_GROUP_COUNT; it must equal the engine's.
+	GroupCount int
+	// Architecture is the packages' architecture; arm64 when nil.
+	Architecture awslambda.Architecture
+	// LogRetention applies to the function's log group.
+	LogRetention awslogs.RetentionDays
+}
+
 // FunctionProps configures NewFunction.
 type FunctionProps struct {
+	FunctionBase
 	// Description says what the function does.
 	Description string
 	// Code is the deployment package: a zip holding `bootstrap`, built for
 	// linux/arm64 with -tags lambda.norpc.
 	Code awslambda.Code
-	// Environment is the function's environment.
+	// Environment is the function's own environment, besides the database
+	// and group count variables FunctionBase sets.
 	Environment map[string]string
-	// Vpc and SecurityGroup place the function in the VPC's private subnets.
-	Vpc           awsec2.IVpc
-	SecurityGroup awsec2.ISecurityGroup
-	// LogRetention applies to the function's log group.
-	LogRetention awslogs.RetentionDays
+	// ReservedConcurrency caps concurrent executions (and so database
+	// connections); 0 leaves the function unreserved.
+	ReservedConcurrency int
 	// Timeout bounds one invocation; 30 s when zero.
 	Timeout awscdk.Duration
 	// MemoryMiB sizes the function; 512 when zero.
@@ -58,6 +102,15 @@ func NewFunction(scope constructs.Construct, id string, props *FunctionProps) *F
 		memory = 512
 	}
 
+	arch := props.Architecture
+	if arch == nil {
+		arch = awslambda.Architecture_ARM_64()
+	}
+	var reserved *float64
+	if props.ReservedConcurrency > 0 {
+		reserved = jsii.Number(props.ReservedConcurrency)
+	}
+
 	logGroup := awslogs.NewLogGroup(c, jsii.String("Logs"), &awslogs.LogGroupProps{
 		Retention: props.LogRetention,
 	})
@@ -71,14 +124,24 @@ func NewFunction(scope constructs.Construct, id string, props *FunctionProps) *F
 	})
 	logGroup.GrantWrite(role)
 
-	env := make(map[string]*string, len(props.Environment))
+	env := make(map[string]*string, len(props.Environment)+3)
 	for k, v := range props.Environment {
 		env[k] = jsii.String(v)
+	}
+	if props.DatabaseSecret != nil {
+		env["DB_SECRET_ARN"] = props.DatabaseSecret.SecretArn()
+		props.DatabaseSecret.GrantRead(role, nil)
+	}
+	if props.ProxyEndpoint != "" {
+		env["DB_PROXY_ENDPOINT"] = jsii.String(props.ProxyEndpoint)
+	}
+	if props.GroupCount > 0 {
+		env["MAESTRO_GROUP_COUNT"] = jsii.String(strconv.Itoa(props.GroupCount))
 	}
 	fn := awslambda.NewFunction(c, jsii.String("Function"), &awslambda.FunctionProps{
 		Description:    jsii.String(props.Description),
 		Runtime:        awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture:   awslambda.Architecture_ARM_64(),
+		Architecture:   arch,
 		Handler:        jsii.String("bootstrap"),
 		Code:           props.Code,
 		MemorySize:     jsii.Number(memory),
@@ -86,9 +149,30 @@ func NewFunction(scope constructs.Construct, id string, props *FunctionProps) *F
 		Role:           role,
 		LogGroup:       logGroup,
 		Vpc:            props.Vpc,
-		VpcSubnets:     &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS},
+		VpcSubnets:     &awsec2.SubnetSelection{SubnetGroupName: jsii.String(subnetPrivate)},
 		SecurityGroups: &[]awsec2.ISecurityGroup{props.SecurityGroup},
 		Environment:    &env,
+
+		ReservedConcurrentExecutions: reserved,
 	})
+	// The managed policy is the narrowest AWS offers for a function's
+	// network interfaces (ec2:CreateNetworkInterface and friends cannot be
+	// scoped to resources at creation).
+	nagSuppress(role, "AwsSolutions-IAM4", "AWSLambdaVPCAccessExecutionRole only manages the function's VPC network interfaces; those ec2 actions cannot be scoped to resources",
+		`/^Policy::arn:<AWS::Partition>:iam::aws:policy\/service-role\/AWSLambdaVPCAccessExecutionRole$/`)
+	nagSuppress(role, "AwsSolutions-IAM5", "log stream names are generated by Lambda, so writing to the function's own log group needs <group-arn>:*",
+		`/^Resource::<.*Logs[0-9A-F]{8}\.Arn>:\*$/`)
 	return &Function{Construct: c, Function: fn, Role: role, LogGroup: logGroup}
+}
+
+// ConsumeQueue makes q the function's event source: batches of up to 10
+// messages, each failure reported on its own (ReportBatchItemFailures) so
+// that one bad message is retried and, past the queue's receive count,
+// moved to its dead-letter queue without blocking the batch.
+func (f *Function) ConsumeQueue(q awssqs.IQueue) {
+	f.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(q, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(10),
+		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(1)),
+		ReportBatchItemFailures: jsii.Bool(true),
+	}))
 }

@@ -1,6 +1,8 @@
 // Command infra is the AWS CDK app that deploys Maestro: network, Aurora
-// PostgreSQL, the engine on ECS Fargate and the API Lambda behind API
-// Gateway. cdk.json at the repository root runs it with `go run ./infra`;
+// PostgreSQL with RDS Proxy, the events, signals and time-trigger queues,
+// topics, schedule and functions, the engine on ECS Fargate, the API Lambda
+// behind API Gateway, and the alarms and dashboard. `-c maestro:target=emulator`
+// deploys the same app into a LocalStack-compatible emulator (`make e2e`). cdk.json at the repository root runs it with `go run ./infra`;
 // see docs/deploy.md.
 package main
 
@@ -30,14 +32,18 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(cfg.APICodePath); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("API Lambda package %s not found: run `make build` first", cfg.APICodePath)
-	} else if err != nil {
-		return fmt.Errorf("API Lambda package: %w", err)
+	assets := Assets{Functions: map[string]awslambda.Code{}}
+	for _, name := range Built {
+		path := cfg.CodePath(name)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("lambda package %s not found: run `make build` first", path)
+		} else if err != nil {
+			return fmt.Errorf("lambda package %s: %w", path, err)
+		}
+		assets.Functions[name] = awslambda.Code_FromAsset(jsii.String(path), nil)
 	}
-	assets := Assets{
-		APICode:     awslambda.Code_FromAsset(jsii.String(cfg.APICodePath), nil),
-		EngineImage: EngineImageFromDir("."),
+	if !cfg.Emulator() {
+		assets.EngineImage = EngineImageFromDir(".")
 	}
 	if _, err := NewMaestro(app, cfg, assets); err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 )
 
 // The stack tests share one App, synthesized once, built by NewMaestro from
@@ -44,13 +46,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// fixture is the shared synthesized app.
+// fixture is a synthesized app.
 type fixture struct {
 	cfg    Config
 	stacks *Stacks
 	outdir string
 
-	network, data, engine, api *stackTemplate
+	network, data, events, signals, triggers, engine, api, monitoring *stackTemplate
 }
 
 // stackTemplate is one stack's synthesized template, both as the assertions
@@ -66,13 +68,19 @@ var (
 	fixtureOnce sync.Once
 	sharedFix   *fixture
 	fixtureErr  error
+
+	emulatorOnce sync.Once
+	emulatorFix  *fixture
+	emulatorErr  error
 )
 
-// loadFixture returns the shared app, building it on first use.
+// loadFixture returns the shared app of the aws target, as cdk.json
+// configures it, with cdk-nag's AwsSolutions checks applied; it is built on
+// first use.
 func loadFixture(t *testing.T) *fixture {
 	t.Helper()
 	fixtureOnce.Do(func() {
-		sharedFix, fixtureErr = buildFixture()
+		sharedFix, fixtureErr = buildFixture("aws", nil, true)
 	})
 	if fixtureErr != nil {
 		t.Fatalf("build app: %v", fixtureErr)
@@ -80,7 +88,27 @@ func loadFixture(t *testing.T) *fixture {
 	return sharedFix
 }
 
-func buildFixture() (f *fixture, err error) {
+// emulatorDatabaseURL is the database the emulator fixture points at.
+const emulatorDatabaseURL = "postgres://maestro:secret@127.0.0.1:54329/maestro_e2e"
+
+// loadEmulatorFixture returns the app as `make e2e` synthesizes it: the
+// emulator target, x86_64 packages.
+func loadEmulatorFixture(t *testing.T) *fixture {
+	t.Helper()
+	emulatorOnce.Do(func() {
+		emulatorFix, emulatorErr = buildFixture("emulator", map[string]any{
+			ContextPrefix + "target":              TargetEmulator,
+			ContextPrefix + "emulatorDatabaseUrl": emulatorDatabaseURL,
+			ContextPrefix + "lambdaArchitecture":  "x86_64",
+		}, false)
+	})
+	if emulatorErr != nil {
+		t.Fatalf("build emulator app: %v", emulatorErr)
+	}
+	return emulatorFix
+}
+
+func buildFixture(name string, extra map[string]any, nag bool) (f *fixture, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
@@ -90,7 +118,8 @@ func buildFixture() (f *fixture, err error) {
 	if err != nil {
 		return nil, err
 	}
-	outdir := filepath.Join(testRoot, "cdk.out")
+	maps.Copy(ctx, extra)
+	outdir := filepath.Join(testRoot, name, "cdk.out")
 	app := awscdk.NewApp(&awscdk.AppProps{
 		Context: &ctx,
 		Outdir:  jsii.String(outdir),
@@ -99,35 +128,64 @@ func buildFixture() (f *fixture, err error) {
 	if err != nil {
 		return nil, err
 	}
-	code, err := dummyLambdaCode(filepath.Join(testRoot, "lambda"))
+	// Every function, so that the stacks are tested with the functions that
+	// have not landed yet too.
+	assets := Assets{Functions: map[string]awslambda.Code{}}
+	for _, fn := range AllFunctions {
+		if assets.Functions[fn], err = dummyLambdaCode(filepath.Join(testRoot, name, "lambda", fn)); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Target == TargetAWS {
+		imageDir, err := dummyImageContext(filepath.Join(testRoot, name, "image"))
+		if err != nil {
+			return nil, err
+		}
+		assets.EngineImage = EngineImageFromDir(imageDir)
+	}
+	stacks, err := NewMaestro(app, cfg, assets)
 	if err != nil {
 		return nil, err
 	}
-	imageDir, err := dummyImageContext(filepath.Join(testRoot, "image"))
-	if err != nil {
-		return nil, err
-	}
-	stacks, err := NewMaestro(app, cfg, Assets{APICode: code, EngineImage: EngineImageFromDir(imageDir)})
-	if err != nil {
-		return nil, err
+	if nag {
+		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	}
 	app.Synth(nil)
 
 	f = &fixture{cfg: cfg, stacks: stacks, outdir: outdir}
-	for _, s := range []struct {
-		dst   **stackTemplate
-		stack awscdk.Stack
-	}{
-		{&f.network, stacks.Network.Stack},
-		{&f.data, stacks.Data.Stack},
-		{&f.engine, stacks.Engine.Stack},
-		{&f.api, stacks.API.Stack},
-	} {
+	for _, s := range f.all() {
+		if s.stack == nil {
+			continue
+		}
 		if *s.dst, err = newStackTemplate(s.stack); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
+}
+
+// stackRef pairs a stack with the fixture field holding its template.
+type stackRef struct {
+	dst   **stackTemplate
+	stack awscdk.Stack
+}
+
+// all lists the app's stacks; the engine's is nil on the emulator target.
+func (f *fixture) all() []stackRef {
+	st := f.stacks
+	refs := []stackRef{
+		{&f.network, st.Network.Stack},
+		{&f.data, st.Data.Stack},
+		{&f.events, st.Events.Stack},
+		{&f.signals, st.Signals.Stack},
+		{&f.triggers, st.Triggers.Stack},
+		{&f.api, st.API.Stack},
+		{&f.monitoring, st.Monitoring.Stack},
+	}
+	if st.Engine != nil {
+		refs = append(refs, stackRef{&f.engine, st.Engine.Stack})
+	}
+	return refs
 }
 
 func newStackTemplate(stack awscdk.Stack) (*stackTemplate, error) {
@@ -162,7 +220,7 @@ func cdkJSONContext() (map[string]any, error) {
 	return doc.Context, nil
 }
 
-// dummyLambdaCode stands in for build/lambda/api.zip.
+// dummyLambdaCode stands in for build/lambda/<name>.zip.
 func dummyLambdaCode(dir string) (awslambda.Code, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

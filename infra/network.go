@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 )
@@ -22,6 +23,12 @@ type NetworkStackProps struct {
 	MaxAzs int
 	// NatGateways is the number of NAT gateways; 1 when zero.
 	NatGateways int
+	// LogRetention applies to the VPC flow log group.
+	LogRetention awslogs.RetentionDays
+	// Emulator builds what an emulator can host: no NAT gateway (so no
+	// Elastic IP, and the private subnets have no route out), no flow logs,
+	// and no custom resource locking down the default security group.
+	Emulator bool
 }
 
 // NetworkStack holds the VPC and the security groups of the database's
@@ -57,21 +64,35 @@ func NewNetworkStack(scope constructs.Construct, id string, props *NetworkStackP
 	if nats == 0 {
 		nats = 1
 	}
+	privateType := awsec2.SubnetType_PRIVATE_WITH_EGRESS
+	if props.Emulator {
+		nats, privateType = 0, awsec2.SubnetType_PRIVATE_ISOLATED
+	}
 
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
 		IpAddresses:                  awsec2.IpAddresses_Cidr(jsii.String("10.40.0.0/16")),
 		MaxAzs:                       jsii.Number(maxAzs),
 		NatGateways:                  jsii.Number(nats),
-		RestrictDefaultSecurityGroup: jsii.Bool(true),
+		RestrictDefaultSecurityGroup: jsii.Bool(!props.Emulator),
 		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{
 			{Name: jsii.String(subnetPublic), SubnetType: awsec2.SubnetType_PUBLIC, CidrMask: jsii.Number(24)},
-			{Name: jsii.String(subnetPrivate), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS, CidrMask: jsii.Number(20)},
+			{Name: jsii.String(subnetPrivate), SubnetType: privateType, CidrMask: jsii.Number(20)},
 			{Name: jsii.String(subnetIsolated), SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED, CidrMask: jsii.Number(24)},
 		},
 		GatewayEndpoints: &map[string]*awsec2.GatewayVpcEndpointOptions{
 			"S3": {Service: awsec2.GatewayVpcEndpointAwsService_S3()},
 		},
 	})
+
+	if !props.Emulator {
+		// Rejected connections are what an investigation needs; accepted
+		// traffic (engine to database, mostly) would dominate the cost.
+		flowLogs := awslogs.NewLogGroup(stack, jsii.String("FlowLogs"), &awslogs.LogGroupProps{Retention: props.LogRetention})
+		vpc.AddFlowLog(jsii.String("FlowLog"), &awsec2.FlowLogOptions{
+			Destination: awsec2.FlowLogDestination_ToCloudWatchLogs(flowLogs, nil),
+			TrafficType: awsec2.FlowLogTrafficType_REJECT,
+		})
+	}
 
 	engineSG := awsec2.NewSecurityGroup(stack, jsii.String("EngineSecurityGroup"), &awsec2.SecurityGroupProps{
 		Vpc:              vpc,

@@ -98,10 +98,11 @@ func TestAPILambdaInEmulator(t *testing.T) {
 		Architectures: []lambdatypes.Architecture{lambdatypes.Architecture(archName())},
 		Timeout:       aws.Int32(30),
 		Environment: &lambdatypes.Environment{Variables: map[string]string{
-			"DB_SECRET_ARN":     aws.ToString(secret.ARN),
-			"AWS_ENDPOINT_URL":  localstack.Endpoint(t),
-			"AWS_REGION":        localstack.Region,
-			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+			"DB_SECRET_ARN":       aws.ToString(secret.ARN),
+			"MAESTRO_GROUP_COUNT": "16",
+			"AWS_ENDPOINT_URL":    localstack.Endpoint(t),
+			"AWS_REGION":          localstack.Region,
+			"AWS_ACCESS_KEY_ID":   "test", "AWS_SECRET_ACCESS_KEY": "test",
 		}},
 	})
 	if err != nil {

@@ -64,17 +64,10 @@ func Endpoint(t testing.TB) string {
 	return endpoint
 }
 
-// Config is an AWS config whose clients call the emulator.
+// Config is an AWS config whose clients call the shared emulator.
 func Config(t testing.TB) aws.Config {
 	t.Helper()
-	ep := Endpoint(t)
-	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(Region),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
-		config.WithBaseEndpoint(ep))
-	if err != nil {
-		t.Fatalf("localstack: aws config: %v", err)
-	}
-	return cfg
+	return ConfigFor(t, Endpoint(t))
 }
 
 // ministackBinary finds the ministack command: $MAESTRO_MINISTACK, then the
@@ -95,6 +88,9 @@ func ministackBinary() (string, error) {
 	}
 	return "", errors.New("ministack is not installed: run `make emulator` (or set MAESTRO_AWS_ENDPOINT to a LocalStack endpoint)")
 }
+
+// ModuleRoot is the repository root (the directory holding go.mod).
+func ModuleRoot() (string, error) { return moduleRoot() }
 
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
@@ -185,4 +181,77 @@ func healthy(url string) bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// StartPrivate starts a ministack of the test's own on a free port of
+// 127.0.0.1, with its state under dir, and stops it when the test ends. The
+// end-to-end test deploys into a fresh one rather than the shared emulator
+// other tests use, so that its CloudFormation stacks never meet theirs.
+func StartPrivate(t testing.TB, dir string) string {
+	t.Helper()
+	bin, err := ministackBinary()
+	if err != nil {
+		t.Fatalf("localstack: %v", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	logf, err := os.Create(filepath.Join(dir, "ministack.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(bin)
+	cmd.Dir = dir
+	// ministack hands its own AWS_ENDPOINT_URL to the Lambda processes it
+	// runs, so that their SDK clients (Secrets Manager, SQS, SNS) call it.
+	cmd.Env = append(os.Environ(), "GATEWAY_PORT="+strconv.Itoa(port), "MINISTACK_HOST=127.0.0.1",
+		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING", "AWS_ENDPOINT_URL="+url)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group, so that the Lambda processes it starts stop
+	// with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start ministack: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		logf.Close()
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !healthy(url) {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "ministack.log"))
+			t.Fatalf("ministack did not become healthy on %s: %s", url, log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return url
+}
+
+// ConfigFor is an AWS config whose clients call the emulator at endpoint.
+func ConfigFor(t testing.TB, endpoint string) aws.Config {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithBaseEndpoint(endpoint))
+	if err != nil {
+		t.Fatalf("localstack: aws config: %v", err)
+	}
+	return cfg
 }

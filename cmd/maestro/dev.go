@@ -49,7 +49,7 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	}
 	defer pool.Close()
 
-	eng, err := startEngine(ctx, pool, logger)
+	eng, err := startEngine(ctx, pool, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	defs := definition.NewStore(pool)
 	handler, err := api.New(api.Config{
 		DB: pool, Logger: logger, TrustUserHeader: true,
-		Definitions: defs, Runs: execution.New(pool, defs, envInt("MAESTRO_GROUP_COUNT", 0)),
+		Definitions: defs, Runs: execution.New(pool, defs, eng.GroupCount()),
 	})
 	if err != nil {
 		return err

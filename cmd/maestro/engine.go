@@ -16,6 +16,9 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/groupcount"
+	"github.com/maestro-aws/maestro/engine/health"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/queue"
 )
 
@@ -44,24 +47,74 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 	if err := migrate(ctx, dsn, logger); err != nil {
 		return err
 	}
-	pool, err := dbconn.Open(ctx, dsn, dbconn.PoolOptions{MaxConns: 32, ApplicationName: "maestro-engine"})
+	pool, err := dbconn.Open(ctx, dsn, dbconn.PoolOptions{MaxConns: 32, ApplicationName: "maestro-engine",
+		Refresh: dbconn.Refresher(os.Getenv, dbconn.SecretsManager)})
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	eng, err := startEngine(ctx, pool, logger)
+	// CloudWatch embedded-metric-format lines on stdout, once a period
+	// (MAESTRO_METRICS_INTERVAL, default 1m; engine/metrics).
+	rec := metrics.NewRecorder(metrics.New(os.Stdout, metrics.ServiceEngine))
+	eng, err := startEngine(ctx, pool, logger, rec)
 	if err != nil {
 		return err
 	}
+	defer eng.Stop()
+	if err := rec.Start(ctx, envDuration("MAESTRO_METRICS_INTERVAL", time.Minute), eng.SampleMetrics); err != nil {
+		return err
+	}
+	defer rec.Stop()
+	if addr := os.Getenv("MAESTRO_HEALTH_ADDR"); addr != "" {
+		hs, err := health.New(health.Config{Addr: addr, Logger: logger, Check: func(ctx context.Context) health.Report {
+			return eng.Health(ctx, 2*time.Second)
+		}})
+		if err != nil {
+			return err
+		}
+		if err := hs.Start(ctx); err != nil {
+			return err
+		}
+		defer hs.Stop()
+		logger.Info("health endpoint listening", "addr", hs.Addr().String(), "path", health.Path)
+	}
 	<-ctx.Done()
-	eng.Stop()
 	return nil
 }
 
+// runHealth is the engine container's health check: it asks the engine's
+// health endpoint (MAESTRO_HEALTH_ADDR, or --addr) and exits 0 when it
+// answers healthy.
+func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("health", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", os.Getenv("MAESTRO_HEALTH_ADDR"), "the engine's health endpoint address")
+	timeout := fs.Duration("timeout", 4*time.Second, "how long to wait for an answer")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *addr == "" {
+		fmt.Fprintln(stderr, "maestro health: set MAESTRO_HEALTH_ADDR or --addr")
+		return 2
+	}
+	if err := health.Probe(ctx, *addr, *timeout); err != nil {
+		fmt.Fprintln(stderr, "maestro health:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "healthy")
+	return 0
+}
+
 // startEngine starts an engine node over pool, configured from the
-// environment: MAESTRO_GROUP_COUNT (flow groups), MAESTRO_MAX_GROUPS (groups
-// this node may own), MAESTRO_LEASE (group lease, e.g. 10s), MAESTRO_NODE_ID.
-func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*flow.Engine, error) {
+// environment: MAESTRO_GROUP_COUNT (flow groups; it must match the count
+// recorded in the database, and without it the node takes that one),
+// MAESTRO_MAX_GROUPS (groups this node may own), MAESTRO_LEASE (group lease,
+// e.g. 10s), MAESTRO_NODE_ID. rec, when set, receives the engine's metrics.
+func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder) (*flow.Engine, error) {
+	groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "engine "+hostname())
+	if err != nil {
+		return nil, err
+	}
 	defs := definition.NewStore(pool)
 	eng, err := flow.New(pool, flow.Config{
 		Queue: queue.WorkerConfig{Handlers: map[queue.ID]queue.Handler{
@@ -75,7 +128,8 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (
 			},
 		}},
 		NodeID:     os.Getenv("MAESTRO_NODE_ID"),
-		GroupCount: envInt("MAESTRO_GROUP_COUNT", 0),
+		GroupCount: groups,
+		Metrics:    rec,
 		MaxGroups:  envInt("MAESTRO_MAX_GROUPS", 0),
 		Lease:      envDuration("MAESTRO_LEASE", 0),
 		Logger:     logger,
@@ -86,8 +140,13 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (
 	if err := eng.Start(ctx); err != nil {
 		return nil, err
 	}
-	logger.Info("engine started", "node_id", eng.NodeID())
+	logger.Info("engine started", "node_id", eng.NodeID(), "group_count", groups)
 	return eng, nil
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 func envDuration(name string, def time.Duration) time.Duration {

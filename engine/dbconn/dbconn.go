@@ -3,7 +3,11 @@
 //
 //  1. DATABASE_URL, a libpq URL or key/value string;
 //  2. DB_SECRET_ARN, a Secrets Manager secret in the shape RDS generates
-//     ({host, port, username, password, dbname}); used by the Lambdas;
+//     ({host, port, username, password, dbname}); used by the Lambdas and
+//     the engine task. DB_PROXY_ENDPOINT, when set, replaces the secret's
+//     host (the Lambdas connect through RDS Proxy). The secret is read again
+//     for new connections (PoolOptions.Refresh), so a rotated password
+//     needs no restart;
 //  3. DB_HOST, DB_PORT, DB_NAME, DB_USER, DB_PASSWORD; ECS injects these from
 //     the same secret into the engine task.
 package dbconn
@@ -16,11 +20,13 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -61,7 +67,11 @@ func FromEnv(ctx context.Context, getenv func(string) string, fetch SecretFetche
 		if unq, err := strconv.Unquote(port); err == nil {
 			port = unq
 		}
-		return BuildURL(s.Host, port, s.DBName, s.Username, s.Password), nil
+		host := s.Host
+		if proxy := getenv("DB_PROXY_ENDPOINT"); proxy != "" {
+			host = proxy
+		}
+		return BuildURL(host, port, s.DBName, s.Username, s.Password), nil
 	}
 	if host := getenv("DB_HOST"); host != "" {
 		return BuildURL(host, getenv("DB_PORT"), getenv("DB_NAME"), getenv("DB_USER"), getenv("DB_PASSWORD")), nil
@@ -98,6 +108,58 @@ type PoolOptions struct {
 	MaxConns int32
 	// ApplicationName shows in pg_stat_activity.
 	ApplicationName string
+	// Refresh, when set, resolves the connection string again before a new
+	// connection is opened (at most once per RefreshEvery), so that the
+	// pool follows a rotated password. See Refresher.
+	Refresh func(ctx context.Context) (string, error)
+	// RefreshEvery bounds how often Refresh is called; 1 minute when zero.
+	RefreshEvery time.Duration
+}
+
+// Refresher returns a PoolOptions.Refresh that reads the secret again when
+// DB_SECRET_ARN is the source of the connection string, and nil otherwise
+// (a DATABASE_URL or DB_* variables cannot change under a running process).
+func Refresher(getenv func(string) string, fetch SecretFetcher) func(ctx context.Context) (string, error) {
+	if getenv("DATABASE_URL") != "" || getenv("DB_SECRET_ARN") == "" {
+		return nil
+	}
+	return func(ctx context.Context) (string, error) { return FromEnv(ctx, getenv, fetch) }
+}
+
+// credentialCache hands out the latest credentials, refreshing them at most
+// once per period.
+type credentialCache struct {
+	refresh func(ctx context.Context) (string, error)
+	every   time.Duration
+
+	mu       sync.Mutex
+	at       time.Time
+	user     string
+	password string
+}
+
+// apply sets the latest user and password on cc. A failed refresh keeps the
+// previous credentials: the connection attempt then says whether they still
+// work.
+func (c *credentialCache) apply(ctx context.Context, cc *pgx.ConnConfig) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) >= c.every {
+		dsn, err := c.refresh(ctx)
+		if err == nil {
+			var parsed *pgx.ConnConfig
+			if parsed, err = pgx.ParseConfig(dsn); err == nil {
+				c.user, c.password, c.at = parsed.User, parsed.Password, time.Now()
+			}
+		}
+		if err != nil && c.user == "" {
+			return fmt.Errorf("refresh database credentials: %w", err)
+		}
+	}
+	if c.user != "" {
+		cc.User, cc.Password = c.user, c.password
+	}
+	return nil
 }
 
 // Open opens a pool and checks that the database answers.
@@ -111,6 +173,17 @@ func Open(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, err
 	}
 	if opts.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	}
+	if opts.Refresh != nil {
+		every := opts.RefreshEvery
+		if every <= 0 {
+			every = time.Minute
+		}
+		// The first connection uses dsn as it is; later ones the refreshed
+		// credentials.
+		creds := &credentialCache{refresh: opts.Refresh, every: every, at: time.Now(),
+			user: cfg.ConnConfig.User, password: cfg.ConnConfig.Password}
+		cfg.BeforeConnect = creds.apply
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -19,6 +19,8 @@ func TestFromEnv(t *testing.T) {
 		{"database url wins", map[string]string{"DATABASE_URL": "postgres://x/y", "DB_HOST": "h"}, "postgres://x/y", nil},
 		{"secret arn", map[string]string{"DB_SECRET_ARN": "arn:secret"},
 			"postgres://maestro:p%40ss%2Fword@db.cluster.example:5432/maestro?sslmode=require", nil},
+		{"secret through the proxy", map[string]string{"DB_SECRET_ARN": "arn:secret", "DB_PROXY_ENDPOINT": "proxy.example"},
+			"postgres://maestro:p%40ss%2Fword@proxy.example:5432/maestro?sslmode=require", nil},
 		{"discrete vars", map[string]string{"DB_HOST": "127.0.0.1", "DB_USER": "u", "DB_PASSWORD": "p", "DB_NAME": "d"},
 			"postgres://u:p@127.0.0.1:5432/d?sslmode=disable", nil},
 		{"nothing set", map[string]string{}, "", ErrNotConfigured},
@@ -55,5 +57,19 @@ func TestFromEnvSecretPortAsString(t *testing.T) {
 	})
 	if err != nil || !strings.Contains(got, "h:6543/d") {
 		t.Fatalf("dsn %q err %v", got, err)
+	}
+}
+
+func TestRefresher(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if Refresher(env(map[string]string{"DATABASE_URL": "postgres://x/y", "DB_SECRET_ARN": "a"}), nil) != nil {
+		t.Error("a DATABASE_URL is refreshed")
+	}
+	if Refresher(env(map[string]string{"DB_HOST": "h"}), nil) != nil {
+		t.Error("DB_* variables are refreshed")
+	}
+	if Refresher(env(map[string]string{"DB_SECRET_ARN": "a"}), nil) == nil {
+		t.Error("a secret is not refreshed")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
@@ -70,6 +72,9 @@ type Config struct {
 	Observer func(ref Ref, stepID string, attempt int64, status instance.StepStatus, at time.Time)
 	// FlowObserver, when set, is told of every run that ended.
 	FlowObserver func(ref Ref, status instance.WorkflowStatus, at time.Time)
+	// Metrics, when set, records steps ended, step launch latency and group
+	// takeovers; SampleMetrics adds the gauges.
+	Metrics *metrics.Recorder
 }
 
 func (c *Config) defaults() error {
@@ -129,6 +134,8 @@ type Engine struct {
 	// defs holds decoded run definitions (defcache.go).
 	defs    *definitionCache
 	readopt chan struct{}
+	// leaseRound is when the last lease round succeeded (UnixNano).
+	leaseRound atomic.Int64
 }
 
 // group is a flow group this node owns, with its live flows.
@@ -215,6 +222,17 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
+	if cfg.Metrics != nil {
+		timer := newStepTimer(cfg.Metrics)
+		if obs := cfg.Observer; obs != nil {
+			cfg.Observer = func(ref Ref, step string, attempt int64, status instance.StepStatus, at time.Time) {
+				obs(ref, step, attempt, status, at)
+				timer.observe(ref, step, attempt, status, at)
+			}
+		} else {
+			cfg.Observer = timer.observe
+		}
+	}
 	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
 		breakpoints: newBreakpointCache(), defs: newDefinitionCache()}
@@ -239,7 +257,14 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	qc.Node = cfg.NodeID
 	qc.Store = queue.NewStore(relaxed)
 	qc.Listen = func(ctx context.Context) (*pgx.Conn, error) {
-		return pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy())
+		cc := db.Config().ConnConfig.Copy()
+		// The pool's hook sets refreshed credentials (a rotated password).
+		if before := db.Config().BeforeConnect; before != nil {
+			if err := before(ctx, cc); err != nil {
+				return nil, err
+			}
+		}
+		return pgx.ConnectConfig(ctx, cc)
 	}
 	qc.Groups = e.ownedGroups
 	qc.Owns = e.owns
@@ -269,6 +294,9 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 
 // NodeID is this node's name.
 func (e *Engine) NodeID() string { return e.cfg.NodeID }
+
+// GroupCount is the number of flow groups new runs are spread over.
+func (e *Engine) GroupCount() int { return e.cfg.GroupCount }
 
 // Start claims groups, adopts their flows and starts processing; it returns
 // without blocking once the first claim is done.
@@ -390,6 +418,7 @@ func (e *Engine) tick(ctx context.Context) {
 	}
 	want := e.cfg.MaxGroups - len(e.ownedGroups())
 	if want <= 0 {
+		e.leaseRoundDone(time.Now())
 		return
 	}
 	claims, err := e.store.claimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, want, e.cfg.GroupCount)
@@ -397,10 +426,15 @@ func (e *Engine) tick(ctx context.Context) {
 		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
 		return
 	}
+	e.leaseRoundDone(time.Now())
 	ids := make([]int32, 0, len(claims))
 	for _, c := range claims {
 		e.adopt(ctx, c)
 		ids = append(ids, c.ID)
+		if c.Generation > 1 {
+			// Owned before: its previous owner released it or let it expire.
+			e.cfg.Metrics.Add(metrics.GroupTakeovers, 1)
+		}
 	}
 	if len(claims) > 0 {
 		if _, err := queue.NewStore(e.relaxed).TakeOver(ctx, ids, e.cfg.NodeID); err != nil {

@@ -1,5 +1,12 @@
 package flow
 
+import (
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/metrics"
+)
+
 // Crash stops the engine the way a killed process stops: every actor ends
 // at once, nothing more is written and its groups are not released, so
 // another node must wait for the leases to expire.
@@ -10,4 +17,9 @@ func (e *Engine) Crash() {
 		e.wg.Wait()
 		e.relaxed.Close()
 	})
+}
+
+// LaunchObserver is the Observer that records step metrics on rec.
+func LaunchObserver(rec *metrics.Recorder) func(Ref, string, int64, instance.StepStatus, time.Time) {
+	return newStepTimer(rec).observe
 }

@@ -251,3 +251,29 @@ func (s *Store) Defer(ctx context.Context, m Message, delay time.Duration) error
 	}
 	return nil
 }
+
+// Stats describes the outbox as a whole, for metrics.
+type Stats struct {
+	// Depth is the number of messages.
+	Depth int64
+	// OldestDue is the age of the oldest message that is due and that no
+	// worker holds a live claim on (zero when there is none): how long work
+	// has been waiting for a worker.
+	OldestDue time.Duration
+}
+
+const statsSQL = `
+SELECT count(*),
+       COALESCE(EXTRACT(EPOCH FROM now() - min(created_at) FILTER (WHERE owned_until IS NULL OR owned_until < now())), 0)
+FROM maestro_queue`
+
+// Stats reads the outbox's depth and the age of its oldest due message.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	var age float64
+	if err := s.db.QueryRow(ctx, statsSQL).Scan(&st.Depth, &age); err != nil {
+		return Stats{}, fmt.Errorf("read queue stats: %w", err)
+	}
+	st.OldestDue = time.Duration(age * float64(time.Second))
+	return st, nil
+}

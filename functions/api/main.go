@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/functions/internal/apigateway"
 	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
 )
@@ -22,5 +23,6 @@ func main() {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(apigateway.New(handler).Handle)
+	// One CloudWatch embedded-metric-format line per request (engine/metrics).
+	lambda.Start(apigateway.New(metrics.HTTP(metrics.New(os.Stdout, metrics.ServiceAPI), handler)).Handle)
 }

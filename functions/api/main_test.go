@@ -19,6 +19,7 @@ import (
 // against a real database.
 func TestLambdaServesHealth(t *testing.T) {
 	t.Setenv("DATABASE_URL", dbtest.URL(t))
+	t.Setenv("MAESTRO_GROUP_COUNT", "16")
 	handler, err := lambdaenv.APIHandler(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package lambdaenv
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -16,16 +17,35 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/groupcount"
 )
 
-// Pool opens the database pool described by the environment (see dbconn).
-// A Lambda handles one request at a time, so a small pool suffices.
+// Pool opens the database pool described by the environment (see dbconn;
+// DB_PROXY_ENDPOINT puts RDS Proxy in front). A Lambda handles one request
+// at a time, so a small pool suffices.
 func Pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 	dsn, err := dbconn.FromEnv(ctx, os.Getenv, dbconn.SecretsManager)
 	if err != nil {
 		return nil, err
 	}
-	return dbconn.Open(ctx, dsn, dbconn.PoolOptions{MaxConns: 4, ApplicationName: name})
+	return dbconn.Open(ctx, dsn, dbconn.PoolOptions{MaxConns: 4, ApplicationName: name,
+		Refresh: dbconn.Refresher(os.Getenv, dbconn.SecretsManager)})
+}
+
+// GroupCount reads MAESTRO_GROUP_COUNT, required of every function that
+// starts runs, and checks it against the count recorded in the database
+// (engine/groupcount): a missing, malformed or different count fails the
+// cold start rather than strand runs in groups no engine claims.
+func GroupCount(ctx context.Context, pool *pgxpool.Pool, function string) (int, error) {
+	raw := os.Getenv("MAESTRO_GROUP_COUNT")
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("MAESTRO_GROUP_COUNT %q: want the deployment's flow group count, a whole number from 1", raw)
+	}
+	if err := groupcount.Agree(ctx, pool, n, function+" function"); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // APIHandler builds the REST API handler for the API Lambda.
@@ -34,8 +54,12 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	groups, err := GroupCount(ctx, pool, "api")
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
 	defs := definition.NewStore(pool)
-	groups, _ := strconv.Atoi(os.Getenv("MAESTRO_GROUP_COUNT"))
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
 		Admins: strings.Fields(strings.ReplaceAll(os.Getenv("MAESTRO_ADMINS"), ",", " ")),

@@ -1,0 +1,32 @@
+package lambdaenv
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/groupcount"
+)
+
+// A function's cold start fails on a missing, malformed or mismatched
+// MAESTRO_GROUP_COUNT instead of defaulting.
+func TestGroupCount(t *testing.T) {
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	for _, bad := range []string{"", "sixteen", "0"} {
+		t.Setenv("MAESTRO_GROUP_COUNT", bad)
+		if _, err := GroupCount(ctx, pool, "api"); err == nil || !strings.Contains(err.Error(), "MAESTRO_GROUP_COUNT") {
+			t.Errorf("MAESTRO_GROUP_COUNT=%q: err = %v", bad, err)
+		}
+	}
+	t.Setenv("MAESTRO_GROUP_COUNT", "16")
+	if n, err := GroupCount(ctx, pool, "api"); err != nil || n != 16 {
+		t.Fatalf("GroupCount = %d, %v", n, err)
+	}
+	t.Setenv("MAESTRO_GROUP_COUNT", "32")
+	if _, err := GroupCount(ctx, pool, "timetrigger"); !errors.Is(err, groupcount.ErrMismatch) {
+		t.Errorf("mismatch: err = %v, want ErrMismatch", err)
+	}
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsapigateway"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+
+	"github.com/maestro-aws/maestro/engine/metrics"
+)
+
+// TriggerLagThresholdSeconds is the trigger lag above which the TriggerLag
+// alarm fires.
+const TriggerLagThresholdSeconds = 60
+
+// MonitoringStackProps configures NewMonitoringStack.
+type MonitoringStackProps struct {
+	awscdk.StackProps
+	// AlertTopic is notified when an alarm fires and when it clears.
+	AlertTopic awssns.ITopic
+	// DeadLetterQueues are alarmed when they hold any message, by name.
+	DeadLetterQueues map[string]awssqs.IQueue
+	// Functions are alarmed on errors, by name (the deployed ones).
+	Functions map[string]*Function
+	// RestAPI is alarmed on 5xx responses.
+	RestAPI awsapigateway.RestApi
+	// Engine, when set, is alarmed on running tasks and charted; nil on the
+	// emulator target.
+	Engine *EngineStack
+}
+
+// MonitoringStack holds the alarms and the one dashboard. Every alarm
+// notifies AlertTopic; docs/deploy.md says what each means and what to do.
+type MonitoringStack struct {
+	awscdk.Stack
+	// Alarms by construct id.
+	Alarms map[string]awscloudwatch.Alarm
+	// Dashboard charts the engine, the API, the functions and the queues.
+	Dashboard awscloudwatch.Dashboard
+}
+
+// Metric is a Maestro metric (engine/metrics) of one service.
+func Metric(service, name, statistic string, period awscdk.Duration) awscloudwatch.Metric {
+	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+		Namespace:     jsii.String(metrics.Namespace),
+		MetricName:    jsii.String(name),
+		DimensionsMap: &map[string]*string{metrics.DimensionService: jsii.String(service)},
+		Statistic:     jsii.String(statistic),
+		Period:        period,
+	})
+}
+
+// EngineMetric is a metric the engine emits.
+func EngineMetric(name, statistic string, period awscdk.Duration) awscloudwatch.Metric {
+	return Metric(metrics.ServiceEngine, name, statistic, period)
+}
+
+// NewMonitoringStack builds the alarms and the dashboard.
+func NewMonitoringStack(scope constructs.Construct, id string, props *MonitoringStackProps) *MonitoringStack {
+	stack := awscdk.NewStack(scope, &id, &props.StackProps)
+	s := &MonitoringStack{Stack: stack, Alarms: map[string]awscloudwatch.Alarm{}}
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	five := awscdk.Duration_Minutes(jsii.Number(5))
+	action := awscloudwatchactions.NewSnsAction(props.AlertTopic)
+
+	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64,
+		op awscloudwatch.ComparisonOperator, periods int, missing awscloudwatch.TreatMissingData) {
+		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
+			AlarmDescription:   jsii.String(description),
+			Metric:             metric,
+			Threshold:          jsii.Number(threshold),
+			ComparisonOperator: op,
+			EvaluationPeriods:  jsii.Number(periods),
+			DatapointsToAlarm:  jsii.Number(periods),
+			TreatMissingData:   missing,
+		})
+		a.AddAlarmAction(action)
+		a.AddOkAction(action)
+		s.Alarms[id] = a
+	}
+	atLeast := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+	above := awscloudwatch.ComparisonOperator_GREATER_THAN_THRESHOLD
+	notBreaching := awscloudwatch.TreatMissingData_NOT_BREACHING
+
+	for _, name := range slices.Sorted(maps.Keys(props.DeadLetterQueues)) {
+		q := props.DeadLetterQueues[name]
+		alarm("DeadLetters"+title(name),
+			"Messages in the "+name+" dead-letter queue: they failed every retry and wait to be inspected and redriven (docs/deploy.md).",
+			q.MetricApproximateNumberOfMessagesVisible(&awscloudwatch.MetricOptions{Statistic: jsii.String("Maximum"), Period: five}),
+			1, atLeast, 1, notBreaching)
+	}
+	for _, name := range slices.Sorted(maps.Keys(props.Functions)) {
+		fn := props.Functions[name].Function
+		alarm("Errors"+title(name),
+			"The "+name+" function failed invocations (crash, timeout or an error returned to its trigger) in the last 5 minutes; see its log group.",
+			fn.MetricErrors(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five}),
+			1, atLeast, 1, notBreaching)
+	}
+	alarm("TriggerLag",
+		"Time triggers fire more than 60 s late: the time-trigger function is failing, throttled or too slow for the due triggers.",
+		Metric(metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute),
+		TriggerLagThresholdSeconds, above, 1, notBreaching)
+	alarm("EngineUnownedGroups",
+		"Flow groups held by no live engine for 3 minutes, or no engine reporting at all: runs in those groups make no progress.",
+		EngineMetric(metrics.UnownedGroups, "Maximum", minute),
+		0, above, 3, awscloudwatch.TreatMissingData_BREACHING)
+	if props.RestAPI != nil {
+		alarm("Api5xx",
+			"The REST API answered 5 or more server errors in 5 minutes.",
+			props.RestAPI.MetricServerError(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five}),
+			5, atLeast, 1, notBreaching)
+	}
+	if e := props.Engine; e != nil {
+		alarm("EngineTasks",
+			"No engine task running for 3 minutes: nothing executes workflows.",
+			awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace:  jsii.String("ECS/ContainerInsights"),
+				MetricName: jsii.String("RunningTaskCount"),
+				DimensionsMap: &map[string]*string{
+					"ClusterName": e.Cluster.ClusterName(),
+					"ServiceName": e.Service.ServiceName(),
+				},
+				Statistic: jsii.String("Minimum"),
+				Period:    minute,
+			}),
+			1, awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, 3, awscloudwatch.TreatMissingData_BREACHING)
+	}
+
+	s.Dashboard = newDashboard(stack, props, s.Alarms)
+	return s
+}
+
+// newDashboard charts what an operator looks at first.
+func newDashboard(stack awscdk.Stack, props *MonitoringStackProps, alarms map[string]awscloudwatch.Alarm) awscloudwatch.Dashboard {
+	minute := awscdk.Duration_Minutes(jsii.Number(1))
+	graph := func(title string, left []awscloudwatch.IMetric, right ...awscloudwatch.IMetric) awscloudwatch.IWidget {
+		p := &awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &left, Width: jsii.Number(8), Height: jsii.Number(6)}
+		if len(right) > 0 {
+			p.Right = &right
+		}
+		return awscloudwatch.NewGraphWidget(p)
+	}
+	labelled := func(m awscloudwatch.Metric, label string) awscloudwatch.IMetric {
+		return m.With(&awscloudwatch.MetricOptions{Label: jsii.String(label)})
+	}
+	steps := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
+		Expression:   jsii.String("steps / PERIOD(steps)"),
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"steps": EngineMetric(metrics.StepsEnded, "Sum", minute)},
+		Label:        jsii.String("steps/s"),
+		Period:       minute,
+	})
+	rows := [][]awscloudwatch.IWidget{{
+		graph("Engine: steps per second", []awscloudwatch.IMetric{steps}),
+		graph("Engine: step launch latency (ms)", []awscloudwatch.IMetric{
+			labelled(EngineMetric(metrics.StepLaunchLatency, "p50", minute), "p50"),
+			labelled(EngineMetric(metrics.StepLaunchLatency, "p99", minute), "p99"),
+		}),
+		graph("Engine: outbox queue", []awscloudwatch.IMetric{
+			labelled(EngineMetric(metrics.QueueDepth, "Maximum", minute), "depth"),
+		}, labelled(EngineMetric(metrics.QueueAge, "Maximum", minute), "oldest due (s)")),
+	}, {
+		graph("Engine: flow groups", []awscloudwatch.IMetric{
+			labelled(EngineMetric(metrics.OwnedGroups, "Sum", minute), "owned (all nodes)"),
+			labelled(EngineMetric(metrics.UnownedGroups, "Maximum", minute), "unowned"),
+		}, labelled(EngineMetric(metrics.GroupTakeovers, "Sum", minute), "takeovers")),
+		graph("API", []awscloudwatch.IMetric{
+			labelled(Metric(metrics.ServiceAPI, metrics.APIRequests, "Sum", minute), "requests"),
+			labelled(Metric(metrics.ServiceAPI, metrics.APIServerErrors, "Sum", minute), "5xx"),
+		}, labelled(Metric(metrics.ServiceAPI, metrics.APILatency, "p99", minute), "p99 latency (ms)")),
+		graph("Triggers, signals, events", []awscloudwatch.IMetric{
+			labelled(Metric(metrics.ServiceSignals, metrics.SignalsReceived, "Sum", minute), "signals in"),
+			labelled(Metric(metrics.ServiceSignals, metrics.SignalsMatched, "Sum", minute), "signals out"),
+			labelled(Metric(metrics.ServicePublisher, metrics.PublishFailures, "Sum", minute), "publish failures"),
+		}, labelled(Metric(metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute), "trigger lag (s)")),
+	}}
+
+	var invocations, errs []awscloudwatch.IMetric
+	for _, name := range slices.Sorted(maps.Keys(props.Functions)) {
+		fn := props.Functions[name].Function
+		invocations = append(invocations, fn.MetricInvocations(&awscloudwatch.MetricOptions{Label: jsii.String(name), Period: minute}))
+		errs = append(errs, fn.MetricErrors(&awscloudwatch.MetricOptions{Label: jsii.String(name + " errors"), Period: minute}),
+			fn.MetricThrottles(&awscloudwatch.MetricOptions{Label: jsii.String(name + " throttles"), Period: minute}))
+	}
+	var dlqs []awscloudwatch.IMetric
+	for _, name := range slices.Sorted(maps.Keys(props.DeadLetterQueues)) {
+		dlqs = append(dlqs, props.DeadLetterQueues[name].MetricApproximateNumberOfMessagesVisible(
+			&awscloudwatch.MetricOptions{Label: jsii.String(name), Statistic: jsii.String("Maximum"), Period: minute}))
+	}
+	rows = append(rows, []awscloudwatch.IWidget{
+		graph("Lambda invocations", invocations),
+		graph("Lambda errors and throttles", errs),
+		graph("Dead-letter queues", dlqs),
+	})
+	if e := props.Engine; e != nil {
+		rows = append(rows, []awscloudwatch.IWidget{
+			graph("Engine tasks: CPU and memory (%)", []awscloudwatch.IMetric{
+				e.Service.MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute}),
+				e.Service.MetricMemoryUtilization(&awscloudwatch.MetricOptions{Period: minute}),
+			}),
+		})
+	}
+	list := make([]interfacesawscloudwatch.IAlarmRef, 0, len(alarms))
+	for _, id := range slices.Sorted(maps.Keys(alarms)) {
+		list = append(list, alarms[id])
+	}
+	rows = append(rows, []awscloudwatch.IWidget{awscloudwatch.NewAlarmStatusWidget(&awscloudwatch.AlarmStatusWidgetProps{
+		Title: jsii.String("Alarms"), Alarms: &list, Width: jsii.Number(24),
+	})})
+
+	widgets := make([]*[]awscloudwatch.IWidget, len(rows))
+	for i := range rows {
+		widgets[i] = &rows[i]
+	}
+	return awscloudwatch.NewDashboard(stack, jsii.String("Dashboard"), &awscloudwatch.DashboardProps{
+		DashboardName: stack.StackName(),
+		Widgets:       &widgets,
+	})
+}
+
+// title upper-cases the first letter of a name for a construct id.
+func title(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}

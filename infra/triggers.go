@@ -1,0 +1,97 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// TimeTriggerSchedule is how often EventBridge Scheduler invokes the
+// time-trigger function.
+const TimeTriggerSchedule = "rate(1 minute)"
+
+// TimeTriggerInput is the event the schedule sends: the time the invocation
+// was scheduled for (RFC 3339, the function measures trigger lag from it)
+// and the invocation's id, filled in by Scheduler.
+const TimeTriggerInput = `{"scheduled_time":"<aws.scheduler.scheduled-time>","execution_id":"<aws.scheduler.execution-id>"}`
+
+// TriggersStackProps configures NewTriggersStack.
+type TriggersStackProps struct {
+	awscdk.StackProps
+	// Functions is what the time-trigger function shares with every function.
+	Functions FunctionBase
+	// Code is functions/timetrigger's package; nil deploys only the
+	// dead-letter queue.
+	Code awslambda.Code
+	// ReservedConcurrency caps the function; 0 leaves it unreserved.
+	ReservedConcurrency int
+}
+
+// TriggersStack fires time triggers: an EventBridge Scheduler schedule
+// invokes functions/timetrigger every minute, retries a failed invocation
+// and sends one that keeps failing to a dead-letter queue.
+type TriggersStack struct {
+	awscdk.Stack
+	// DeadLetterQueue receives invocations Scheduler gave up on.
+	DeadLetterQueue awssqs.Queue
+	// Function is functions/timetrigger; nil until its code is deployed.
+	Function *Function
+	// Schedule invokes Function every minute; nil with Function.
+	Schedule awsscheduler.CfnSchedule
+}
+
+// NewTriggersStack builds the triggers stack.
+func NewTriggersStack(scope constructs.Construct, id string, props *TriggersStackProps) *TriggersStack {
+	stack := awscdk.NewStack(scope, &id, &props.StackProps)
+
+	dlq := NewDeadLetterQueue(stack, "ScheduleDeadLetterQueue")
+	s := &TriggersStack{Stack: stack, DeadLetterQueue: dlq}
+	if props.Code == nil {
+		return s
+	}
+	fn := NewFunction(stack, "TimeTrigger", &FunctionProps{
+		FunctionBase:        props.Functions,
+		Description:         "Maestro time triggers: starts the runs of due cron triggers, every minute",
+		Code:                props.Code,
+		ReservedConcurrency: props.ReservedConcurrency,
+		// A minute's due triggers must be started before the next minute.
+		Timeout: awscdk.Duration_Seconds(jsii.Number(55)),
+	})
+	role := awsiam.NewRole(stack, jsii.String("ScheduleRole"), &awsiam.RoleProps{
+		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
+			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": *awscdk.Aws_ACCOUNT_ID()}},
+		}),
+		Description: jsii.String("EventBridge Scheduler invoking the Maestro time-trigger function"),
+	})
+	// The function itself, not its versions and aliases (GrantInvoke would
+	// add <arn>:*): the schedule invokes $LATEST.
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings("lambda:InvokeFunction"),
+		Resources: &[]*string{fn.Function.FunctionArn()},
+	}))
+	dlq.GrantSendMessages(role)
+	schedule := awsscheduler.NewCfnSchedule(stack, jsii.String("Schedule"), &awsscheduler.CfnScheduleProps{
+		Description:        jsii.String("Fires Maestro's time triggers every minute"),
+		ScheduleExpression: jsii.String(TimeTriggerSchedule),
+		FlexibleTimeWindow: &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: jsii.String("OFF")},
+		State:              jsii.String("ENABLED"),
+		Target: &awsscheduler.CfnSchedule_TargetProperty{
+			Arn:     fn.Function.FunctionArn(),
+			RoleArn: role.RoleArn(),
+			Input:   jsii.String(TimeTriggerInput),
+			// A late invocation is still useful (the function starts what is
+			// due), but past two minutes the next ones have covered it.
+			RetryPolicy: &awsscheduler.CfnSchedule_RetryPolicyProperty{
+				MaximumRetryAttempts:     jsii.Number(3),
+				MaximumEventAgeInSeconds: jsii.Number(120),
+			},
+			DeadLetterConfig: &awsscheduler.CfnSchedule_DeadLetterConfigProperty{Arn: dlq.QueueArn()},
+		},
+	})
+	s.Function, s.Schedule = fn, schedule
+	return s
+}

@@ -1,0 +1,313 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/health"
+	"github.com/maestro-aws/maestro/localstack"
+)
+
+// Stack names and outputs the scenarios read (infra/app.go, infra/*.go).
+const (
+	stackAPI     = "MaestroApi"
+	stackEvents  = "MaestroEvents"
+	stackSignals = "MaestroSignals"
+)
+
+// groupCount is the deployment's MAESTRO_GROUP_COUNT (cdk.json).
+const groupCount = "16"
+
+// Deployment is the whole app deployed into a private ministack, with the
+// engine running as a local process against the test's PostgreSQL.
+type Deployment struct {
+	// Root is the repository root.
+	Root string
+	// Dir holds the run's logs, cdk.out and outputs (MAESTRO_E2E_DIR).
+	Dir string
+	// Endpoint is the emulator's URL; AWS is a config whose clients call it.
+	Endpoint string
+	AWS      aws.Config
+	// DatabaseURL is the PostgreSQL the database secret points at.
+	DatabaseURL string
+	// Outputs are the stacks' outputs: stack name -> output key -> value.
+	Outputs map[string]map[string]string
+}
+
+// Output returns a stack output, failing the test when it is missing.
+func (d *Deployment) Output(t *testing.T, stack, key string) string {
+	t.Helper()
+	v, ok := d.Outputs[stack][key]
+	if !ok {
+		t.Fatalf("stack %s has no output %s (outputs: %v)", stack, key, d.Outputs[stack])
+	}
+	return v
+}
+
+// lambdaArch is the CDK architecture of packages built for this machine.
+func lambdaArch() string {
+	if runtime.GOARCH == "arm64" {
+		return "arm64"
+	}
+	return "x86_64"
+}
+
+// deploy bootstraps and deploys every stack of the CDK app with
+// -c maestro:target=emulator and starts the engine.
+func deploy(t *testing.T) *Deployment {
+	t.Helper()
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("MAESTRO_E2E_DIR")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), fmt.Sprintf("maestro-e2e-%d", os.Getuid()))
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lambdaDir := os.Getenv("MAESTRO_E2E_LAMBDA_DIR")
+	if lambdaDir == "" {
+		lambdaDir = filepath.Join(root, "build", "e2e", "lambda")
+	}
+	if _, err := os.Stat(filepath.Join(lambdaDir, "api.zip")); err != nil {
+		t.Fatalf("no Lambda packages in %s: run `make e2e`, which builds them for this machine (%v)", lambdaDir, err)
+	}
+	cdk := filepath.Join(root, "infra", ".cdk", "node_modules", ".bin", "cdk")
+	if _, err := os.Stat(cdk); err != nil {
+		t.Fatalf("the pinned CDK CLI is not installed: run `make e2e` (%v)", err)
+	}
+
+	d := &Deployment{Root: root, Dir: dir, DatabaseURL: dbtest.URL(t)}
+	d.Endpoint = localstack.StartPrivate(t, filepath.Join(dir, "ministack"))
+	d.AWS = localstack.ConfigFor(t, d.Endpoint)
+	t.Logf("emulator %s, state and logs in %s", d.Endpoint, dir)
+
+	// The one context switch (infra/config.go Config.Target): what the
+	// emulator cannot host is left out of the synthesized app.
+	contextArgs := []string{
+		"-c", "maestro:target=emulator",
+		"-c", "maestro:emulatorDatabaseUrl=" + d.DatabaseURL,
+		"-c", "maestro:lambdaDir=" + lambdaDir,
+		"-c", "maestro:lambdaArchitecture=" + lambdaArch(),
+	}
+	common := append([]string{"--no-notices", "--output", filepath.Join(dir, "cdk.out")}, contextArgs...)
+	d.cdk(t, cdk, "bootstrap", append([]string{"aws://000000000000/" + localstack.Region}, common...)...)
+	outputs := filepath.Join(dir, "outputs.json")
+	d.cdk(t, cdk, "deploy", append([]string{"--all", "--require-approval", "never", "--concurrency", "4",
+		"--outputs-file", outputs}, common...)...)
+	raw, err := os.ReadFile(outputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &d.Outputs); err != nil {
+		t.Fatalf("outputs %s: %v", raw, err)
+	}
+	d.startEngine(t)
+	return d
+}
+
+// awsEnv is the environment of a process that talks to the emulator.
+func (d *Deployment) awsEnv() []string {
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "AWS_ENDPOINT_URL="+d.Endpoint, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"AWS_REGION="+localstack.Region, "AWS_DEFAULT_REGION="+localstack.Region)
+}
+
+// cdk runs the pinned CDK CLI from the repository root (cdk.json) against
+// the emulator, logging to Dir/cdk-<command>.log.
+func (d *Deployment) cdk(t *testing.T, bin, command string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(d.Dir, "cdk-"+command+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{command}, args...)...)
+	cmd.Dir = d.Root
+	cmd.Env = append(d.awsEnv(), "CDK_DISABLE_VERSION_CHECK=1", "CI=true")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("cdk %s: %v\n%s", command, err, tail(log, 6000))
+	}
+	t.Logf("cdk %s took %s", command, time.Since(start).Round(time.Second))
+}
+
+// startEngine builds maestro and runs `maestro engine` as the ECS task
+// would, against the test's database, until the test ends.
+func (d *Deployment) startEngine(t *testing.T) {
+	t.Helper()
+	bin := filepath.Join(d.Dir, "maestro")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/maestro")
+	build.Dir = d.Root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build maestro: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	logf, err := os.Create(filepath.Join(d.Dir, "engine.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "engine")
+	cmd.Env = append(d.awsEnv(),
+		"DATABASE_URL="+d.DatabaseURL,
+		"MAESTRO_GROUP_COUNT="+groupCount,
+		"MAESTRO_EVENT_QUEUE_URL="+d.Output(t, stackEvents, "InternalEventsQueueUrl"),
+		"MAESTRO_HEALTH_ADDR="+addr,
+		"MAESTRO_METRICS_INTERVAL=10s",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	})
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		err := health.Probe(context.Background(), addr, 2*time.Second)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(d.Dir, "engine.log"))
+			t.Fatalf("engine never became healthy: %v\n%s", err, tail(log, 4000))
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// CallAPI sends a SigV4-signed request to the deployed REST API through the
+// emulator's API Gateway, as the maestro CLI or any AWS client would.
+func (d *Deployment) CallAPI(t *testing.T, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	return d.callAPI(t, method, path, body, true)
+}
+
+func (d *Deployment) callAPI(t *testing.T, method, path string, body any, sign bool) (int, map[string]any) {
+	t.Helper()
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, err := http.NewRequest(method, d.apiURL(t)+path, bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if sign {
+		creds, err := d.AWS.Credentials.Retrieve(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(payload)
+		if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]),
+			"execute-api", localstack.Region, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	if out == nil {
+		out = map[string]any{"raw": string(raw)}
+	}
+	return resp.StatusCode, out
+}
+
+// apiURL is the stage's base URL on the emulator: the REST API id comes
+// from the stack's ApiUrl output (https://{id}.execute-api.{region}...).
+func (d *Deployment) apiURL(t *testing.T) string {
+	t.Helper()
+	u, err := url.Parse(d.Output(t, stackAPI, "ApiUrl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, _ := strings.Cut(u.Host, ".")
+	return d.Endpoint + "/_aws/execute-api/" + id + strings.TrimSuffix(u.Path, "/")
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s; last seen %s", what, timeout, state)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
