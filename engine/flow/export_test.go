@@ -1,5 +1,7 @@
 package flow
 
+import "time"
+
 // Crash stops the engine the way a killed process stops: every actor ends
 // at once, nothing more is written and its groups are not released, so
 // another node must wait for the leases to expire.
@@ -10,4 +12,16 @@ func (e *Engine) Crash() {
 		e.wg.Wait()
 		e.relaxed.Close()
 	})
+}
+
+// AgeLeases makes every group's last renewal look older by d, as if this
+// node's heartbeats had stalled for that long.
+func (e *Engine) AgeLeases(d time.Duration) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, g := range e.groups {
+		g.mu.Lock()
+		g.renewed = g.renewed.Add(-d)
+		g.mu.Unlock()
+	}
 }

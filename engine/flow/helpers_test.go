@@ -82,7 +82,7 @@ func (e *env) push(def string) {
 		e.t.Fatalf("decode definition: %v", err)
 	}
 	v := workflow.Validator{
-		StepTypes: append(workflow.DefaultStepTypes(), "Flaky", "Fail", "Panic", "Exclusive", "Gauge"),
+		StepTypes: append(workflow.DefaultStepTypes(), "Flaky", "Fail", "Panic", "Exclusive", "Gauge", "Effect"),
 		StepConfig: map[string]map[string]workflow.ConfigCheck{
 			"Sleep": workflow.DefaultStepConfig()["Sleep"],
 			"Flaky": {"failures": nil, "fail_with": nil},
