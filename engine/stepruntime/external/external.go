@@ -47,7 +47,15 @@ const (
 	KeyLaunch = "launch"
 	// KeyIntendedAt is when the intent was recorded (RFC 3339).
 	KeyIntendedAt = "launch_intended_at"
+	// KeyLaunchTries counts the launches of the attempt whose outcome was
+	// unknown and that a lookup then found had not happened.
+	KeyLaunchTries = "launch_tries"
 )
+
+// MaxLaunchTries bounds KeyLaunchTries: after that many launches that
+// never took, the attempt fails with a platform error (the retry policy
+// makes a new attempt), instead of trying for ever.
+const MaxLaunchTries = 5
 
 // Values of KeyLaunch.
 const (
@@ -132,6 +140,7 @@ func (r Runtime) launch(ctx context.Context, a *stepruntime.Attempt, prior map[s
 	}
 	intent[KeyIdempotency] = key
 	intent[KeyLaunch] = LaunchIntended
+	intent[KeyLaunchTries] = tries(prior) + 1
 	intent[KeyIntendedAt] = r.now().UTC().Format(time.RFC3339Nano)
 	if a.Record != nil {
 		if err := a.Record(ctx, intent); err != nil {
@@ -183,9 +192,26 @@ func (r Runtime) recover(ctx context.Context, a *stepruntime.Attempt) stepruntim
 		return res
 	}
 	// Nothing was launched: launch now, with the same key.
+	if n := tries(a.Data); n >= MaxLaunchTries {
+		return stepruntime.Result{State: stepruntime.PlatformError,
+			Message: fmt.Sprintf("%d launches of this attempt did not take", n)}
+	}
 	prior := maps.Clone(a.Data)
 	delete(prior, KeyLaunch)
 	return r.launch(ctx, a, prior)
+}
+
+// tries reads KeyLaunchTries (a float64 once it has been through JSON).
+func tries(data map[string]any) int {
+	switch n := data[KeyLaunchTries].(type) {
+	case int:
+		return n
+	case float64:
+		return int(n)
+	case int64:
+		return int(n)
+	}
+	return 0
 }
 
 // Terminate implements stepruntime.Runtime.
