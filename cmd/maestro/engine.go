@@ -17,6 +17,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
 )
 
 // runEngine is the long-running engine process: it applies migrations (under
@@ -60,10 +61,19 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 
 // startEngine starts an engine node over pool, configured from the
 // environment: MAESTRO_GROUP_COUNT (flow groups), MAESTRO_MAX_GROUPS (groups
-// this node may own), MAESTRO_LEASE (group lease, e.g. 10s), MAESTRO_NODE_ID.
+// this node may own), MAESTRO_LEASE (group lease, e.g. 10s), MAESTRO_NODE_ID,
+// MAESTRO_WORKERS (concurrent step runtime calls), and the step runtimes'
+// settings (engine/stepruntime/registry: AWS_REGION, MAESTRO_AWS_ENDPOINT,
+// MAESTRO_HTTP_ALLOWED_HOSTS, MAESTRO_ECS_*).
 func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*flow.Engine, error) {
 	defs := definition.NewStore(pool)
+	runtimes, err := registry.New(ctx, registry.FromEnv(os.Getenv), pool, logger)
+	if err != nil {
+		return nil, err
+	}
 	eng, err := flow.New(pool, flow.Config{
+		Runtimes: runtimes,
+		Workers:  envInt("MAESTRO_WORKERS", 0),
 		Queue: queue.WorkerConfig{Handlers: map[queue.ID]queue.Handler{
 			queue.DeleteWorkflow: func(ctx context.Context, m queue.Message) error {
 				err := defs.ProcessDelete(ctx, m.Payload)

@@ -4,6 +4,7 @@ package flowtest
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"maps"
@@ -155,5 +156,28 @@ func (e *Env) logSteps(inst *execution.Instance) {
 	steps, _ := e.Runs.Steps(context.Background(), inst.WorkflowID, inst.InstanceID, inst.RunID)
 	for _, s := range steps {
 		e.T.Logf("step %s attempt %d: %s %s %s", s.StepID, s.AttemptID, s.Status, s.RuntimeState, s.Timeline)
+	}
+}
+
+// WaitData polls until the latest attempt of a step has key in its
+// runtime data, and returns the data.
+func (e *Env) WaitData(inst *execution.Instance, stepID, key string, within time.Duration) map[string]any {
+	e.T.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		a, err := e.Runs.Attempt(context.Background(), inst.WorkflowID, inst.InstanceID, inst.RunID, stepID, 0)
+		if err == nil {
+			var rs struct {
+				Data map[string]any `json:"data"`
+			}
+			if json.Unmarshal(a.RuntimeState, &rs) == nil && rs.Data[key] != nil {
+				return rs.Data
+			}
+		}
+		if time.Now().After(deadline) {
+			e.logSteps(inst)
+			e.T.Fatalf("step %s never had %s in its runtime data within %s", stepID, key, within)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

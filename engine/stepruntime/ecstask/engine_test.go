@@ -37,11 +37,9 @@ func TestEcsTaskStepRunsToTheEnd(t *testing.T) {
 	fake.Define("etl", "main")
 	env := taskEngine(t, fake, "1s", "1h")
 	inst := env.Start("containers")
-	running := env.WaitStep(inst, "job", instance.StepRunning, 30*time.Second)
-	var rs struct{ Data map[string]any }
-	_ = json.Unmarshal(running.RuntimeState, &rs)
-	if rs.Data[ecstask.KeyTaskARN] == nil || !strings.HasPrefix(rs.Data[ecstask.KeyLogURL].(string), "https://us-east-1.console.aws.amazon.com/cloudwatch/") {
-		t.Errorf("a running step's details lack its task and logs: %s", running.RuntimeState)
+	data := env.WaitData(inst, "job", ecstask.KeyTaskARN, 30*time.Second)
+	if url, _ := data[ecstask.KeyLogURL].(string); !strings.HasPrefix(url, "https://us-east-1.console.aws.amazon.com/cloudwatch/") {
+		t.Errorf("a running step's details lack its logs: %v", data)
 	}
 	if got := env.Wait(inst, 30*time.Second); got.Status != instance.WorkflowSucceeded {
 		t.Fatalf("run ended %s", got.Status)
