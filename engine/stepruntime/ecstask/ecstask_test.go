@@ -149,8 +149,10 @@ func TestRecoveryFindsTheLaunchedTask(t *testing.T) {
 	if r.State != stepruntime.Continue || a.Data[ecstask.KeyTaskARN] == nil || a.Data[external.KeyLaunch] != external.LaunchDone {
 		t.Fatalf("recovery: %s %v: %s", r.State, a.Data, r.Message)
 	}
-	if n := fake.Launches(a.UUID); n != 1 {
-		t.Fatalf("%d tasks for the attempt", n)
+	// Found by ListTasks: RunTask is not called again (its clientToken would
+	// have been the second guard).
+	if n, calls := fake.Launches(a.UUID), fake.Calls("RunTask"); n != 1 || calls != 1 {
+		t.Fatalf("%d tasks for the attempt, %d RunTask calls", n, calls)
 	}
 	if r := step(rt, a, rt.Execute); r.State != stepruntime.Continue || a.Data[ecstask.KeyLastStatus] != "RUNNING" {
 		t.Fatalf("poll: %s %v", r.State, a.Data)

@@ -138,7 +138,7 @@ func (f *Fake) Task(arn string) (types.Task, bool) {
 		return types.Task{}, false
 	}
 	f.advance(t)
-	return t.t, true
+	return t.snapshot(), true
 }
 
 // call counts a call and returns an injected failure.
@@ -193,7 +193,7 @@ func (f *Fake) RunTask(_ context.Context, in *ecs.RunTaskInput, _ ...func(*ecs.O
 		if arn, ok := f.byToken[tok]; ok {
 			t := f.tasks[arn]
 			f.advance(t)
-			return &ecs.RunTaskOutput{Tasks: []types.Task{t.t}}, nil
+			return &ecs.RunTaskOutput{Tasks: []types.Task{t.snapshot()}}, nil
 		}
 	}
 	cluster := clusterName(in.Cluster)
@@ -231,7 +231,15 @@ func (f *Fake) RunTask(_ context.Context, in *ecs.RunTaskInput, _ ...func(*ecs.O
 	if err := f.lost("RunTask"); err != nil {
 		return nil, err
 	}
-	return &ecs.RunTaskOutput{Tasks: []types.Task{t.t}}, nil
+	return &ecs.RunTaskOutput{Tasks: []types.Task{t.snapshot()}}, nil
+}
+
+// snapshot is a copy of the task that later changes do not touch (they
+// replace pointers and write container elements).
+func (t *task) snapshot() types.Task {
+	c := t.t
+	c.Containers = append([]types.Container(nil), t.t.Containers...)
+	return c
 }
 
 // advance moves a task along its life by the clock.
@@ -279,7 +287,7 @@ func (f *Fake) DescribeTasks(_ context.Context, in *ecs.DescribeTasksInput, _ ..
 			continue
 		}
 		f.advance(t)
-		out.Tasks = append(out.Tasks, t.t)
+		out.Tasks = append(out.Tasks, t.snapshot())
 	}
 	return out, nil
 }
@@ -300,7 +308,8 @@ func (f *Fake) StopTask(_ context.Context, in *ecs.StopTaskInput, _ ...func(*ecs
 		exit := int32(137)
 		f.stop(t, types.TaskStopCodeUserInitiated, aws.ToString(in.Reason), &exit)
 	}
-	return &ecs.StopTaskOutput{Task: &t.t}, nil
+	snap := t.snapshot()
+	return &ecs.StopTaskOutput{Task: &snap}, nil
 }
 
 // ListTasks implements ecstask.API.
