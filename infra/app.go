@@ -104,6 +104,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		CPU:            cfg.EngineCPU,
 		MemoryMiB:      cfg.EngineMemoryMiB,
 		LogRetention:   retention,
+		StepTargets:    cfg.StepTargets,
 	})
 	api := NewAPIStack(scope, StackPrefix+"Api", &APIStackProps{
 		StackProps:           awscdk.StackProps{Env: env, Description: jsii.String("Maestro API: Lambda behind an IAM-authorized REST API")},

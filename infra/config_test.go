@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -50,6 +51,21 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "retention", ctx: map[string]any{"maestro:logRetentionDays": 10.0}, wantErr: "logRetentionDays 10"},
 		{name: "no flow groups", ctx: map[string]any{"maestro:groupCount": 0.0}, wantErr: "groupCount 0"},
 		{name: "empty code path", ctx: map[string]any{"maestro:apiCodePath": " "}, wantErr: "apiCodePath"},
+		{
+			name: "step targets as lists and as -c strings",
+			ctx: map[string]any{
+				"maestro:stepLambdaFunctions": []any{"etl", "arn:aws:lambda:eu-west-1:123456789012:function:load"},
+				"maestro:stepEcsClusters":     "jobs", "maestro:stepEcsTaskDefinitions": "trainer, scorer:4",
+				"maestro:stepPassRoles": []any{"trainer-task"},
+			},
+			want: func(c *Config) {
+				c.StepTargets = StepTargets{LambdaFunctions: []string{"etl", "arn:aws:lambda:eu-west-1:123456789012:function:load"},
+					EcsClusters: []string{"jobs"}, EcsTaskDefinitions: []string{"trainer", "scorer:4"}, PassRoles: []string{"trainer-task"}}
+			},
+		},
+		{name: "task definitions without a cluster", ctx: map[string]any{"maestro:stepEcsTaskDefinitions": "trainer"}, wantErr: "need stepEcsClusters"},
+		{name: "step targets not strings", ctx: map[string]any{"maestro:stepLambdaFunctions": []any{1.0}}, wantErr: "maestro:stepLambdaFunctions"},
+		{name: "malformed ARN", ctx: map[string]any{"maestro:stepLambdaFunctions": "arn:aws:lambda"}, wantErr: "not an ARN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,7 +82,7 @@ func TestConfigFromContext(t *testing.T) {
 			}
 			want := DefaultConfig()
 			tt.want(&want)
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v\nwant %+v", got, want)
 			}
 		})
@@ -95,7 +111,7 @@ func TestCDKJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != DefaultConfig() {
+	if !reflect.DeepEqual(got, DefaultConfig()) {
 		t.Errorf("cdk.json config = %+v\nwant defaults %+v", got, DefaultConfig())
 	}
 	keys := 0
@@ -104,8 +120,8 @@ func TestCDKJSON(t *testing.T) {
 			keys++
 		}
 	}
-	if keys != 13 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 13", keys)
+	if keys != 17 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 17", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

@@ -48,6 +48,9 @@ type EngineStackProps struct {
 	CPU, MemoryMiB int
 	// LogRetention applies to the engine's log group.
 	LogRetention awslogs.RetentionDays
+	// StepTargets are what the engine's steps may call; the task role gets
+	// exactly those permissions (StepRuntimeStatements).
+	StepTargets StepTargets
 }
 
 // EngineStack holds the ECS cluster and the Fargate service running
@@ -124,6 +127,10 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		EnableECSManagedTags: jsii.Bool(true),
 		PropagateTags:        awsecs.PropagatedTagSource_SERVICE,
 	})
+
+	for _, st := range StepRuntimeStatements(stack, props.StepTargets) {
+		task.AddToTaskRolePolicy(st)
+	}
 
 	return &EngineStack{
 		Stack:    stack,
