@@ -80,7 +80,18 @@ func (e *Env) Engine(runtimes stepruntime.Registry, cfg flow.Config) *flow.Engin
 // Push validates and stores a workflow definition given as JSON.
 func (e *Env) Push(def string) {
 	e.T.Helper()
-	d, err := workflow.DecodeJSON([]byte(def))
+	e.push(workflow.DecodeJSON, def)
+}
+
+// PushYAML validates and stores a workflow definition in the YAML DSL.
+func (e *Env) PushYAML(def string) {
+	e.T.Helper()
+	e.push(workflow.DecodeYAML, def)
+}
+
+func (e *Env) push(decode func([]byte) (*workflow.Definition, error), def string) {
+	e.T.Helper()
+	d, err := decode([]byte(def))
 	if err != nil {
 		e.T.Fatalf("decode definition: %v", err)
 	}

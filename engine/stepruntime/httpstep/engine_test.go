@@ -184,3 +184,56 @@ func statuses(atts []*execution.StepAttempt) []string {
 	}
 	return out
 }
+
+// Maestro's sample Http workflow, in its YAML DSL shape ('http<pmap>',
+// state_expr), runs unchanged: the body is interpolated from a workflow
+// param, and state_expr makes a 404 a success.
+func TestMaestroSampleHttpWorkflow(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && r.Header.Get("Content-Type") == "application/yaml" && r.Header.Get("user") == "tester" {
+			_, _ = io.WriteString(w, `{"valid": true}`)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	env := engineWith(t)
+	env.PushYAML(strings.ReplaceAll(`Workflow:
+  id: "sample-http-wf"
+  wf_body: |
+    Workflow:
+      id: "sample-wf-2"
+  dag: sequential
+  jobs:
+    - job:
+        id: "job.1"
+        type: "http"
+        'http<pmap>':
+          url: "URL/api/v3/workflows/actions/validate/yaml"
+          method: "PUT"
+          headers:
+            Content-Type: application/yaml
+            Accept: application/json
+            user: tester
+          body: ${wf_body}
+    - job:
+        id: "job.5"
+        type: "http"
+        'http<pmap>':
+          url: "URL/api/v3/workflows/sample-wf-2/versions/latest"
+          method: "GET"
+        state_expr: |
+          if (status_code == 404) return "DONE";
+          else return "FATAL_ERROR";
+`, "URL", srv.URL))
+	inst := env.Start("sample-http-wf")
+	if got := env.Wait(inst, 30*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	if _, bodies := srv.seen(); len(bodies) != 2 || !strings.Contains(bodies[0], "id: \"sample-wf-2\"") {
+		t.Errorf("requests %q", bodies)
+	}
+	if out := string(env.Attempts(inst, "job.5")[0].Outputs); !strings.Contains(out, `"status_code": 404`) {
+		t.Errorf("job.5 outputs %s", out)
+	}
+}
