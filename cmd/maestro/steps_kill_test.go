@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -45,11 +46,7 @@ func (k *keyCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (k *keyCounter) counts() map[string]int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := make(map[string]int, len(k.keys))
-	for key, n := range k.keys {
-		out[key] = n
-	}
-	return out
+	return maps.Clone(k.keys)
 }
 
 // Kill -9 the engine while 200 side effects run (100 runs, each with an

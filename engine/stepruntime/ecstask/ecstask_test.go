@@ -31,6 +31,15 @@ func newRuntime(t *testing.T, api ecstask.API) stepruntime.Runtime {
 	return rt
 }
 
+// setup is a fake ECS with task definition etl (container main) and a
+// runtime over it.
+func setup(t *testing.T) (*ecstasktest.Fake, stepruntime.Runtime) {
+	t.Helper()
+	fake := ecstasktest.New()
+	fake.Define("etl", "main")
+	return fake, newRuntime(t, fake)
+}
+
 // attempt is an attempt of an EcsTask step whose container runs with env.
 func attempt(env map[string]string, extra map[string]any) *stepruntime.Attempt {
 	spec := map[string]any{"task_definition": "etl", "command": []string{"run", "--day", "20240101"}, "env": env, "cpu": "512"}
@@ -68,9 +77,7 @@ func runToEnd(t *testing.T, rt stepruntime.Runtime, a *stepruntime.Attempt) step
 }
 
 func TestTaskExitingZeroSucceeds(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	a := attempt(map[string]string{"RUN_FOR": "0s", "DAY": "20240101"}, nil)
 	r := runToEnd(t, rt, a)
 	if r.State != stepruntime.Done {
@@ -117,10 +124,9 @@ func TestTaskEnds(t *testing.T) {
 		{"failing to start is the platform's", map[string]string{"START_FAILS": "1"}, stepruntime.PlatformError, "CannotPullContainerError"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fake := ecstasktest.New()
-			fake.Define("etl", "main")
+			_, rt := setup(t)
 			a := attempt(tc.env, nil)
-			r := runToEnd(t, newRuntime(t, fake), a)
+			r := runToEnd(t, rt, a)
 			if r.State != tc.want || !strings.Contains(r.Message, tc.msg) {
 				t.Fatalf("state %s: %s", r.State, r.Message)
 			}
@@ -131,9 +137,7 @@ func TestTaskEnds(t *testing.T) {
 // The engine stopped after RunTask reached ECS but before the task's ARN
 // was written: the next owner finds the task by startedBy and follows it.
 func TestRecoveryFindsTheLaunchedTask(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	a := attempt(map[string]string{"RUN_FOR": "1h"}, nil)
 	var recorded map[string]any
 	a.Record = func(_ context.Context, d map[string]any) error { recorded = d; return nil }
@@ -162,9 +166,7 @@ func TestRecoveryFindsTheLaunchedTask(t *testing.T) {
 // An intent with no task behind it (the engine stopped before RunTask)
 // launches once.
 func TestRecoveryLaunchesWhenNothingWasLaunched(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	a := attempt(map[string]string{"RUN_FOR": "0s"}, nil)
 	a.Data = map[string]any{external.KeyLaunch: external.LaunchIntended, external.KeyIdempotency: a.UUID}
 	if r := runToEnd(t, rt, a); r.State != stepruntime.Done {
@@ -176,9 +178,7 @@ func TestRecoveryLaunchesWhenNothingWasLaunched(t *testing.T) {
 }
 
 func TestTerminateStopsTheTask(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	a := attempt(map[string]string{"RUN_FOR": "1h"}, nil)
 	step(rt, a, rt.Start)
 	step(rt, a, rt.Execute)
@@ -194,9 +194,7 @@ func TestTerminateStopsTheTask(t *testing.T) {
 // A stop that comes while RunTask's answer is unknown finds the task and
 // stops it.
 func TestTerminateFindsAndStopsATaskLaunchedUnseen(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	a := attempt(map[string]string{"RUN_FOR": "1h"}, nil)
 	fake.LoseNextAnswer("RunTask", errors.New("EOF"))
 	step(rt, a, rt.Start)
@@ -210,9 +208,7 @@ func TestTerminateFindsAndStopsATaskLaunchedUnseen(t *testing.T) {
 }
 
 func TestNoLaunchWhileTheLeaseIsUncertain(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	a := attempt(nil, nil)
 	a.Record = func(context.Context, map[string]any) error { return stepruntime.ErrLeaseUncertain }
 	step(rt, a, rt.Start)
@@ -222,9 +218,7 @@ func TestNoLaunchWhileTheLeaseIsUncertain(t *testing.T) {
 }
 
 func TestTransientDescribeErrorKeepsPolling(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	a := attempt(map[string]string{"RUN_FOR": "1h"}, nil)
 	step(rt, a, rt.Start)
 	step(rt, a, rt.Execute)
@@ -235,9 +229,7 @@ func TestTransientDescribeErrorKeepsPolling(t *testing.T) {
 }
 
 func TestBadSpecFailsAtStart(t *testing.T) {
-	fake := ecstasktest.New()
-	fake.Define("etl", "main")
-	rt := newRuntime(t, fake)
+	fake, rt := setup(t)
 	for name, tc := range map[string]struct {
 		params map[string]any
 		want   string

@@ -3,8 +3,10 @@ package httpstep_test
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,11 +49,7 @@ func newServer(t *testing.T, handler http.HandlerFunc) *server {
 func (s *server) seen() (map[string]int, []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	keys := make(map[string]int, len(s.keys))
-	for k, v := range s.keys {
-		keys[k] = v
-	}
-	return keys, append([]string(nil), s.bodies...)
+	return maps.Clone(s.keys), slices.Clone(s.bodies)
 }
 
 // attempt builds an attempt with an http param and a Record that keeps

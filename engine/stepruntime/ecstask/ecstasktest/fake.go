@@ -13,6 +13,7 @@ package ecstasktest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -115,11 +116,7 @@ func (f *Fake) Launches(startedBy string) int {
 func (f *Fake) AllLaunches() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.launches))
-	for k, v := range f.launches {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.launches)
 }
 
 // Calls returns how often op was called.
