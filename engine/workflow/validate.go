@@ -74,11 +74,11 @@ var unbuiltStepTypes = map[string]string{
 	"template":   "push the steps themselves",
 }
 
-// StepTypeParams names, per step type, the MAP param holding its job and
+// stepTypeParams names, per step type, the MAP param holding its job and
 // the fields that MAP must have (Maestro's REQUIRED internal mode). A step
 // of such a type without the param, or with a literal one that lacks a
 // field, is refused when it is pushed.
-var StepTypeParams = map[StepType]struct {
+var stepTypeParams = map[StepType]struct {
 	Param    string
 	Required []string
 }{
@@ -326,7 +326,7 @@ func (s *validation) typedStep(st *Step, p *loc) {
 	case !s.types[lower]:
 		s.reportf(p.child("type"), "unsupported step type %q; supported: %s", st.Type, s.typeNames)
 	}
-	if tp, ok := StepTypeParams[st.Type]; ok && s.types[lower] {
+	if tp, ok := stepTypeParams[st.Type]; ok && s.types[lower] {
 		s.stepTypeParam(st, tp.Param, tp.Required, p.child("params").child(tp.Param))
 	}
 	s.retryPolicy(st.RetryPolicy, p.child("retry_policy"))
