@@ -180,9 +180,8 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 			CPU:                  cfg.EngineCPU,
 			MemoryMiB:            cfg.EngineMemoryMiB,
 			LogRetention:         retention,
+			StepTargets:          cfg.StepTargets,
 		})
-		// Grants of the engine task role that step runtimes need (from
-		// context) go here, on engine.TaskRole.
 	}
 	api := NewAPIStack(scope, StackPrefix+"Api", &APIStackProps{
 		StackProps:           props("Maestro API: Lambda behind an IAM-authorized REST API"),

@@ -149,6 +149,11 @@ type Config struct {
 	// 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653) or 0 for
 	// never expire. Context key maestro:logRetentionDays, default 30.
 	LogRetentionDays int
+
+	// StepTargets are the Lambda functions, ECS clusters, task definitions
+	// and roles the engine's steps may use (maestro:step* keys, see
+	// StepTargets); the engine task role gets exactly their permissions.
+	StepTargets StepTargets
 }
 
 // DefaultConfig returns the configuration used for every key the context
@@ -293,6 +298,9 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	integer("apiThrottlingBurstLimit", &c.APIThrottlingBurstLimit)
 	boolean("apiCloudWatchRole", &c.APICloudWatchRole)
 	integer("logRetentionDays", &c.LogRetentionDays)
+	targets, err := stepTargetsFromContext(get)
+	errs = append(errs, err)
+	c.StepTargets = targets
 
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
@@ -385,6 +393,7 @@ func (c Config) Validate() error {
 	if _, err := c.logRetention(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.StepTargets.Validate())
 	return errors.Join(errs...)
 }
 

@@ -83,6 +83,21 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "retention", ctx: map[string]any{"maestro:logRetentionDays": 10.0}, wantErr: "logRetentionDays 10"},
 		{name: "no flow groups", ctx: map[string]any{"maestro:groupCount": 0.0}, wantErr: "groupCount 0"},
 		{name: "empty lambda dir", ctx: map[string]any{"maestro:lambdaDir": " "}, wantErr: "lambdaDir"},
+		{
+			name: "step targets as lists and as -c strings",
+			ctx: map[string]any{
+				"maestro:stepLambdaFunctions": []any{"etl", "arn:aws:lambda:eu-west-1:123456789012:function:load"},
+				"maestro:stepEcsClusters":     "jobs", "maestro:stepEcsTaskDefinitions": "trainer, scorer:4",
+				"maestro:stepPassRoles": []any{"trainer-task"},
+			},
+			want: func(c *Config) {
+				c.StepTargets = StepTargets{LambdaFunctions: []string{"etl", "arn:aws:lambda:eu-west-1:123456789012:function:load"},
+					EcsClusters: []string{"jobs"}, EcsTaskDefinitions: []string{"trainer", "scorer:4"}, PassRoles: []string{"trainer-task"}}
+			},
+		},
+		{name: "task definitions without a cluster", ctx: map[string]any{"maestro:stepEcsTaskDefinitions": "trainer"}, wantErr: "need stepEcsClusters"},
+		{name: "step targets not strings", ctx: map[string]any{"maestro:stepLambdaFunctions": []any{1.0}}, wantErr: "maestro:stepLambdaFunctions"},
+		{name: "malformed ARN", ctx: map[string]any{"maestro:stepLambdaFunctions": "arn:aws:lambda"}, wantErr: "not an ARN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,8 +153,8 @@ func TestCDKJSON(t *testing.T) {
 		}
 	}
 	// Every key but emulatorDatabaseUrl, which only the emulator target reads.
-	if keys != 30 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 30", keys)
+	if keys != 34 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 34", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

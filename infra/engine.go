@@ -58,6 +58,9 @@ type EngineStackProps struct {
 	CPU, MemoryMiB int
 	// LogRetention applies to the engine's log group.
 	LogRetention awslogs.RetentionDays
+	// StepTargets are what the engine's steps may call; the task role gets
+	// exactly those permissions (StepRuntimeStatements).
+	StepTargets StepTargets
 }
 
 // EngineStack holds the ECS cluster and the Fargate service running
@@ -177,6 +180,9 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 	})
 	nagSuppress(task.ExecutionRole(), "AwsSolutions-IAM5", "ecr:GetAuthorizationToken takes no resource; the image pull actions are scoped to the asset repository", `/^Resource::\*$/`)
 	nagSuppress(task, "AwsSolutions-ECS2", "the environment holds no secret: the database password is read from Secrets Manager (DB_SECRET_ARN) by the engine itself")
+	for _, st := range StepRuntimeStatements(stack, props.StepTargets) {
+		task.AddToTaskRolePolicy(st)
+	}
 
 	return &EngineStack{
 		Stack:    stack,

@@ -20,6 +20,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/health"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
 )
 
 // runEngine is the long-running engine process: it applies migrations (under
@@ -109,14 +110,23 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // environment: MAESTRO_GROUP_COUNT (flow groups; it must match the count
 // recorded in the database, and without it the node takes that one),
 // MAESTRO_MAX_GROUPS (groups this node may own), MAESTRO_LEASE (group lease,
-// e.g. 10s), MAESTRO_NODE_ID. rec, when set, receives the engine's metrics.
+// e.g. 10s), MAESTRO_NODE_ID, MAESTRO_WORKERS (concurrent step runtime
+// calls), and the step runtimes' settings (engine/stepruntime/registry:
+// AWS_REGION, MAESTRO_AWS_ENDPOINT, MAESTRO_HTTP_ALLOWED_HOSTS,
+// MAESTRO_ECS_*). rec, when set, receives the engine's metrics.
 func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder) (*flow.Engine, error) {
 	groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "engine "+hostname())
 	if err != nil {
 		return nil, err
 	}
 	defs := definition.NewStore(pool)
+	runtimes, err := registry.New(ctx, registry.FromEnv(os.Getenv), pool, logger)
+	if err != nil {
+		return nil, err
+	}
 	eng, err := flow.New(pool, flow.Config{
+		Runtimes: runtimes,
+		Workers:  envInt("MAESTRO_WORKERS", 0),
 		Queue: queue.WorkerConfig{Handlers: map[queue.ID]queue.Handler{
 			queue.DeleteWorkflow: func(ctx context.Context, m queue.Message) error {
 				err := defs.ProcessDelete(ctx, m.Payload)

@@ -49,12 +49,14 @@ func maestroBinary(t *testing.T) string {
 
 const killGroups = 4
 
-// engineProcess runs `maestro engine` against dsn.
-func engineProcess(t *testing.T, dsn, node string, maxGroups string) *exec.Cmd {
+// engineProcess runs `maestro engine` against dsn, with env added to its
+// environment.
+func engineProcess(t *testing.T, dsn, node string, maxGroups string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(maestroBinary(t), "engine")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MAESTRO_NODE_ID="+node,
 		"MAESTRO_GROUP_COUNT=4", "MAESTRO_MAX_GROUPS="+maxGroups, "MAESTRO_LEASE=2s")
+	cmd.Env = append(cmd.Env, env...)
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}
@@ -69,13 +71,27 @@ func engineProcess(t *testing.T, dsn, node string, maxGroups string) *exec.Cmd {
 }
 
 type killFixture struct {
-	pool  *pgxpool.Pool
-	runs  *execution.Service
-	insts []*execution.Instance
+	pool       *pgxpool.Pool
+	runs       *execution.Service
+	workflowID string
+	insts      []*execution.Instance
 }
+
+// sleepyWorkflow is a chain of sleeps.
+const sleepyWorkflow = `{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"sleepy","steps":[
+	{"step":{"id":"s1","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s2":"true"}}}},
+	{"step":{"id":"s2","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s3":"true"}}}},
+	{"step":{"id":"s3","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s4":"true"}}}},
+	{"step":{"id":"s4","type":"NoOp"}}]}}`
 
 // startRuns pushes a chain of sleeps and starts n runs of it.
 func startRuns(t *testing.T, dsn string, n int) *killFixture {
+	t.Helper()
+	return pushAndStart(t, dsn, n, sleepyWorkflow)
+}
+
+// pushAndStart pushes a definition and starts n runs of it.
+func pushAndStart(t *testing.T, dsn string, n int, def string) *killFixture {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
@@ -84,20 +100,19 @@ func startRuns(t *testing.T, dsn string, n int) *killFixture {
 	}
 	t.Cleanup(pool.Close)
 	defs := definition.NewStore(pool)
-	d, err := workflow.DecodeJSON([]byte(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"sleepy","steps":[
-		{"step":{"id":"s1","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s2":"true"}}}},
-		{"step":{"id":"s2","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s3":"true"}}}},
-		{"step":{"id":"s3","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s4":"true"}}}},
-		{"step":{"id":"s4","type":"NoOp"}}]}}`))
+	d, err := workflow.DecodeJSON([]byte(def))
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (workflow.Validator{}).Validate(d); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := defs.Create(ctx, d, "tester"); err != nil {
 		t.Fatal(err)
 	}
-	f := &killFixture{pool: pool, runs: execution.New(pool, defs, killGroups)}
+	f := &killFixture{pool: pool, runs: execution.New(pool, defs, killGroups), workflowID: d.Workflow.ID}
 	for range n {
-		res, err := f.runs.Start(ctx, execution.StartRequest{WorkflowID: "sleepy", Version: "latest"})
+		res, err := f.runs.Start(ctx, execution.StartRequest{WorkflowID: d.Workflow.ID, Version: "latest"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,10 +143,27 @@ func (f *killFixture) waitProgress(t *testing.T, atLeast int) {
 func (f *killFixture) checkFinished(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(60 * time.Second)
+	f.checkAllSucceeded(t, 60*time.Second)
+	var bad int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM step_instance WHERE attempt_id <> 1 OR status <> 'SUCCEEDED'`).Scan(&bad); err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM step_instance`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	if bad != 0 || total != 4*len(f.insts) {
+		t.Errorf("%d step rows in all (want %d), %d not a single SUCCEEDED attempt", total, 4*len(f.insts), bad)
+	}
+}
+
+// checkAllSucceeded waits for every run to end and asserts it succeeded.
+func (f *killFixture) checkAllSucceeded(t *testing.T, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for _, inst := range f.insts {
 		for {
-			got, err := f.runs.Instance(ctx, "sleepy", inst.InstanceID, 1)
+			got, err := f.runs.Instance(context.Background(), f.workflowID, inst.InstanceID, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,17 +178,6 @@ func (f *killFixture) checkFinished(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-	}
-	var bad int
-	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM step_instance WHERE attempt_id <> 1 OR status <> 'SUCCEEDED'`).Scan(&bad); err != nil {
-		t.Fatal(err)
-	}
-	var total int
-	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM step_instance`).Scan(&total); err != nil {
-		t.Fatal(err)
-	}
-	if bad != 0 || total != 4*len(f.insts) {
-		t.Errorf("%d step rows in all (want %d), %d not a single SUCCEEDED attempt", total, 4*len(f.insts), bad)
 	}
 }
 

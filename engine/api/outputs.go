@@ -23,6 +23,7 @@ import (
 // step breakpoints.
 func (s *Server) patternRoutes() {
 	s.handle("PUT /api/v3/output-data", s.putOutputData)
+	s.handle("PUT /api/v3/step-completion", s.putStepCompletion)
 	s.handle("POST /api/v3/tag-permits", s.putTagPermit)
 	s.handle("GET /api/v3/tag-permits", s.listTagPermits)
 	s.handle("GET /api/v3/tag-permits/{tag}", s.getTagPermit)

@@ -397,13 +397,16 @@ func (e *Engine) tick(ctx context.Context) {
 	}
 	e.mu.RUnlock()
 	if len(held) > 0 {
+		// The lease runs from when the heartbeat was sent, by this node's
+		// clock: the database extends it from its own now(), which is no
+		// earlier.
+		now := time.Now()
 		kept, err := e.store.heartbeat(ctx, e.cfg.NodeID, e.cfg.Lease, held)
 		if err != nil {
 			e.cfg.Logger.Warn("heartbeat failed", "error", err.Error())
 			e.dropExpired()
 			return
 		}
-		now := time.Now()
 		e.mu.Lock()
 		for _, c := range held {
 			g := e.groups[c.ID]
@@ -421,6 +424,7 @@ func (e *Engine) tick(ctx context.Context) {
 		e.leaseRoundDone(time.Now())
 		return
 	}
+	claimedAt := time.Now()
 	claims, err := e.store.claimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, want, e.cfg.GroupCount)
 	if err != nil {
 		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
@@ -429,7 +433,7 @@ func (e *Engine) tick(ctx context.Context) {
 	e.leaseRoundDone(time.Now())
 	ids := make([]int32, 0, len(claims))
 	for _, c := range claims {
-		e.adopt(ctx, c)
+		e.adopt(ctx, c, claimedAt)
 		ids = append(ids, c.ID)
 		if c.Generation > 1 {
 			// Owned before: its previous owner released it or let it expire.
@@ -449,6 +453,23 @@ func (g *group) renewedAt(t time.Time) {
 	g.mu.Lock()
 	g.renewed = t
 	g.mu.Unlock()
+}
+
+// leaseHeld reports whether this node may still act for the group at now,
+// by its own clock: the group is live here and its lease was renewed
+// within the last half lease, the point at which dropExpired gives a group
+// up when heartbeats fail. Before starting a side effect (an HTTP call, a
+// Lambda invocation, an ECS task) a step checks it, so that a paused or
+// partitioned node whose lease may have passed to another node starts
+// nothing: the new owner could be starting the same effect.
+func (g *group) leaseHeld(now time.Time) bool {
+	if g.ctx.Err() != nil {
+		return false
+	}
+	g.mu.Lock()
+	renewed := g.renewed
+	g.mu.Unlock()
+	return now.Sub(renewed) < g.eng.cfg.Lease/2
 }
 
 // dropExpired stops the flows of groups whose lease may have run out while
@@ -500,11 +521,12 @@ func (e *Engine) awaitDrained(id int32) {
 }
 
 // adopt takes a just-claimed group: stamps its live flows with the new
-// generation and starts an actor for each.
-func (e *Engine) adopt(ctx context.Context, c groupClaim) {
+// generation and starts an actor for each. The lease runs from claimedAt,
+// when the claim was sent.
+func (e *Engine) adopt(ctx context.Context, c groupClaim, claimedAt time.Time) {
 	e.awaitDrained(c.ID)
 	gctx, cancel := context.WithCancel(e.ctx)
-	g := &group{id: c.ID, gen: c.Generation, ctx: gctx, cancel: cancel, eng: e, flows: map[Ref]*flowActor{}, renewed: time.Now()}
+	g := &group{id: c.ID, gen: c.Generation, ctx: gctx, cancel: cancel, eng: e, flows: map[Ref]*flowActor{}, renewed: claimedAt}
 	e.mu.Lock()
 	e.groups[c.ID] = g
 	e.mu.Unlock()

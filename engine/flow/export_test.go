@@ -23,3 +23,15 @@ func (e *Engine) Crash() {
 func LaunchObserver(rec *metrics.Recorder) func(Ref, string, int64, instance.StepStatus, time.Time) {
 	return newStepTimer(rec).observe
 }
+
+// AgeLeases makes every group's last renewal look older by d, as if this
+// node's heartbeats had stalled for that long.
+func (e *Engine) AgeLeases(d time.Duration) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, g := range e.groups {
+		g.mu.Lock()
+		g.renewed = g.renewed.Add(-d)
+		g.mu.Unlock()
+	}
+}

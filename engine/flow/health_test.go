@@ -9,6 +9,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 )
 
 func TestHealth(t *testing.T) {
@@ -34,7 +35,7 @@ func TestHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost, err := flow.New(pool, flow.Config{NodeID: "lost", GroupCount: testGroups, Lease: time.Second, Logger: testLogger(), Runtimes: testRuntimes()})
+	lost, err := flow.New(pool, flow.Config{NodeID: "lost", GroupCount: testGroups, Lease: time.Second, Logger: flowtest.Logger(), Runtimes: testRuntimes()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,64 +11,42 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
-// env is one test's database with the services over it.
+// env is one test's database with the services over it; the engine and
+// the waits are flowtest's.
 type env struct {
+	*flowtest.Env
 	t    testing.TB
 	pool *pgxpool.Pool
 	defs *definition.Store
 	runs *execution.Service
 }
 
-const testGroups = 4
+const testGroups = flowtest.Groups
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	pool := dbtest.Pool(t)
-	defs := definition.NewStore(pool)
-	return &env{t: t, pool: pool, defs: defs, runs: execution.New(pool, defs, testGroups)}
+	ft := flowtest.New(t)
+	return &env{Env: ft, t: t, pool: ft.Pool, defs: ft.Defs, runs: ft.Runs}
 }
 
-func testLogger() *slog.Logger {
-	if os.Getenv("MAESTRO_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// engine starts an engine node; it stops when the test ends.
+// engine starts an engine node with testRuntimes unless cfg names its
+// runtimes; it stops when the test ends.
 func (e *env) engine(cfg flow.Config) *flow.Engine {
 	e.t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger()
+	rts := cfg.Runtimes
+	if rts == nil {
+		rts = testRuntimes()
 	}
-	if cfg.GroupCount == 0 {
-		cfg.GroupCount = testGroups
-	}
-	if cfg.Lease == 0 {
-		cfg.Lease = 2 * time.Second
-	}
-	if cfg.Runtimes == nil {
-		cfg.Runtimes = testRuntimes()
-	}
-	cfg.Queue.SweepInterval = 200 * time.Millisecond
-	eng, err := flow.New(e.pool, cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(eng.Stop)
-	return eng
+	return e.Engine(rts, cfg)
 }
 
 // push stores a workflow definition given as JSON.
@@ -82,7 +57,7 @@ func (e *env) push(def string) {
 		e.t.Fatalf("decode definition: %v", err)
 	}
 	v := workflow.Validator{
-		StepTypes: append(workflow.DefaultStepTypes(), "Flaky", "Fail", "Panic", "Exclusive", "Gauge"),
+		StepTypes: append(workflow.DefaultStepTypes(), "Flaky", "Fail", "Panic", "Exclusive", "Gauge", "Effect"),
 		StepConfig: map[string]map[string]workflow.ConfigCheck{
 			"Sleep": workflow.DefaultStepConfig()["Sleep"],
 			"Flaky": {"failures": nil, "fail_with": nil},
@@ -108,24 +83,7 @@ func (e *env) start(workflowID string, runParams workflow.Params) *execution.Ins
 // wait polls until the run is terminal and returns it.
 func (e *env) wait(inst *execution.Instance, within time.Duration) *execution.Instance {
 	e.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		got, err := e.runs.Instance(context.Background(), inst.WorkflowID, inst.InstanceID, inst.RunID)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if got.Status.IsTerminal() {
-			return got
-		}
-		if time.Now().After(deadline) {
-			steps, _ := e.runs.Steps(context.Background(), inst.WorkflowID, inst.InstanceID, inst.RunID)
-			for _, s := range steps {
-				e.t.Logf("step %s attempt %d: %s %s", s.StepID, s.AttemptID, s.Status, s.Timeline)
-			}
-			e.t.Fatalf("run %s/%d still %s after %s", inst.WorkflowID, inst.InstanceID, got.Status, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return e.Wait(inst, within)
 }
 
 // stepStatuses maps step id to the status of its latest attempt.

@@ -18,7 +18,9 @@ func newWorkerPool(size int) *workerPool {
 }
 
 // submit runs call on the pool and delivers its result with done. A
-// panicking runtime becomes a platform error, not a crash.
+// panicking runtime becomes a platform error, not a crash. A call whose
+// context ends while it waits for a worker is not started; done is told
+// so (the attempt was stopped, or its flow is gone and nobody listens).
 // finished runs once the call has returned (or was never started).
 func (p *workerPool) submit(ctx context.Context, finished func(), call func(context.Context) stepruntime.Result, done func(stepruntime.Result)) {
 	go func() {
@@ -26,6 +28,7 @@ func (p *workerPool) submit(ctx context.Context, finished func(), call func(cont
 		select {
 		case p.slots <- struct{}{}:
 		case <-ctx.Done():
+			done(stepruntime.Result{State: stepruntime.Stopped, Message: "the call was cancelled before it started"})
 			return
 		}
 		defer func() { <-p.slots }()

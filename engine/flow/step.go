@@ -24,6 +24,7 @@ const (
 	msgStop                       // stop the attempt (instance stop, kill, timeout, fail immediately)
 	msgTimeout                    // the step's own timeout fired
 	msgRecheck                    // look again at a breakpoint or at permits
+	msgRecord                     // a runtime call asks for its data to be made durable (Attempt.Record)
 )
 
 type phase int
@@ -44,6 +45,9 @@ type stepMsg struct {
 	// kill is set when the stop is a kill, which a subworkflow step passes
 	// on to its child.
 	kill bool
+	// data and reply carry a msgRecord.
+	data  map[string]any
+	reply chan error
 }
 
 // stepActor runs one attempt of one step: a goroutine with a mailbox that
@@ -76,6 +80,16 @@ type stepActor struct {
 
 	inbox    *mailbox[stepMsg]
 	inFlight bool
+	// cancelCall ends the context of the call in flight (a leaf step's
+	// Start or Execute), when the attempt is stopped or times out.
+	cancelCall context.CancelFunc
+	// deadline is when the step's own timeout fires (zero when it has
+	// none), timeoutAfter the timeout itself.
+	deadline     time.Time
+	timeoutAfter time.Duration
+	// done is closed when the actor's loop returns, so that a runtime
+	// waiting in Attempt.Record never waits for an actor that is gone.
+	done chan struct{}
 	// rewake: a wake-up arrived while a call was in flight.
 	rewake   bool
 	stopWith *stepMsg
@@ -103,7 +117,7 @@ type stepActor struct {
 func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry instance.RetryInfo) *stepActor {
 	a := &stepActor{
 		f: f, node: node, id: node.ID(), attempt: attempt, uuid: uuid.NewString(),
-		status: instance.StepNotCreated, retry: retry, inbox: newMailbox[stepMsg](),
+		status: instance.StepNotCreated, retry: retry, inbox: newMailbox[stepMsg](), done: make(chan struct{}),
 	}
 	// Called on the flow's goroutine: the flow's step summaries may be read.
 	if c := node.Common(); c != nil && params.ReadsUpstream(c.Params) {
@@ -123,7 +137,7 @@ func resumeAttempt(f *flowActor, node *workflow.StepNode, row stepRow) *stepActo
 		runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing,
 		f:              f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
 		status: row.Status, seq: row.Seq, retry: row.Retry, data: row.Runtime.Data,
-		inserted: true, inbox: newMailbox[stepMsg](),
+		inserted: true, inbox: newMailbox[stepMsg](), done: make(chan struct{}),
 	}
 	if len(row.Params) > 0 {
 		_ = json.Unmarshal(row.Params, &a.params)
@@ -143,6 +157,7 @@ func (a *stepActor) log() []any {
 // then the database holds the last state and the next owner resumes it.
 func (a *stepActor) run(ctx context.Context) {
 	defer a.f.eng.wg.Done()
+	defer close(a.done)
 	defer func() {
 		if a.timeout != nil {
 			a.timeout.Stop()
@@ -580,9 +595,14 @@ func (a *stepActor) armTimeout() {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	a.timeout = time.AfterFunc(time.Until(start.Add(d)), func() {
-		a.inbox.send(stepMsg{kind: msgTimeout, reason: fmt.Sprintf("step timed out after %s", d)})
+	a.deadline, a.timeoutAfter = start.Add(d), d
+	a.timeout = time.AfterFunc(time.Until(a.deadline), func() {
+		a.inbox.send(stepMsg{kind: msgTimeout, reason: a.timeoutReason()})
 	})
+}
+
+func (a *stepActor) timeoutReason() string {
+	return fmt.Sprintf("step timed out after %s", a.timeoutAfter)
 }
 
 // paramTimeout resolves a timeout written with params ("${hours}h") from
@@ -614,24 +634,99 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 	return &stepruntime.Attempt{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
 		StepID: a.id, AttemptID: a.attempt, Type: string(a.node.Type()),
-		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data,
+		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data, UUID: a.uuid,
 	}
+}
+
+// composite reports a step whose runtime runs child runs on the engine
+// (subworkflow, while, foreach).
+func (a *stepActor) composite() bool {
+	return a.node.Subworkflow != nil || a.node.While != nil || a.node.Foreach != nil
+}
+
+// wakesOnUpdate reports an attempt that a step_update message makes look
+// again at once: a composite step (its child ended) or one whose runtime
+// waits for a report from outside (stepruntime.Woken).
+func (a *stepActor) wakesOnUpdate() bool {
+	if a.composite() {
+		return true
+	}
+	_, ok := a.rt.(stepruntime.Woken)
+	return ok
+}
+
+// callContext is the context of one runtime call. A leaf step's Start and
+// Execute can be cancelled (a stop or the step's timeout ends them at
+// once) and carry the step's timeout as their deadline; Terminate runs
+// after both and gets neither. A composite runtime's calls only touch the
+// database and are left to finish.
+func (a *stepActor) callContext(ctx context.Context, p phase) (context.Context, context.CancelFunc) {
+	if a.composite() || p == phaseTerminate {
+		return ctx, func() {}
+	}
+	if !a.deadline.IsZero() {
+		return context.WithDeadline(ctx, a.deadline)
+	}
+	return context.WithCancel(ctx)
+}
+
+// recorder is the attempt's Attempt.Record: it hands the data to the
+// actor, which writes it, and waits for the answer.
+func (a *stepActor) recorder() func(context.Context, map[string]any) error {
+	return func(ctx context.Context, data map[string]any) error {
+		reply := make(chan error, 1)
+		a.inbox.send(stepMsg{kind: msgRecord, data: data, reply: reply})
+		select {
+		case err := <-reply:
+			return err
+		case <-a.done:
+			return stepruntime.ErrAttemptEnding
+		case <-ctx.Done():
+			return stepruntime.ErrAttemptEnding
+		}
+	}
+}
+
+// record makes a runtime's data durable before it starts a side effect
+// (Attempt.Record). reply is for the runtime; err, a failed write, makes
+// the actor give up the attempt. The lease is checked before the write,
+// so that a node unsure of its group records nothing it then does not
+// do, and after it, so that the time the write took counts too.
+func (a *stepActor) record(ctx context.Context, data map[string]any) (reply, err error) {
+	if a.status.IsTerminal() || a.stopWith != nil {
+		return stepruntime.ErrAttemptEnding, nil
+	}
+	if !a.f.grp.leaseHeld(time.Now()) {
+		return stepruntime.ErrLeaseUncertain, nil
+	}
+	a.data = data
+	if err := a.persist(ctx, false, false); err != nil {
+		return stepruntime.ErrAttemptEnding, err
+	}
+	if !a.f.grp.leaseHeld(time.Now()) {
+		return stepruntime.ErrLeaseUncertain, nil
+	}
+	return nil, nil
 }
 
 // call runs one runtime call on the worker pool; its result comes back
 // through the mailbox.
 func (a *stepActor) call(ctx context.Context, p phase) {
 	a.inFlight, a.rewake = true, false
-	if p != phaseTerminate && (a.node.Subworkflow != nil || a.node.While != nil || a.node.Foreach != nil) {
-		// Registered before the call, so that a child ending while the
-		// call runs makes it look again at once (rewake).
+	if p != phaseTerminate && a.wakesOnUpdate() {
+		// Registered before the call, so that a child ending (or a report
+		// arriving) while the call runs makes it look again at once
+		// (rewake).
 		a.waitForChild()
 	}
 	att := a.runtimeAttempt()
+	att.Record = a.recorder()
 	rt := a.rt
 	calls := &a.f.grp.calls
 	calls.Add(1)
-	a.f.eng.pool.submit(ctx, calls.Done, func(ctx context.Context) stepruntime.Result {
+	callCtx, cancel := a.callContext(ctx, p)
+	a.cancelCall = cancel
+	a.f.eng.pool.submit(callCtx, func() { cancel(); calls.Done() }, func(ctx context.Context) stepruntime.Result {
 		switch p {
 		case phaseStart:
 			return rt.Start(ctx, att)
@@ -646,12 +741,23 @@ func (a *stepActor) call(ctx context.Context, p phase) {
 }
 
 func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
+	if m.kind == msgRecord {
+		reply, err := a.record(ctx, m.data)
+		m.reply <- reply
+		return err
+	}
 	if a.status.IsTerminal() {
 		return nil
 	}
 	switch m.kind {
 	case msgResult:
-		a.inFlight = false
+		a.inFlight, a.cancelCall = false, nil
+		if a.stopWith == nil && m.phase != phaseTerminate && m.result.State != stepruntime.Done &&
+			!a.deadline.IsZero() && !time.Now().Before(a.deadline) {
+			// The call ended at the step's deadline (its context did), just
+			// before the timeout's own message: the step timed out.
+			a.stopWith = &stepMsg{kind: msgTimeout, status: instance.StepTimeoutFailed, reason: a.timeoutReason()}
+		}
 		if m.result.Data != nil {
 			a.data = m.result.Data
 		}
@@ -703,6 +809,10 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 		}
 		if !a.inFlight {
 			a.call(ctx, phaseTerminate)
+		} else if a.cancelCall != nil {
+			// A leaf step's call in flight (an HTTP request, an AWS call)
+			// ends now; Terminate follows when it has returned.
+			a.cancelCall()
 		}
 		return nil
 	}
@@ -727,8 +837,8 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			a.poll.Stop()
 		}
 		a.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
-		if a.node.Subworkflow != nil || a.node.While != nil || a.node.Foreach != nil {
-			a.waitForChild() // the child's end wakes it (subworkflow.go)
+		if a.wakesOnUpdate() {
+			a.waitForChild() // the child's end, or a report, wakes it (subworkflow.go)
 		}
 		return nil
 	case stepruntime.Done:

@@ -5,11 +5,19 @@
 // idempotent), then Execute until it returns something other than
 // Continue, and Terminate when the attempt is stopped, killed or timed out.
 // Calls run on the engine's bounded worker pool, never inside an actor.
+// The context of a Start or Execute call ends when the attempt is stopped
+// or times out (the engine then calls Terminate), and carries the step's
+// timeout as its deadline.
+//
+// Runtimes that act on the outside world (Http, Lambda, EcsTask) record
+// their intent with Attempt.Record before each side effect; see the
+// external package and docs/step-runtimes.md.
 package stepruntime
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,6 +88,39 @@ type Attempt struct {
 	StartTime time.Time
 	// Data is the runtime data the last call returned.
 	Data map[string]any
+	// UUID is the attempt's step_instance_uuid: unique per attempt and the
+	// same after a restart or a takeover. Runtimes with side effects derive
+	// their idempotency keys from it.
+	UUID string
+	// Record makes data the attempt's runtime data, durably, before the
+	// call goes on, and then checks that this node still holds the
+	// attempt's flow group within its lease by its own clock. A runtime
+	// calls it right before a side effect, so that whoever runs the attempt
+	// next knows the effect may have happened. It returns ErrLeaseUncertain
+	// or ErrAttemptEnding when the side effect must not start now; Data is
+	// then the recorded data only if the error is ErrLeaseUncertain. Nil
+	// when the caller offers no durable state (a runtime called directly).
+	Record func(ctx context.Context, data map[string]any) error
+}
+
+// Errors of Attempt.Record.
+var (
+	// ErrLeaseUncertain: this node cannot be sure it still owns the
+	// attempt's flow group (its lease was not renewed within half a lease
+	// by its own clock). Start no side effect now; try again later.
+	ErrLeaseUncertain = errors.New("flow group lease may have expired on this node; side effect deferred")
+	// ErrAttemptEnding: the attempt is being stopped, has ended, or is no
+	// longer run by this node. Start no side effect.
+	ErrAttemptEnding = errors.New("step attempt is ending or no longer owned by this node")
+)
+
+// Woken is implemented by a runtime whose attempts wait for something
+// outside the engine to report back (an asynchronous Lambda's completion
+// call): a step_update message for the attempt calls Execute again at
+// once instead of at the next poll.
+type Woken interface {
+	// WakesOnUpdate is a marker.
+	WakesOnUpdate()
 }
 
 // Runtime runs steps of one type.

@@ -43,7 +43,7 @@ func bigDAG(n int) string {
 		for i := 1; i <= 6; i++ {
 			step(id(fmt.Sprintf("branch%d", i)), "Http",
 				`,"timeout":"30min","retry_policy":{"error_retry_limit":2,"backoff":{"type":"EXPONENTIAL_BACKOFF","error_retry_backoff_in_secs":30}},`+
-					`"params":{"url":{"value":"https://example.com/x","type":"STRING"},"ids":{"value":[1,2,3],"type":"LONG_ARRAY"}}`,
+					`"params":{"http":{"type":"MAP","value":{"url":{"value":"https://example.com/x","type":"STRING"}}},"ids":{"value":[1,2,3],"type":"LONG_ARRAY"}}`,
 				map[string]string{id("join"): "true"})
 		}
 		step(id("join"), "NoOp", "", map[string]string{id("post"): fmt.Sprintf("day != '%d'", b)})

@@ -250,7 +250,8 @@ const (
 // accepts the types it is configured with.
 type StepType string
 
-// Built-in step types.
+// Built-in step types. Notebook and Kubernetes are Maestro's; a definition
+// keeps their spelling, and the validator refuses them (no runtime here).
 const (
 	StepTypeNoOp       StepType = "NoOp"
 	StepTypeSleep      StepType = "Sleep"
@@ -261,7 +262,7 @@ const (
 	StepTypeEcsTask    StepType = "EcsTask"
 )
 
-// builtinStepTypes lists the built-in step types.
+// builtinStepTypes lists the step types whose spelling is normalized.
 var builtinStepTypes = []StepType{
 	StepTypeNoOp, StepTypeSleep, StepTypeNotebook, StepTypeKubernetes, StepTypeLambda, StepTypeHTTP, StepTypeEcsTask,
 }

@@ -55,12 +55,36 @@ type Validator struct {
 	CheckParams func(ps Params) error
 }
 
-// DefaultStepTypes returns the step types a zero Validator accepts.
+// DefaultStepTypes returns the step types a zero Validator accepts: those
+// this deployment has runtimes for.
 func DefaultStepTypes() []string {
 	return []string{
-		string(StepTypeNoOp), string(StepTypeSleep), string(StepTypeNotebook), string(StepTypeKubernetes),
-		string(StepTypeLambda), string(StepTypeHTTP), string(StepTypeEcsTask),
+		string(StepTypeNoOp), string(StepTypeSleep), string(StepTypeHTTP), string(StepTypeLambda), string(StepTypeEcsTask),
 	}
+}
+
+// unbuiltStepTypes are Maestro step types this deployment has no runtime
+// for, with what to use instead; a definition using one is refused when it
+// is pushed, not when it runs.
+var unbuiltStepTypes = map[string]string{
+	"notebook":   "run the notebook in a container with an EcsTask step (for example with papermill)",
+	"kubernetes": "run the container with an EcsTask step",
+	"titus":      "run the container with an EcsTask step",
+	"join":       "a step's predecessors in the DAG already join",
+	"template":   "push the steps themselves",
+}
+
+// stepTypeParams names, per step type, the MAP param holding its job and
+// the fields that MAP must have (Maestro's REQUIRED internal mode). A step
+// of such a type without the param, or with a literal one that lacks a
+// field, is refused when it is pushed.
+var stepTypeParams = map[StepType]struct {
+	Param    string
+	Required []string
+}{
+	StepTypeHTTP:    {"http", []string{"url"}},
+	StepTypeLambda:  {"lambda", []string{"function_name"}},
+	StepTypeEcsTask: {"ecs_task", []string{"task_definition"}},
 }
 
 // CanonicalStepType returns the spelling under which t is configured, matching
@@ -296,8 +320,14 @@ func (s *validation) typedStep(st *Step, p *loc) {
 	switch {
 	case st.Type == "":
 		s.report(p.child("type"), "step type is required")
+	case !s.types[lower] && unbuiltStepTypes[strings.ToLower(lower)] != "":
+		s.reportf(p.child("type"), "step type %q is a Maestro step type this deployment does not run: %s; supported: %s",
+			st.Type, unbuiltStepTypes[strings.ToLower(lower)], s.typeNames)
 	case !s.types[lower]:
 		s.reportf(p.child("type"), "unsupported step type %q; supported: %s", st.Type, s.typeNames)
+	}
+	if tp, ok := stepTypeParams[st.Type]; ok && s.types[lower] {
+		s.stepTypeParam(st, tp.Param, tp.Required, p.child("params").child(tp.Param))
 	}
 	s.retryPolicy(st.RetryPolicy, p.child("retry_policy"))
 	if len(st.Config) == 0 {
@@ -317,6 +347,30 @@ func (s *validation) typedStep(st *Step, p *loc) {
 			if err := check(raw); err != nil {
 				s.report(p.child(k), err.Error())
 			}
+		}
+	}
+}
+
+// stepTypeParam checks that a typed step has its job's MAP param and, when
+// the MAP is literal, the fields it requires (an expression is checked when
+// it runs).
+func (s *validation) stepTypeParam(st *Step, name string, required []string, at *loc) {
+	prm, ok := st.Params[name]
+	switch {
+	case !ok:
+		s.reportf(at, "a %s step needs the %s param, a MAP with %s", st.Type, name, strings.Join(required, ", "))
+		return
+	case prm.Type != ParamTypeMap:
+		s.reportf(at.child("type"), "must be MAP, got %q", prm.Type)
+		return
+	}
+	m, literal := prm.MapValue()
+	if !literal {
+		return
+	}
+	for _, f := range required {
+		if _, ok := m[f]; !ok {
+			s.reportf(at.child("value"), "%s.%s is required", name, f)
 		}
 	}
 }

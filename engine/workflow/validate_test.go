@@ -337,10 +337,25 @@ func TestValidatorOptions(t *testing.T) {
 				return errors.New("url must use https")
 			}
 			return nil
-		}}}}, doc("", `{"step":{"id":"a","type":"Http","url":"http://x"}},{"step":{"id":"b","type":"Sleep","sleep_seconds":1}}`),
+		}}}}, doc("", `{"step":{"id":"a","type":"Http","url":"http://x","params":{"http":{"type":"MAP","value":{"url":{"type":"STRING","value":"https://x"}}}}}},{"step":{"id":"b","type":"Sleep","sleep_seconds":1}}`),
 			[]want{
 				{"workflow.steps[0].step.url", "url must use https"},
 				{"workflow.steps[1].step.sleep_seconds", `unknown field for step type "Sleep"`},
+			}},
+		{"Maestro types without a runtime here", Validator{}, doc("", `{"step":{"id":"a","type":"Notebook","transition":{"successors":{"b":"true","c":"true"}}}},{"step":{"id":"b","type":"kubernetes"}},{"step":{"id":"c","type":"Titus"}}`),
+			[]want{
+				{"workflow.steps[0].step.type", `step type "Notebook" is a Maestro step type this deployment does not run: run the notebook in a container with an EcsTask step`},
+				{"workflow.steps[1].step.type", `step type "Kubernetes" is a Maestro step type this deployment does not run`},
+				{"workflow.steps[2].step.type", `step type "Titus" is a Maestro step type this deployment does not run`},
+			}},
+		{"job params of Http, Lambda and EcsTask", Validator{}, doc("", `{"step":{"id":"a","type":"Http","transition":{"successors":{"b":"true","c":"true","d":"true"}}}},`+
+			`{"step":{"id":"b","type":"Lambda","params":{"lambda":{"type":"STRING_MAP","value":{"function_name":"f"}}}}},`+
+			`{"step":{"id":"c","type":"EcsTask","params":{"ecs_task":{"type":"MAP","value":{"cluster":{"type":"STRING","value":"c"}}}}}},`+
+			`{"step":{"id":"d","type":"Http","params":{"http":{"type":"MAP","expression":"return new Map();"}}}}`),
+			[]want{
+				{"workflow.steps[0].step.params.http", "a Http step needs the http param, a MAP with url"},
+				{"workflow.steps[1].step.params.lambda.type", `must be MAP, got "STRING_MAP"`},
+				{"workflow.steps[2].step.params.ecs_task.value", "ecs_task.task_definition is required"},
 			}},
 		{"no hook only checks emptiness", Validator{}, doc("", `{"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"@@"}}}},{"step":{"id":"b","type":"NoOp"}}`), nil},
 	}

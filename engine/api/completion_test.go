@@ -1,0 +1,94 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
+	"github.com/maestro-aws/maestro/engine/stepruntime/lambdastep"
+)
+
+// acceptingLambda takes every asynchronous invocation.
+type acceptingLambda struct{}
+
+func (acceptingLambda) Invoke(context.Context, *lambda.InvokeInput, ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	return &lambda.InvokeOutput{StatusCode: 202}, nil
+}
+
+// An asynchronous Lambda step ends when its job calls back: outputs with
+// PUT /output-data, then PUT /step-completion, which wakes the step at once
+// (its own poll is an hour).
+func TestStepCompletion(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	rts := stepruntime.Builtins()
+	lr, err := lambdastep.New(lambdastep.Config{Client: acceptingLambda{}, Completions: completion.NewStore(e.pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rts[lambdastep.Type] = lr
+	eng, err := flow.New(e.pool, flow.Config{Logger: discardLogger(), Lease: 2 * time.Second, Runtimes: rts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Stop)
+
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", `{"workflow":{"id":"cb","steps":[
+	    {"step":{"id":"fn","type":"Lambda","transition":{"successors":{"use":"true"}},
+	      "params":{"lambda":{"type":"MAP","value":{"function_name":{"type":"STRING","value":"etl"},
+	        "mode":{"type":"STRING","value":"async"},"poll_interval":{"type":"STRING","value":"1h"}}}}}},
+	    {"step":{"id":"use","type":"NoOp","params":{"plus":{"type":"LONG","expression":"fn__rows + 1"}}}},
+	    {"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`).expect(t, http.StatusCreated)
+	start := e.send(http.MethodPost, "/api/v3/workflows/cb/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+	iid := int64(start.body["workflow_instance"].(map[string]any)["workflow_instance_id"].(float64))
+	running := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/fn/attempts/latest", iid), "RUNNING")
+	uuid := paramValue(t, running, "step_instance_uuid").(string)
+	napping := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/nap/attempts/latest", iid), "RUNNING")
+	napUUID := paramValue(t, napping, "step_instance_uuid").(string)
+
+	body := func(step, uuid, state string, attempt int) string {
+		return fmt.Sprintf(`{"workflow_id":"cb","workflow_instance_id":%d,"workflow_run_id":1,"step_id":%q,"step_attempt_id":%d,
+		    "step_instance_uuid":%q,"state":%q,"message":"loaded"}`, iid, step, attempt, uuid, state)
+	}
+	bad := e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", uuid, "FINISHED", 1)).expect(t, http.StatusBadRequest)
+	if !strings.Contains(bad.errorsText(), "state: want one of DONE") {
+		t.Errorf("errors: %s", bad.errorsText())
+	}
+	e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", "not-a-uuid", "DONE", 1)).expect(t, http.StatusBadRequest)
+	e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", "00000000-0000-0000-0000-000000000000", "DONE", 1)).expect(t, http.StatusForbidden)
+	e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", uuid, "DONE", 9)).expect(t, http.StatusNotFound)
+	// A step that waits for no completion call refuses one.
+	e.send(http.MethodPut, "/api/v3/step-completion", "", body("nap", napUUID, "DONE", 1)).expect(t, http.StatusConflict)
+
+	e.send(http.MethodPut, "/api/v3/output-data", "", fmt.Sprintf(`{"workflow_id":"cb","workflow_instance_id":%d,"workflow_run_id":1,
+	    "step_id":"fn","step_attempt_id":1,"step_instance_uuid":%q,"params":{"rows":{"type":"LONG","value":12}}}`, iid, uuid)).expect(t, http.StatusOK)
+	ok := e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", uuid, "done", 1)).expect(t, http.StatusOK)
+	if ok.body["state"] != "DONE" {
+		t.Errorf("completion %s", ok.raw)
+	}
+	// The first call wins.
+	again := e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", uuid, "FATAL_ERROR", 1))
+	if again.code != http.StatusOK && again.code != http.StatusConflict || again.code == http.StatusOK && again.body["state"] != "DONE" {
+		t.Errorf("repeat: %d %s", again.code, again.raw)
+	}
+
+	use := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/use/attempts/latest", iid), "SUCCEEDED")
+	if v := paramValue(t, use, "plus"); v != float64(13) {
+		t.Errorf("use.plus = %v, want 13 (the job's output + 1)", v)
+	}
+	fn := e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/fn/attempts/latest", iid), "", "").expect(t, http.StatusOK)
+	if fn.body["status"] != "SUCCEEDED" || !strings.Contains(string(fn.raw), "reported DONE: loaded") {
+		t.Errorf("fn attempt %s", fn.raw)
+	}
+}

@@ -1,0 +1,128 @@
+// Package registry builds an engine's step runtimes from its configuration:
+// the built-ins (NoOp, Sleep), Http, and the AWS runtimes (Lambda,
+// EcsTask) over aws-sdk-go-v2 clients from the default AWS configuration.
+// cmd/maestro calls it for `maestro engine` and `maestro dev`.
+package registry
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
+	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
+	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
+	"github.com/maestro-aws/maestro/engine/stepruntime/lambdastep"
+)
+
+// Config is what the runtimes need to know about their environment.
+type Config struct {
+	// HTTPAllowedHosts restricts the hosts Http steps may call
+	// (MAESTRO_HTTP_ALLOWED_HOSTS, comma-separated; "*.example.com"
+	// matches subdomains). Empty allows every host but link-local ones.
+	HTTPAllowedHosts []string
+	// AWSEndpoint sends every AWS call to one endpoint, an emulator in
+	// tests (MAESTRO_AWS_ENDPOINT). Empty uses the real services.
+	AWSEndpoint string
+	// ECSCluster, ECSSubnets, ECSSecurityGroups and ECSAssignPublicIP are
+	// the defaults of EcsTask steps (MAESTRO_ECS_CLUSTER,
+	// MAESTRO_ECS_SUBNETS, MAESTRO_ECS_SECURITY_GROUPS, comma-separated,
+	// MAESTRO_ECS_ASSIGN_PUBLIC_IP).
+	ECSCluster        string
+	ECSSubnets        []string
+	ECSSecurityGroups []string
+	ECSAssignPublicIP bool
+}
+
+// FromEnv reads Config from the environment through getenv (os.Getenv).
+func FromEnv(getenv func(string) string) Config {
+	list := func(name string) []string {
+		var out []string
+		for _, s := range strings.Split(getenv(name), ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	public, _ := strconv.ParseBool(getenv("MAESTRO_ECS_ASSIGN_PUBLIC_IP"))
+	return Config{
+		HTTPAllowedHosts:  list("MAESTRO_HTTP_ALLOWED_HOSTS"),
+		AWSEndpoint:       strings.TrimSpace(getenv("MAESTRO_AWS_ENDPOINT")),
+		ECSCluster:        strings.TrimSpace(getenv("MAESTRO_ECS_CLUSTER")),
+		ECSSubnets:        list("MAESTRO_ECS_SUBNETS"),
+		ECSSecurityGroups: list("MAESTRO_ECS_SECURITY_GROUPS"),
+		ECSAssignPublicIP: public,
+	}
+}
+
+// New builds the registry. The AWS configuration comes from the usual
+// sources (environment, shared files, the ECS task role); without a
+// region, Lambda and EcsTask steps fail with a message that says so.
+func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger) (stepruntime.Registry, error) {
+	reg := stepruntime.Builtins()
+	reg[httpstep.Type] = httpstep.New(httpstep.Config{AllowedHosts: cfg.HTTPAllowedHosts})
+
+	var opts []func(*config.LoadOptions) error
+	if cfg.AWSEndpoint != "" {
+		opts = append(opts, config.WithBaseEndpoint(cfg.AWSEndpoint))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		logger.Warn("no AWS region configured (AWS_REGION): Lambda and EcsTask steps will fail")
+		reg[lambdastep.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+		reg[ecstask.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+		return reg, nil
+	}
+	return withAWS(reg, cfg, awsCfg, db, logger)
+}
+
+func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpool.Pool, logger *slog.Logger) (stepruntime.Registry, error) {
+	lc := lambdastep.Config{Client: lambda.NewFromConfig(awsCfg)}
+	if db != nil {
+		lc.Completions = completion.NewStore(db)
+	}
+	lr, err := lambdastep.New(lc)
+	if err != nil {
+		return nil, err
+	}
+	reg[lambdastep.Type] = lr
+	er, err := ecstask.New(ecstask.Config{
+		Client: ecs.NewFromConfig(awsCfg), Region: awsCfg.Region, Cluster: cfg.ECSCluster,
+		Subnets: cfg.ECSSubnets, SecurityGroups: cfg.ECSSecurityGroups, AssignPublicIP: cfg.ECSAssignPublicIP,
+		Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg[ecstask.Type] = er
+	return reg, nil
+}
+
+// unavailable is a runtime that cannot run here; every attempt fails with
+// why.
+type unavailable string
+
+func (u unavailable) Start(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.FatalError, Message: string(u)}
+}
+
+func (u unavailable) Execute(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.FatalError, Message: string(u)}
+}
+
+func (unavailable) Terminate(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.Stopped}
+}

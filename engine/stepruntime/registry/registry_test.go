@@ -1,0 +1,60 @@
+package registry_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
+)
+
+func TestFromEnv(t *testing.T) {
+	env := map[string]string{
+		"MAESTRO_HTTP_ALLOWED_HOSTS": "api.example.com, *.internal.example.com,", "MAESTRO_AWS_ENDPOINT": "http://127.0.0.1:4566",
+		"MAESTRO_ECS_CLUSTER": "jobs", "MAESTRO_ECS_SUBNETS": "subnet-1,subnet-2", "MAESTRO_ECS_SECURITY_GROUPS": "sg-1",
+		"MAESTRO_ECS_ASSIGN_PUBLIC_IP": "true",
+	}
+	got := registry.FromEnv(func(k string) string { return env[k] })
+	want := registry.Config{HTTPAllowedHosts: []string{"api.example.com", "*.internal.example.com"}, AWSEndpoint: "http://127.0.0.1:4566",
+		ECSCluster: "jobs", ECSSubnets: []string{"subnet-1", "subnet-2"}, ECSSecurityGroups: []string{"sg-1"}, ECSAssignPublicIP: true}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestNew(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	reg, err := registry.New(context.Background(), registry.Config{}, nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []string{"NoOp", "Sleep", "Http", "Lambda", "EcsTask"} {
+		if reg[typ] == nil {
+			t.Errorf("no %s runtime", typ)
+		}
+	}
+	r := reg["EcsTask"].Start(context.Background(), &stepruntime.Attempt{})
+	if r.State != stepruntime.FatalError || !strings.Contains(r.Message, "AWS_REGION") {
+		t.Errorf("EcsTask without a region: %s %s", r.State, r.Message)
+	}
+
+	t.Setenv("AWS_REGION", "eu-west-1")
+	reg, err = registry.New(context.Background(), registry.Config{ECSCluster: "jobs", ECSSubnets: []string{"subnet-1"}}, nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &stepruntime.Attempt{Params: map[string]any{"ecs_task": map[string]any{"task_definition": "etl"}}}
+	if r := reg["EcsTask"].Start(context.Background(), a); r.State != stepruntime.Done {
+		t.Errorf("EcsTask with the engine's defaults: %s %s", r.State, r.Message)
+	}
+}
