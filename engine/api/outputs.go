@@ -138,27 +138,6 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 // outputName is the shape of a param name.
 var outputName = regexp.MustCompile(`^[_a-zA-Z][.\-_a-zA-Z0-9]{0,127}$`)
 
-// decodeStrict reads a JSON body, refusing unknown fields.
-func decodeStrict(r *http.Request, v any) error {
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return tooLarge("request body is larger than 256 KB")
-		}
-		return badRequest("cannot read request body")
-	}
-	if buf.Len() == 0 {
-		return badRequest("a JSON body is required")
-	}
-	dec := json.NewDecoder(&buf)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("malformed request body", err.Error())
-	}
-	return nil
-}
-
 // exists runs a query that selects one boolean.
 func (s *Server) exists(ctx context.Context, sql string, args ...any) (bool, error) {
 	var ok bool
