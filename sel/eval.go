@@ -22,20 +22,20 @@ type slot struct {
 
 // state is the per-evaluation mutable state.
 type state struct {
-	ctx     context.Context
-	prog    *Program
-	env     Env
-	slots   []slot
-	visits  int64
-	mem     int64
-	lim     *Limits
+	ctx    context.Context
+	prog   *Program
+	env    Env
+	slots  []slot
+	visits int64
+	mem    int64
+	lim    *Limits
 	// pool, when set, backs mem: reserved bytes of it are held until the
 	// evaluation ends (pool.go).
 	pool     MemoryPool
 	reserved int64
-	ret     value
-	last    value
-	lastPos int
+	ret      value
+	last     value
+	lastPos  int
 }
 
 func newState(ctx context.Context, p *Program, env Env) *state {
