@@ -49,12 +49,14 @@ func maestroBinary(t *testing.T) string {
 
 const killGroups = 4
 
-// engineProcess runs `maestro engine` against dsn.
-func engineProcess(t *testing.T, dsn, node string, maxGroups string) *exec.Cmd {
+// engineProcess runs `maestro engine` against dsn; env overrides the
+// defaults (a lease of 2s, 4 groups).
+func engineProcess(t *testing.T, dsn, node string, maxGroups string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(maestroBinary(t), "engine")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MAESTRO_NODE_ID="+node,
 		"MAESTRO_GROUP_COUNT=4", "MAESTRO_MAX_GROUPS="+maxGroups, "MAESTRO_LEASE=2s")
+	cmd.Env = append(cmd.Env, env...)
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}
@@ -174,6 +176,28 @@ func TestKilledEngineRestartsAndFinishesEveryRun(t *testing.T) {
 	_ = p1.Wait()
 	engineProcess(t, dsn, "node-1-restarted", "4")
 	f.checkFinished(t)
+}
+
+// Issue 15, defect 6: an engine killed and restarted under the same node id
+// resumes its runs at once: it takes back the groups it leased and the
+// queue messages it had claimed instead of waiting out a 20 s lease and
+// the claims' 30 s time-to-live.
+func TestEngineRestartedUnderSameNodeIDResumesAtOnce(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.URL(t)
+	f := startRuns(t, dsn, 10)
+	p1 := engineProcess(t, dsn, "node-same", "4", "MAESTRO_LEASE=20s")
+	f.waitProgress(t, 5)
+	if err := p1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p1.Wait()
+	restarted := time.Now()
+	engineProcess(t, dsn, "node-same", "4", "MAESTRO_LEASE=20s")
+	f.checkFinished(t)
+	if d := time.Since(restarted); d > 12*time.Second {
+		t.Fatalf("runs finished %s after the restart; the lease is 20s", d.Round(time.Millisecond))
+	}
 }
 
 // Guarantee 3 with two engines: kill one; the other takes its groups over

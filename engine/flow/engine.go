@@ -295,6 +295,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.store.ensureGroups(ctx, e.cfg.GroupCount); err != nil {
 		return err
 	}
+	if err := e.reclaimOwn(ctx); err != nil {
+		return err
+	}
 	e.tick(ctx)
 	if err := e.worker.Start(e.ctx); err != nil {
 		return err
