@@ -60,7 +60,8 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 
 // startEngine starts an engine node over pool, configured from the
 // environment: MAESTRO_GROUP_COUNT (flow groups), MAESTRO_MAX_GROUPS (groups
-// this node may own), MAESTRO_LEASE (group lease, e.g. 10s), MAESTRO_NODE_ID.
+// this node may own), MAESTRO_LEASE (group lease, e.g. 10s), MAESTRO_NODE_ID,
+// MAESTRO_MEMORY_BUDGET (memory.go).
 func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*flow.Engine, error) {
 	defs := definition.NewStore(pool)
 	eng, err := flow.New(pool, flow.Config{
@@ -74,11 +75,12 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (
 				return err
 			},
 		}},
-		NodeID:     os.Getenv("MAESTRO_NODE_ID"),
-		GroupCount: envInt("MAESTRO_GROUP_COUNT", 0),
-		MaxGroups:  envInt("MAESTRO_MAX_GROUPS", 0),
-		Lease:      envDuration("MAESTRO_LEASE", 0),
-		Logger:     logger,
+		NodeID:       os.Getenv("MAESTRO_NODE_ID"),
+		GroupCount:   envInt("MAESTRO_GROUP_COUNT", 0),
+		MaxGroups:    envInt("MAESTRO_MAX_GROUPS", 0),
+		Lease:        envDuration("MAESTRO_LEASE", 0),
+		MemoryBudget: memoryBudget(logger),
+		Logger:       logger,
 	})
 	if err != nil {
 		return nil, err

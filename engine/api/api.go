@@ -44,6 +44,10 @@ type Config struct {
 	// one is the caller "anonymous". Without it, a request with no identity
 	// is refused (401) except for the public routes.
 	TrustUserHeader bool
+	// RequestTimeout bounds the work of one request (default 30s): a
+	// database that stops answering makes a request fail with 503 instead
+	// of holding it.
+	RequestTimeout time.Duration
 }
 
 // Server routes and serves the API.
@@ -60,6 +64,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.DB == nil || cfg.Definitions == nil || cfg.Runs == nil {
 		return nil, errors.New("api: Config.DB, Config.Definitions and Config.Runs are required")
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), policy: authz.Policy{Admins: cfg.Admins}}
 	s.routes()
@@ -141,6 +148,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	if err := checkText(r); err != nil {
 		writeError(w, err)
 		return

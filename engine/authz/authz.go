@@ -81,6 +81,12 @@ func CheckCaller(name string) error {
 	return nil
 }
 
+// ParsePrincipals reads a list of principals separated by commas or white
+// space, as MAESTRO_ADMINS holds them.
+func ParsePrincipals(s string) []string {
+	return strings.Fields(strings.ReplaceAll(s, ",", " "))
+}
+
 // Policy holds the configured administrators.
 type Policy struct {
 	// Admins may do everything. Entries are principals as Matches reads
