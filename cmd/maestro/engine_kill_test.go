@@ -25,9 +25,14 @@ var (
 	buildErr  error
 )
 
-// maestroBinary builds the real binary once per test run.
+// maestroBinary builds the real binary once per test run, or returns
+// MAESTRO_TEST_BINARY (a binary built elsewhere, e.g. from an older commit
+// to show a test fails there).
 func maestroBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("MAESTRO_TEST_BINARY"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "maestro-bin-")
 		if err != nil {
