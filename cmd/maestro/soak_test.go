@@ -147,7 +147,7 @@ func TestSoak(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	allDone := time.Since(start)
-	rows, err := pool.Query(ctx, `SELECT workflow_id, status, count(*), count(*) FILTER (WHERE timeline::text LIKE '%750000%'),
+	rows, err := pool.Query(ctx, `SELECT workflow_id, status, count(*), count(*) FILTER (WHERE timeline::text LIKE '%more than 750000%'),
             count(*) FILTER (WHERE initiator->>'user' = 'alice') FROM workflow_instance GROUP BY 1, 2 ORDER BY 1, 2`)
 	if err != nil {
 		t.Fatal(err)
