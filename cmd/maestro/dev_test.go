@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"os"
@@ -14,30 +15,41 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 )
 
-// devProcess runs `maestro dev` on a free port against dsn and returns its
-// address once it serves.
-func devProcess(t *testing.T, dsn string, args ...string) string {
+// serverProcess is a `maestro` process serving the REST API.
+type serverProcess struct {
+	addr   string
+	exited chan error
+	rss    *rssWatch
+}
+
+// startServer runs `maestro <args> --addr 127.0.0.1:0` with env added to
+// the environment, and returns once it serves (its address read from the
+// line it prints). It is killed when the test ends.
+func startServer(t *testing.T, args []string, env ...string) *serverProcess {
 	t.Helper()
-	cmd := exec.Command(maestroBinary(t), append([]string{"dev", "--addr", "127.0.0.1:0"}, args...)...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn)
+	cmd := exec.Command(maestroBinary(t), append(args, "--addr", "127.0.0.1:0")...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
 	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
+		cmd.Stderr = io.MultiWriter(&logs, os.Stderr)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p := &serverProcess{exited: make(chan error, 1), rss: watchRSS(cmd.Process.Pid)}
+	go func() { p.exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-p.exited:
 		case <-time.After(15 * time.Second):
 			_ = cmd.Process.Kill()
+			<-p.exited
 		}
 	})
 	addr := make(chan string, 1)
@@ -49,22 +61,34 @@ func devProcess(t *testing.T, dsn string, args ...string) string {
 				addr <- m[1]
 			}
 		}
-		_, _ = io.Copy(io.Discard, out)
 	}()
 	select {
-	case a := <-addr:
-		return a
+	case p.addr = <-addr:
+	case err := <-p.exited:
+		p.exited <- err
+		t.Fatalf("maestro %s exited: %v\n%s", args[0], err, logs.String())
 	case <-time.After(60 * time.Second):
-		t.Fatal("maestro dev did not start serving")
+		t.Fatalf("maestro %s did not start serving", args[0])
 	}
-	return ""
+	return p
+}
+
+// alive fails the test if the process has exited.
+func (p *serverProcess) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		t.Fatalf("a maestro process exited: %v", err)
+	default:
+	}
 }
 
 // Issue 15, defect 5: the dev server has read, write and idle timeouts; a
 // client that sends its body slowly, or stops, is cut off.
 func TestDevServerCutsOffSlowClients(t *testing.T) {
 	t.Parallel()
-	addr := devProcess(t, dbtest.URL(t), "--read-timeout", "2s", "--idle-timeout", "2s")
+	addr := startServer(t, []string{"dev", "--read-timeout", "2s", "--idle-timeout", "2s"}, "DATABASE_URL="+dbtest.URL(t)).addr
 	cases := map[string]string{
 		// Headers promise a body that never comes.
 		"stalled body": "POST /api/v3/workflows HTTP/1.1\r\nHost: x\r\nuser: alice\r\nContent-Length: 1000\r\n\r\n{\"workflow\":",

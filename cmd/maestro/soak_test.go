@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +47,7 @@ func TestSoak(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	eng := startCappedEngine(t, capBytes, dsn, "soak-engine")
-	apis := []*apiProcess{startAPIProcess(t, dsn), startAPIProcess(t, dsn)}
+	apis := []*serverProcess{startAPIProcess(t, dsn), startAPIProcess(t, dsn)}
 	s := &soak{t: t, apis: apis, client: &http.Client{Timeout: 60 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}
 
@@ -62,7 +58,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
-	kinds := soakKinds()
+	kinds := soakKinds(t)
 	type job struct {
 		kind *soakKind
 		i    int
@@ -237,13 +233,17 @@ func is(codes ...int) func(int) bool {
 	}
 }
 
-func soakKinds() []*soakKind {
+func soakKinds(t *testing.T) []*soakKind {
 	start := func(wf string) func(s *soak, i int) (int, string) {
 		return func(s *soak, i int) (int, string) {
 			return s.do(i, "alice", "POST", "/api/v3/workflows/"+wf+"/versions/latest/actions/start", "")
 		}
 	}
-	bomb := soakYAMLBomb()
+	bombYAML, err := os.ReadFile("../../engine/workflow/testdata/hostile/alias-bomb.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bomb := string(bombYAML)
 	longID := strings.Repeat("r", 2800)
 	bigSignal := `{"name":"s","payload":{"x":"` + strings.Repeat("p", 100_000) + `"}}`
 	unauthorized := []struct{ method, path, body string }{
@@ -315,22 +315,10 @@ func soakKinds() []*soakKind {
 	}
 }
 
-// soakYAMLBomb is a 620-byte YAML alias bomb.
-func soakYAMLBomb() string {
-	var b strings.Builder
-	b.WriteString("Workflow:\n  id: bomb\n  l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n")
-	for i := 1; i <= 9; i++ {
-		p := fmt.Sprintf("*l%d", i-1)
-		fmt.Fprintf(&b, "  l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(p+", ", 9), ", "))
-	}
-	b.WriteString("  jobs:\n    - job: {id: a, type: NoOp}\n")
-	return b.String()
-}
-
 // soak is the client side of the soak.
 type soak struct {
 	t        *testing.T
-	apis     []*apiProcess
+	apis     []*serverProcess
 	client   *http.Client
 	mu       sync.Mutex
 	failures []string
@@ -406,59 +394,10 @@ func (s *soak) report() {
 	}
 }
 
-// apiProcess is a `maestro api` process.
-type apiProcess struct {
-	addr   string
-	exited chan error
-	rss    *rssWatch
-}
-
-func startAPIProcess(t *testing.T, dsn string) *apiProcess {
+// startAPIProcess runs `maestro api` against dsn, trusting the user
+// header, with MAESTRO_ADMINS=root.
+func startAPIProcess(t *testing.T, dsn string) *serverProcess {
 	t.Helper()
-	cmd := exec.Command(maestroBinary(t), "api", "--addr", "127.0.0.1:0", "--trust-user-header",
-		"--read-timeout", "3s", "--read-header-timeout", "3s")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MAESTRO_GROUP_COUNT=4", "MAESTRO_ADMINS=root")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &apiProcess{exited: make(chan error, 1), rss: watchRSS(cmd.Process.Pid)}
-	go func() { p.exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.exited
-	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		re := regexp.MustCompile(`REST API on http://(\S+)/api/v3`)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	select {
-	case p.addr = <-addr:
-	case err := <-p.exited:
-		t.Fatalf("maestro api exited: %v\n%s", err, logs.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("maestro api did not start")
-	}
-	return p
-}
-
-func (p *apiProcess) alive(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-p.exited:
-		p.exited <- err
-		t.Fatalf("an API process exited: %v", err)
-	default:
-	}
+	return startServer(t, []string{"api", "--trust-user-header", "--read-timeout", "3s", "--read-header-timeout", "3s"},
+		"DATABASE_URL="+dsn, "MAESTRO_GROUP_COUNT=4", "MAESTRO_ADMINS=root")
 }

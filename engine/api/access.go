@@ -265,13 +265,9 @@ func tagPermitInBody(s *Server, r *http.Request) (authz.Target, *http.Request, e
 // the handler refuses may leave v empty) and returns a request whose body
 // reads the same bytes again.
 func peekBody(r *http.Request, v any) (*http.Request, error) {
-	data, err := io.ReadAll(r.Body)
+	data, err := readRaw(r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return r, tooLarge(fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
-		}
-		return r, badRequest("cannot read the request body")
+		return r, err
 	}
 	_ = decodeJSON(data, v, false) // the handler reports what is wrong with it
 	r2 := r.Clone(r.Context())

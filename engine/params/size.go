@@ -98,27 +98,27 @@ func encodedSize(v any, room int) int {
 	case []any:
 		return seqSize(len(x), room, func(i, r int) int { return encodedSize(x[i], r) })
 	case map[string]string:
-		n := 2
-		for k, e := range x {
-			n += stringSize(k, room-n) + 2 + stringSize(e, room-n)
-			if n > room {
-				return n
-			}
-		}
-		return n
+		return mapSize(x, room, stringSize)
 	case map[string]any:
-		n := 2
-		for k, e := range x {
-			n += stringSize(k, room-n) + 2 + encodedSize(e, room-n)
-			if n > room {
-				return n
-			}
-		}
-		return n
+		return mapSize(x, room, encodedSize)
 	}
 	// Values of other types do not occur in evaluated params; count them
 	// by their text.
 	return len(fmt.Sprint(v)) + 2
+}
+
+// mapSize sums the sizes of a map's keys and values with their colons
+// and commas, stopping once over room.
+func mapSize[V any](m map[string]V, room int, elem func(V, int) int) int {
+	n := 2
+	for k, e := range m {
+		n += stringSize(k, room-n) + 2
+		n += elem(e, room-n)
+		if n > room {
+			return n
+		}
+	}
+	return n
 }
 
 // seqSize sums the sizes of n elements with their commas, stopping once

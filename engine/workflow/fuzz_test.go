@@ -13,8 +13,9 @@ import (
 // The definition decoders take untrusted bytes straight from the API. For
 // any input they must return a definition or a *ValidationError, never
 // panic, hang or blow up; what they accept must survive validation and a
-// round trip through its JSON. Seeds: the files in testdata, the committed
-// corpus in testdata/fuzz, and the hostile shapes below. `make fuzz` runs
+// round trip through its JSON. Seeds: the files in testdata and
+// testdata/hostile (the alias bomb), the committed corpus in testdata/fuzz,
+// and the shapes below. `make fuzz` runs
 // both targets.
 
 // fuzzValidator validates what the fuzzers decode, as the API does (SEL
@@ -26,6 +27,8 @@ func addDefinitionSeeds(f *testing.F, ext string) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	hostile, _ := filepath.Glob(filepath.Join("testdata", "hostile", "*."+ext))
+	files = append(files, hostile...)
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
