@@ -46,17 +46,6 @@ func newDefinitionCache(mem *memoryBudget) *definitionCache {
 	return &definitionCache{mem: mem, entries: map[[sha256.Size]byte]*decodedDefinition{}}
 }
 
-// decode returns the decoded definition and its DAG for a look that
-// releases it at once (release is not needed).
-func (c *definitionCache) decode(raw []byte) (*decodedDefinition, error) {
-	d, err := c.acquire(raw, true)
-	if err != nil {
-		return nil, err
-	}
-	c.release(d)
-	return d, nil
-}
-
 // acquire returns the decoded definition and its DAG, counted as in use
 // until release. A definition not in the cache is decoded and charged to
 // the budget: with force it is charged even over the limit (a live run
