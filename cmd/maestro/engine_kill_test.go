@@ -81,27 +81,42 @@ type killFixture struct {
 	insts []*execution.Instance
 }
 
-// startRuns pushes a chain of sleeps and starts n runs of it.
-func startRuns(t *testing.T, dsn string, n int) *killFixture {
+// openPool opens a pool on dsn, closed when the test ends.
+func openPool(t *testing.T, dsn string) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
+	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	return pool
+}
+
+// pushDefinitions stores definitions (Maestro JSON) as the user tester.
+func pushDefinitions(t *testing.T, defs *definition.Store, jsons ...string) {
+	t.Helper()
+	for _, def := range jsons {
+		d, err := workflow.DecodeJSON([]byte(def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := defs.Create(context.Background(), d, "tester"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startRuns pushes a chain of sleeps and starts n runs of it.
+func startRuns(t *testing.T, dsn string, n int) *killFixture {
+	t.Helper()
+	ctx := context.Background()
+	pool := openPool(t, dsn)
 	defs := definition.NewStore(pool)
-	d, err := workflow.DecodeJSON([]byte(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"sleepy","steps":[
+	pushDefinitions(t, defs, `{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"sleepy","steps":[
 		{"step":{"id":"s1","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s2":"true"}}}},
 		{"step":{"id":"s2","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s3":"true"}}}},
 		{"step":{"id":"s3","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s4":"true"}}}},
-		{"step":{"id":"s4","type":"NoOp"}}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := defs.Create(ctx, d, "tester"); err != nil {
-		t.Fatal(err)
-	}
+		{"step":{"id":"s4","type":"NoOp"}}]}}`)
 	f := &killFixture{pool: pool, runs: execution.New(pool, defs, killGroups)}
 	for range n {
 		res, err := f.runs.Start(ctx, execution.StartRequest{WorkflowID: "sleepy", Version: "latest"})

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // hugeArrayExpr builds a 98 MB string array (25,000 references to one
@@ -71,25 +68,12 @@ func TestHugeParamRunUnderAOneGiBCap(t *testing.T) {
 	t.Parallel()
 	dsn := dbtest.URL(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := openPool(t, dsn)
 	defs := definition.NewStore(pool)
-	for _, def := range []string{
+	pushDefinitions(t, defs,
 		`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"huge",
-			"params":{"big":{"type":"STRING_ARRAY","expression":"` + hugeArrayExpr + `"}},"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`,
-		`{"workflow":{"id":"plain","steps":[{"step":{"id":"s","type":"Sleep","sleep_seconds":0.2}}]}}`,
-	} {
-		d, err := workflow.DecodeJSON([]byte(def))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := defs.Create(ctx, d, "tester"); err != nil {
-			t.Fatal(err)
-		}
-	}
+			"params":{"big":{"type":"STRING_ARRAY","expression":"`+hugeArrayExpr+`"}},"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`,
+		`{"workflow":{"id":"plain","steps":[{"step":{"id":"s","type":"Sleep","sleep_seconds":0.2}}]}}`)
 	runs := execution.New(pool, defs, 4)
 	var insts []*execution.Instance
 	for _, id := range []string{"huge", "huge", "huge", "plain"} {

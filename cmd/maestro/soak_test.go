@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/maestro-aws/maestro/engine/dbtest"
 )
 
@@ -40,11 +38,7 @@ func TestSoak(t *testing.T) {
 	const capBytes = 1 << 30
 	dsn := dbtest.URL(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := openPool(t, dsn)
 
 	eng := startCappedEngine(t, capBytes, dsn, "soak-engine")
 	apis := []*serverProcess{startAPIProcess(t, dsn), startAPIProcess(t, dsn)}
