@@ -22,8 +22,9 @@ BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
+SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
 
-.PHONY: run test postgres emulator build lambdas synth e2e bench fuzz fuzz-api lint clean
+.PHONY: run test postgres emulator build lambdas synth e2e bench fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -96,10 +97,19 @@ bench: postgres
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
 	exit $$status
 
-## fuzz: each SEL fuzz target for FUZZTIME
+## fuzz: each fuzz target (SEL, definition decoding in JSON and YAML) for FUZZTIME
 fuzz:
 	$(GO) test ./sel -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./sel -run '^$$' -fuzz '^FuzzEval$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/workflow -run '^$$' -fuzz '^FuzzDecodeJSON$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./engine/workflow -run '^$$' -fuzz '^FuzzDecodeYAML$$' -fuzztime $(FUZZTIME)
+
+## soak: hostile requests against an engine capped at 1 GiB and two API processes (docs/limits.md)
+soak: postgres
+	@status=0; \
+	MAESTRO_SOAK=1 MAESTRO_TEST_PGDIR=$(SOAK_PGDIR) $(GO) test -run '^TestSoak$$' -count 1 -v -timeout 30m ./cmd/maestro/ || status=$$?; \
+	$(GO) run ./cmd/maestro localpg stop --dir $(SOAK_PGDIR) || true; \
+	exit $$status
 
 ## fuzz-api: fuzz every REST operation from the OpenAPI document (schemathesis); any 5xx fails
 fuzz-api: postgres $(VENV)/bin/schemathesis

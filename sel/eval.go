@@ -22,20 +22,32 @@ type slot struct {
 
 // state is the per-evaluation mutable state.
 type state struct {
-	ctx     context.Context
-	prog    *Program
-	env     Env
-	slots   []slot
-	visits  int64
-	mem     int64
-	lim     *Limits
-	ret     value
-	last    value
-	lastPos int
+	ctx    context.Context
+	prog   *Program
+	env    Env
+	slots  []slot
+	visits int64
+	mem    int64
+	lim    *Limits
+	// pool, when set, backs mem: reserved bytes of it are held until the
+	// evaluation ends (pool.go).
+	pool     MemoryPool
+	reserved int64
+	ret      value
+	last     value
+	lastPos  int
 }
 
 func newState(ctx context.Context, p *Program, env Env) *state {
-	return &state{ctx: ctx, prog: p, env: env, slots: make([]slot, p.nslots), lim: &p.limits}
+	return &state{ctx: ctx, prog: p, env: env, slots: make([]slot, p.nslots), lim: &p.limits, pool: poolFrom(ctx)}
+}
+
+// releasePool returns what the evaluation reserved of its pool.
+func (st *state) releasePool() {
+	if st.reserved > 0 {
+		st.pool.Release(st.reserved)
+		st.reserved = 0
+	}
 }
 
 func (st *state) fail(p int, kind ErrorKind, format string, args ...any) {
@@ -65,6 +77,14 @@ func (st *state) charge(p int, n int64) {
 	st.mem += n
 	if st.mem >= st.lim.MaxMemoryBytes {
 		st.fail(p, KindLimit, "evaluation aborted: more than %d bytes allocated (memory limit)", st.lim.MaxMemoryBytes)
+	}
+	if st.pool != nil && st.mem > st.reserved {
+		need := (st.mem - st.reserved + PoolChunk - 1) / PoolChunk * PoolChunk
+		if !st.pool.Reserve(need) {
+			st.failCause(p, KindLimit, ErrPoolExhausted,
+				"evaluation aborted: %v after %d bytes allocated (the process's memory for expressions is in use)", ErrPoolExhausted, st.mem)
+		}
+		st.reserved += need
 	}
 }
 

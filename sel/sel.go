@@ -173,6 +173,7 @@ func (p *Program) Eval(ctx context.Context, env Env) (result any, err error) {
 		ctx = context.Background()
 	}
 	st := newState(ctx, p, env)
+	defer st.releasePool()
 	defer func() {
 		if r := recover(); r != nil {
 			result = nil

@@ -9,32 +9,54 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/groupcount"
 )
+
+// httpFlags are the flags of the commands that serve the REST API.
+type httpFlags struct {
+	addr     *string
+	timeouts api.HTTPTimeouts
+}
+
+func addHTTPFlags(fs *flag.FlagSet, defaultAddr string) *httpFlags {
+	d := api.DefaultHTTPTimeouts()
+	f := &httpFlags{addr: fs.String("addr", defaultAddr, "address the REST API listens on")}
+	fs.DurationVar(&f.timeouts.ReadHeader, "read-header-timeout", d.ReadHeader, "time a client has to send the request headers")
+	fs.DurationVar(&f.timeouts.Read, "read-timeout", d.Read, "time a client has to send the whole request")
+	fs.DurationVar(&f.timeouts.Write, "write-timeout", d.Write, "time to write the response")
+	fs.DurationVar(&f.timeouts.Idle, "idle-timeout", d.Idle, "time a kept-alive connection may wait for its next request")
+	return f
+}
 
 // runDev runs everything in one process against DATABASE_URL, or against a
 // throwaway PostgreSQL under .maestro/ when it is unset.
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:8080", "address the REST API listens on")
+	hf := addHTTPFlags(fs, "127.0.0.1:8080")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	logger := newLogger(false)
-	if err := dev(ctx, *addr, stdout, logger); err != nil {
+	if err := dev(ctx, hf, stdout, logger); err != nil {
 		fmt.Fprintln(stderr, "maestro dev:", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger) error {
+func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logger) error {
 	dsn, stopPG, err := resolveDSN(ctx, logger, true)
 	if err != nil {
 		return err
@@ -55,22 +77,78 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	}
 	defer eng.Stop()
 
-	defs := definition.NewStore(pool)
-	handler, err := api.New(api.Config{
-		DB: pool, Logger: logger, TrustUserHeader: true,
-		Definitions: defs, Runs: execution.New(pool, defs, eng.GroupCount()),
-	})
+	// maestro dev is for one person on one machine: the `user` header
+	// names the caller.
+	handler, err := apiHandler(pool, logger, true, eng.GroupCount())
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
+	return serveAPI(ctx, hf, handler, stdout, logger, "maestro dev")
+}
+
+// runAPI serves the REST API alone (no engine) against DATABASE_URL: more
+// API processes beside the engines, or the API behind a proxy that
+// authenticates callers and names them in the `user` header
+// (--trust-user-header). Without that flag every request but health and
+// the OpenAPI document is refused as unauthenticated.
+func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	hf := addHTTPFlags(fs, "127.0.0.1:8081")
+	trust := fs.Bool("trust-user-header", false, "take the caller's identity from the `user` request header")
+	if err := fs.Parse(args); err != nil {
+		return 2
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	logger := newLogger(true)
+	err := func() error {
+		dsn, _, err := resolveDSN(ctx, logger, false)
+		if err != nil {
+			return err
+		}
+		pool, err := dbconn.Open(ctx, dsn, dbconn.PoolOptions{MaxConns: 16, ApplicationName: "maestro-api"})
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "api "+hostname())
+		if err != nil {
+			return err
+		}
+		handler, err := apiHandler(pool, logger, *trust, groups)
+		if err != nil {
+			return err
+		}
+		return serveAPI(ctx, hf, handler, stdout, logger, "maestro api")
+	}()
+	if err != nil {
+		fmt.Fprintln(stderr, "maestro api:", err)
+		return 1
+	}
+	return 0
+}
+
+// apiHandler builds the REST API over pool for runs spread over groups flow
+// groups; MAESTRO_ADMINS names the administrators (docs/security.md).
+func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, groups int) (*api.Server, error) {
+	defs := definition.NewStore(pool)
+	return api.New(api.Config{
+		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader,
+		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
+		Definitions: defs, Runs: execution.New(pool, defs, groups),
+	})
+}
+
+// serveAPI serves handler on the flags' address with their timeouts until
+// ctx ends, then shuts down within 10 s.
+func serveAPI(ctx context.Context, hf *httpFlags, handler http.Handler, stdout io.Writer, logger *slog.Logger, name string) error {
+	ln, err := net.Listen("tcp", *hf.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *hf.addr, err)
+	}
+	srv := api.NewHTTPServer(handler, hf.timeouts)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "maestro dev: REST API on http://%s/api/v3 (health: http://%s/api/v3/health)\n", ln.Addr(), ln.Addr())
+	fmt.Fprintf(stdout, "%s: REST API on http://%s/api/v3 (health: http://%s/api/v3/health)\n", name, ln.Addr(), ln.Addr())
 
 	select {
 	case <-ctx.Done():
@@ -82,6 +160,6 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
-	logger.Info("maestro dev stopped")
+	logger.Info(name + " stopped")
 	return nil
 }

@@ -113,7 +113,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // e.g. 10s), MAESTRO_NODE_ID, MAESTRO_WORKERS (concurrent step runtime
 // calls), and the step runtimes' settings (engine/stepruntime/registry:
 // AWS_REGION, MAESTRO_AWS_ENDPOINT, MAESTRO_HTTP_ALLOWED_HOSTS,
-// MAESTRO_ECS_*). rec, when set, receives the engine's metrics.
+// MAESTRO_ECS_*), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go). rec, when set, receives the engine's metrics.
 func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder) (*flow.Engine, error) {
 	groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "engine "+hostname())
 	if err != nil {
@@ -137,12 +137,13 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r
 				return err
 			},
 		}},
-		NodeID:     os.Getenv("MAESTRO_NODE_ID"),
-		GroupCount: groups,
-		Metrics:    rec,
-		MaxGroups:  envInt("MAESTRO_MAX_GROUPS", 0),
-		Lease:      envDuration("MAESTRO_LEASE", 0),
-		Logger:     logger,
+		NodeID:       os.Getenv("MAESTRO_NODE_ID"),
+		GroupCount:   groups,
+		Metrics:      rec,
+		MaxGroups:    envInt("MAESTRO_MAX_GROUPS", 0),
+		Lease:        envDuration("MAESTRO_LEASE", 0),
+		MemoryBudget: memoryBudget(logger),
+		Logger:       logger,
 	})
 	if err != nil {
 		return nil, err

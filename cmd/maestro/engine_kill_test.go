@@ -25,9 +25,14 @@ var (
 	buildErr  error
 )
 
-// maestroBinary builds the real binary once per test run.
+// maestroBinary builds the real binary once per test run, or returns
+// MAESTRO_TEST_BINARY (a binary built elsewhere, e.g. from an older commit
+// to show a test fails there).
 func maestroBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("MAESTRO_TEST_BINARY"); bin != "" {
+		return bin
+	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "maestro-bin-")
 		if err != nil {
@@ -75,6 +80,31 @@ type killFixture struct {
 	runs       *execution.Service
 	workflowID string
 	insts      []*execution.Instance
+}
+
+// openPool opens a pool on dsn, closed when the test ends.
+func openPool(t *testing.T, dsn string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// pushDefinitions stores definitions (Maestro JSON) as the user tester.
+func pushDefinitions(t *testing.T, defs *definition.Store, jsons ...string) {
+	t.Helper()
+	for _, def := range jsons {
+		d, err := workflow.DecodeJSON([]byte(def))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := defs.Create(context.Background(), d, "tester"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // sleepyWorkflow is a chain of sleeps.
@@ -258,5 +288,27 @@ func waitOwned(t *testing.T, pool *pgxpool.Pool, node string, n int) {
 			t.Fatalf("%s owns %d groups, want %d", node, got, n)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Issue 15, defect 6: an engine killed and restarted under the same node id
+// resumes its runs at once: it takes back the groups it leased and the
+// queue messages it had claimed instead of waiting out a 20 s lease and
+// the claims' 30 s time-to-live.
+func TestEngineRestartedUnderSameNodeIDResumesAtOnce(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.URL(t)
+	f := startRuns(t, dsn, 10)
+	p1 := engineProcess(t, dsn, "node-same", "4", "MAESTRO_LEASE=20s")
+	f.waitProgress(t, 5)
+	if err := p1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p1.Wait()
+	restarted := time.Now()
+	engineProcess(t, dsn, "node-same", "4", "MAESTRO_LEASE=20s")
+	f.checkFinished(t)
+	if d := time.Since(restarted); d > 12*time.Second {
+		t.Fatalf("runs finished %s after the restart; the lease is 20s", d.Round(time.Millisecond))
 	}
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
@@ -24,11 +22,7 @@ func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 	const iterations = 200
 	dsn := dbtest.URL(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := openPool(t, dsn)
 	defs := definition.NewStore(pool)
 	d, err := workflow.DecodeJSON([]byte(`{"properties":{"owner":"tester"},"workflow":{"id":"fe-kill","steps":[
 	  {"foreach":{"id":"loop","concurrency":20,

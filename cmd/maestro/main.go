@@ -3,6 +3,7 @@
 //	maestro dev [--addr 127.0.0.1:8080]   everything in one process, for local use
 //	maestro engine                        the long-running engine (the Fargate task)
 //	maestro health [--addr A]             ask the engine's health endpoint (the container health check)
+//	maestro api [--addr 127.0.0.1:8081]   the REST API alone, beside engines
 //	maestro migrate                       apply migrations to DATABASE_URL and exit
 //	maestro sel eval 'EXPR' [--params J]  evaluate a SEL expression
 //	maestro localpg start|stop|url --dir D   manage a throwaway PostgreSQL cluster
@@ -24,6 +25,7 @@ commands:
   dev       run the REST API, the engine and the trigger loop in one process
   engine    run the engine (what the ECS Fargate task runs)
   health    ask a running engine's health endpoint (MAESTRO_HEALTH_ADDR); exit 0 when healthy
+  api       serve the REST API alone against DATABASE_URL (--trust-user-header behind an authenticating proxy)
   migrate   apply database migrations to DATABASE_URL and exit
   sel       evaluate SEL expressions: maestro sel eval 'EXPR' [--params '{"x":1}']
   localpg   start, stop or print the URL of a throwaway PostgreSQL cluster
@@ -48,6 +50,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runEngine(ctx, args[1:], stderr)
 	case "health":
 		return runHealth(ctx, args[1:], stdout, stderr)
+	case "api":
+		return runAPI(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, args[1:], stderr)
 	case "sel":

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 )
@@ -35,17 +36,25 @@ type Config struct {
 	Definitions *definition.Store
 	// Runs starts, stops and reads workflow instances. Required.
 	Runs *execution.Service
-	// Admins may change any workflow's properties and delete any workflow.
+	// Admins may do everything any owner may (docs/security.md). Entries
+	// are principals as authz.Matches reads them.
 	Admins []string
 	// TrustUserHeader makes the `user` request header name the caller when
-	// no identity came from the platform (maestro dev).
+	// no identity came from the platform (maestro dev); a request without
+	// one is the caller "anonymous". Without it, a request with no identity
+	// is refused (401) except for the public routes.
 	TrustUserHeader bool
+	// RequestTimeout bounds the work of one request (default 30s): a
+	// database that stops answering makes a request fail with 503 instead
+	// of holding it.
+	RequestTimeout time.Duration
 }
 
 // Server routes and serves the API.
 type Server struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg    Config
+	mux    *http.ServeMux
+	policy authz.Policy
 }
 
 // New builds the handler.
@@ -56,7 +65,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DB == nil || cfg.Definitions == nil || cfg.Runs == nil {
 		return nil, errors.New("api: Config.DB, Config.Definitions and Config.Runs are required")
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), policy: authz.Policy{Admins: cfg.Admins}}
 	s.routes()
 	return s, nil
 }
@@ -64,16 +76,50 @@ func New(cfg Config) (*Server, error) {
 // handlerFunc is an endpoint that returns an error instead of writing one.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
+// handle registers an endpoint. Before h runs, the caller is checked
+// against the access the route needs (routeAccess, docs/security.md); every
+// request that may change something is logged with its caller.
 func (s *Server) handle(pattern string, h handlerFunc) {
+	a := accessFor(pattern)
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
-			if asError(err).HTTPStatus >= 500 {
+		sw := &statusWriter{ResponseWriter: w}
+		r, err := s.authorize(r, a)
+		if err == nil {
+			err = h(sw, r)
+		}
+		if err != nil {
+			e := asError(err)
+			if e.HTTPStatus >= 500 {
 				s.cfg.Logger.ErrorContext(r.Context(), "request failed",
-					"method", r.Method, "path", r.URL.Path, "error", err.Error())
+					"method", r.Method, "path", r.URL.Path, "caller", CallerFrom(r.Context()), "error", err.Error())
 			}
-			writeError(w, err)
+			writeError(sw, e)
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			s.cfg.Logger.InfoContext(r.Context(), "api action", "method", r.Method, "path", r.URL.Path,
+				"caller", CallerFrom(r.Context()), "role", a.role.String(), "status", sw.status)
 		}
 	}))
+}
+
+// statusWriter remembers the status a handler wrote, for the action log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 func (s *Server) routes() {
@@ -102,14 +148,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	if err := checkText(r); err != nil {
 		writeError(w, err)
 		return
 	}
 	if CallerFrom(r.Context()) == "" && s.cfg.TrustUserHeader {
-		if u := r.Header.Get("user"); u != "" {
-			r = r.WithContext(WithCaller(r.Context(), u))
+		u := r.Header.Get("user")
+		if u == "" {
+			u = definition.Anonymous
 		}
+		if err := authz.CheckCaller(u); err != nil {
+			writeError(w, badRequest("invalid user header: "+err.Error()))
+			return
+		}
+		r = r.WithContext(WithCaller(r.Context(), u))
 	}
 	s.mux.ServeHTTP(w, r)
 }
@@ -139,16 +194,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-type callerKey struct{}
-
 // WithCaller records who is calling: the IAM principal in Lambda, the `user`
-// header in maestro dev.
+// header in maestro dev (authz.WithCaller).
 func WithCaller(ctx context.Context, caller string) context.Context {
-	return context.WithValue(ctx, callerKey{}, caller)
+	return authz.WithCaller(ctx, caller)
 }
 
 // CallerFrom returns the caller recorded by WithCaller, or "".
-func CallerFrom(ctx context.Context) string {
-	s, _ := ctx.Value(callerKey{}).(string)
-	return s
-}
+func CallerFrom(ctx context.Context) string { return authz.CallerFrom(ctx) }

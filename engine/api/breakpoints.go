@@ -191,9 +191,9 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 			return notFound(fmt.Sprintf("no breakpoint on step %s of workflow %s", step, wf))
 		}
 		// The breakpoints of a workflow also paused its iterations' attempts.
-		rows, err := tx.Query(r.Context(), `UPDATE step_paused p SET resumed = true, resumed_at = now()
+		rows, err := tx.Query(r.Context(), `UPDATE step_paused p SET resumed = true, resumed_at = now(), resumed_by = $3
             WHERE `+instance.OfWorkflowSQL+` AND step_id = $2 AND NOT resumed
-            RETURNING workflow_id, instance_id, run_id, group_id`, wf, step)
+            RETURNING workflow_id, instance_id, run_id, group_id`, wf, step, CallerFrom(r.Context()))
 		if err != nil {
 			return fmt.Errorf("resume paused attempts: %w", err)
 		}
@@ -244,11 +244,11 @@ func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) err
 	step := r.PathValue("step")
 	err = pgx.BeginFunc(r.Context(), s.cfg.DB, func(tx pgx.Tx) error {
 		var group int32
-		err := tx.QueryRow(r.Context(), `UPDATE step_paused SET resumed = true, resumed_at = now()
+		err := tx.QueryRow(r.Context(), `UPDATE step_paused SET resumed = true, resumed_at = now(), resumed_by = $6
             WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5 AND NOT resumed
               AND EXISTS (SELECT 1 FROM step_instance s WHERE s.workflow_id = $1 AND s.instance_id = $2 AND s.run_id = $3
                   AND s.step_id = $4 AND s.attempt_id = $5 AND s.status = 'PAUSED')
-            RETURNING group_id`, ref.WorkflowID, ref.InstanceID, ref.RunID, step, attempt).Scan(&group)
+            RETURNING group_id`, ref.WorkflowID, ref.InstanceID, ref.RunID, step, attempt, CallerFrom(r.Context())).Scan(&group)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound(fmt.Sprintf("step %s attempt %d of %s is not paused", step, attempt, ref))
 		}

@@ -1,12 +1,19 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
+
+	"github.com/maestro-aws/maestro/engine/flow"
 )
 
 // ErrorBody is the JSON body of every error response, shaped like Maestro's:
@@ -45,6 +52,10 @@ func conflict(msg string) *Error {
 	return &Error{HTTPStatus: http.StatusConflict, Code: "CONFLICT", Message: msg}
 }
 
+func unauthorized(msg string) *Error {
+	return &Error{HTTPStatus: http.StatusUnauthorized, Code: "UNAUTHORIZED", Message: msg}
+}
+
 func forbidden(msg string) *Error {
 	return &Error{HTTPStatus: http.StatusForbidden, Code: "FORBIDDEN", Message: msg}
 }
@@ -57,14 +68,16 @@ func unavailable(msg string) *Error {
 	return &Error{HTTPStatus: http.StatusServiceUnavailable, Code: "SERVICE_UNAVAILABLE", Message: msg, Retryable: true}
 }
 
+// internal is an unexpected failure. It is never marked retryable: the
+// same request would most likely fail the same way, and a client that
+// follows the hint would retry forever.
 func internal() *Error {
-	return &Error{HTTPStatus: http.StatusInternalServerError, Code: "INTERNAL_ERROR",
-		Message: "internal error; the request may be retried", Retryable: true}
+	return &Error{HTTPStatus: http.StatusInternalServerError, Code: "INTERNAL_ERROR", Message: "internal error"}
 }
 
 // writeError maps err to a response. Errors that are not *Error are logged
-// by the caller and reported as a retryable internal error without leaking
-// their text.
+// by the caller and reported without leaking their text: a transient cause
+// as 503 (retryable), anything else as 500 (not retryable).
 func writeError(w http.ResponseWriter, err error) {
 	e := asError(err)
 	details := e.Details
@@ -81,13 +94,50 @@ func asError(err error) *Error {
 	switch {
 	case errors.As(err, &e):
 		return e
-	case errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22"):
-		// A data exception (bad encoding, a number out of range, ...) means
-		// the request carried a value the database cannot store: the
-		// client's fault, not a retryable failure.
+	case errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")):
+		// A data exception (bad encoding, a number out of range, ...) or a
+		// program limit (a key too long for its index, ...) means the
+		// request carried a value the database cannot store: the client's
+		// fault, not a retryable failure.
 		return badRequest("the request contains a value that cannot be stored: " + pgErr.Message)
+	case transient(err):
+		return unavailable("the service is temporarily unavailable (database unreachable or busy); retry the request")
 	}
 	return internal()
+}
+
+// transient reports whether err comes from a cause that goes away by
+// itself: the database unreachable, restarting, out of connections or too
+// slow to answer, a lock or serialization conflict, or an engine node that
+// lost its lease on a flow group.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "53"),          // insufficient resources (too many connections, ...)
+			pgErr.Code == "40001", pgErr.Code == "40P01", // serialization failure, deadlock
+			pgErr.Code == "55P03", pgErr.Code == "57014", // lock not available, statement timeout
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutting down, cannot connect now
+			return true
+		}
+		return false // the server answered: a real error
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, flow.ErrFenced):
+		return true
+	case errors.As(err, &connectErr), errors.As(err, &netErr):
+		return true
+	case pgconn.Timeout(err), pgconn.SafeToRetry(err), errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, puddle.ErrClosedPool),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED):
+		return true
+	}
+	return false
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -3,9 +3,10 @@ package api
 import (
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
@@ -28,11 +29,49 @@ func (s *Server) instanceRoutes() {
 	s.runControlRoutes()
 }
 
-// startBody is the body of a start request, as in Maestro.
+// startBody is the body of a start request: Maestro's WorkflowStartRequest.
+// Unknown fields are refused.
 type startBody struct {
 	RunParams workflow.Params `json:"run_params"`
 	RequestID string          `json:"request_id"`
-	Initiator map[string]any  `json:"initiator"`
+	// Initiator may only say MANUAL: its user is the caller, whatever the
+	// body claims (manualInitiator).
+	Initiator map[string]any `json:"initiator"`
+	// RequestTime (epoch milliseconds) is accepted as Maestro clients send
+	// it; the run's create_time is the server's clock.
+	RequestTime *int64 `json:"request_time"`
+	// PersistFailedRun is accepted: a run whose params fail to evaluate is
+	// always kept, FAILED, with the reason on its timeline.
+	PersistFailedRun *bool `json:"persist_failed_run"`
+	// RuntimeTags and Artifacts are Maestro fields this implementation has
+	// no use for yet: a non-empty value is refused rather than dropped.
+	RuntimeTags json.RawMessage `json:"runtime_tags"`
+	Artifacts   json.RawMessage `json:"artifacts"`
+}
+
+// unsupported refuses a non-empty value of a Maestro field that is not
+// implemented.
+func unsupported(field string, raw json.RawMessage) error {
+	switch strings.TrimSpace(string(raw)) {
+	case "", "null", "[]", "{}":
+		return nil
+	}
+	return badRequest(field + " is not supported by this Maestro implementation; send it empty or leave it out")
+}
+
+// manualInitiator is the initiator of a run a caller starts or restarts
+// through the API: Maestro's MANUAL initiator with the caller as its user.
+// A body may name the type (any case) but never the user: a user in the
+// body is replaced by the caller. Other initiator types are set by Maestro
+// itself (triggers, subworkflows, foreach and while).
+func manualInitiator(body map[string]any, caller string) (map[string]any, error) {
+	if t, ok := body["type"]; ok {
+		name, _ := t.(string)
+		if !strings.EqualFold(name, "MANUAL") {
+			return nil, badRequest(fmt.Sprintf("initiator.type %v cannot be set through the API; a run started or restarted by a caller is MANUAL", t))
+		}
+	}
+	return execution.ManualInitiator(caller), nil
 }
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
@@ -40,12 +79,22 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
+	if err := unsupported("runtime_tags", body.RuntimeTags); err != nil {
+		return err
+	}
+	if err := unsupported("artifacts", body.Artifacts); err != nil {
+		return err
+	}
 	if err := workflowParamsValid(body.RunParams); err != nil {
+		return err
+	}
+	initiator, err := manualInitiator(body.Initiator, CallerFrom(r.Context()))
+	if err != nil {
 		return err
 	}
 	res, err := s.cfg.Runs.Start(r.Context(), execution.StartRequest{
 		WorkflowID: r.PathValue("id"), Version: r.PathValue("version"),
-		RunParams: body.RunParams, RequestID: body.RequestID, Initiator: body.Initiator,
+		RunParams: body.RunParams, RequestID: body.RequestID, Initiator: initiator,
 	})
 	if err != nil {
 		return runError(err)
@@ -78,25 +127,6 @@ func workflowParamsValid(ps workflow.Params) error {
 			return badRequest("invalid run_params", details...)
 		}
 		return badRequest("invalid run_params: " + err.Error())
-	}
-	return nil
-}
-
-// decodeBody reads a JSON body strictly; an empty body leaves v as it is.
-func decodeBody(r *http.Request, v any) error {
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return tooLarge("request body is larger than 256 KB")
-		}
-		return badRequest("cannot read request body")
-	}
-	if len(data) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return badRequest("malformed request body", err.Error())
 	}
 	return nil
 }

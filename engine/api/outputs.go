@@ -93,6 +93,9 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 		}
 		vals[name] = params.Value{Type: p.Type, Value: v}
 	}
+	if err := params.CheckSize(vals); err != nil {
+		problems = append(problems, "params: "+err.Error())
+	}
 	if len(problems) > 0 {
 		return badRequest("invalid output data", problems...)
 	}
@@ -121,10 +124,18 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 		if status != instance.StepRunning {
 			return conflict(fmt.Sprintf("step attempt is %s; output params can be set only while it is RUNNING", status))
 		}
-		return tx.QueryRow(r.Context(), `INSERT INTO step_output_data (step_uuid, workflow_id, instance_id, run_id, step_id, attempt_id, params)
+		// Output data set by several requests merges; the merged params
+		// stay within params.MaxBytes too.
+		err = tx.QueryRow(r.Context(), `INSERT INTO step_output_data (step_uuid, workflow_id, instance_id, run_id, step_id, attempt_id, params)
             VALUES ($1, $2, $3, $4, $5, $6, $7)
             ON CONFLICT (step_uuid) DO UPDATE SET params = step_output_data.params || EXCLUDED.params, modify_time = now()
-            RETURNING params`, body.UUID, body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID, encoded).Scan(&merged)
+                WHERE octet_length((step_output_data.params || EXCLUDED.params)::text) <= $8
+            RETURNING params`, body.UUID, body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID, encoded,
+			params.MaxBytes).Scan(&merged)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return badRequest(fmt.Sprintf("invalid output data: the attempt's output params would be more than %d bytes", params.MaxBytes))
+		}
+		return err
 	})
 	if err != nil {
 		return err
@@ -138,27 +149,6 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 
 // outputName is the shape of a param name.
 var outputName = regexp.MustCompile(`^[_a-zA-Z][.\-_a-zA-Z0-9]{0,127}$`)
-
-// decodeStrict reads a JSON body, refusing unknown fields.
-func decodeStrict(r *http.Request, v any) error {
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r.Body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return tooLarge("request body is larger than 256 KB")
-		}
-		return badRequest("cannot read request body")
-	}
-	if buf.Len() == 0 {
-		return badRequest("a JSON body is required")
-	}
-	dec := json.NewDecoder(&buf)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return badRequest("malformed request body", err.Error())
-	}
-	return nil
-}
 
 // exists runs a query that selects one boolean.
 func (s *Server) exists(ctx context.Context, sql string, args ...any) (bool, error) {

@@ -16,6 +16,7 @@ type TagPermit struct {
 	MaxAllowed int64     `json:"max_allowed"`
 	Held       int64     `json:"held"`
 	CreatedBy  string    `json:"created_by,omitempty"`
+	ModifiedBy string    `json:"modified_by,omitempty"`
 	CreateTime time.Time `json:"create_time"`
 	ModifyTime time.Time `json:"modify_time"`
 }
@@ -25,11 +26,11 @@ const tagPermitColumns = `p.tag, p.max_allowed,
     (SELECT count(*) FROM tag_permit_held h JOIN step_instance s USING (workflow_id, instance_id, run_id, step_id, attempt_id)
      WHERE h.tag = p.tag AND s.status IN ('CREATED', 'INITIALIZED', 'PAUSED', 'WAITING_FOR_SIGNALS', 'EVALUATING_PARAMS',
          'WAITING_FOR_PERMITS', 'STARTING', 'RUNNING', 'FINISHING')),
-    COALESCE(p.created_by, ''), p.create_time, p.modify_time`
+    COALESCE(p.created_by, ''), COALESCE(p.modified_by, ''), p.create_time, p.modify_time`
 
 func scanTagPermit(r pgx.CollectableRow) (TagPermit, error) {
 	var p TagPermit
-	err := r.Scan(&p.Tag, &p.MaxAllowed, &p.Held, &p.CreatedBy, &p.CreateTime, &p.ModifyTime)
+	err := r.Scan(&p.Tag, &p.MaxAllowed, &p.Held, &p.CreatedBy, &p.ModifiedBy, &p.CreateTime, &p.ModifyTime)
 	return p, err
 }
 
@@ -52,8 +53,9 @@ func (s *Server) putTagPermit(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("max_allowed is required, a number from 0 to 2147483647")
 	}
 	rows, err := s.cfg.DB.Query(r.Context(), `WITH up AS (
-            INSERT INTO tag_permit (tag, max_allowed, created_by) VALUES ($1, $2, NULLIF($3, ''))
-            ON CONFLICT (tag) DO UPDATE SET max_allowed = EXCLUDED.max_allowed, modify_time = now()
+            INSERT INTO tag_permit (tag, max_allowed, created_by, modified_by) VALUES ($1, $2, NULLIF($3, ''), NULLIF($3, ''))
+            ON CONFLICT (tag) DO UPDATE SET max_allowed = EXCLUDED.max_allowed, modify_time = now(),
+                modified_by = EXCLUDED.modified_by
             RETURNING *)
         SELECT `+tagPermitColumns+` FROM up p`, body.Tag, *body.MaxAllowed, CallerFrom(r.Context()))
 	if err != nil {

@@ -14,7 +14,10 @@ func TestTagPermitsCRUD(t *testing.T) {
 	if p.body["tag"] != "gpu" || p.body["max_allowed"].(float64) != 2 || p.body["held"].(float64) != 0 || p.body["created_by"] != "alice" {
 		t.Fatalf("created %s", p.raw)
 	}
-	e.send(http.MethodPost, "/api/v3/tag-permits", "bob", `{"tag":"gpu","max_allowed":1}`).expect(t, http.StatusOK)
+	// Only its creator (or an administrator) may change a tag permit.
+	e.send(http.MethodPost, "/api/v3/tag-permits", "bob", `{"tag":"gpu","max_allowed":1}`).expect(t, http.StatusForbidden)
+	e.send(http.MethodDelete, "/api/v3/tag-permits/gpu", "bob", "").expect(t, http.StatusForbidden)
+	e.send(http.MethodPost, "/api/v3/tag-permits", "alice", `{"tag":"gpu","max_allowed":1}`).expect(t, http.StatusOK)
 	if got := e.send(http.MethodGet, "/api/v3/tag-permits/gpu", "", "").expect(t, http.StatusOK); got.body["max_allowed"].(float64) != 1 {
 		t.Fatalf("updated %s", got.raw)
 	}

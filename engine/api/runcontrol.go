@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/maestro-aws/maestro/engine/execution"
@@ -32,19 +34,36 @@ func (s *Server) runControlRouteTable() []route {
 	}
 }
 
-// restartBody is the body of an instance restart. The policy may be given
-// at the top level or, as in Maestro's run request, in restart_config.
+// restartBody is the body of an instance restart: Maestro's
+// WorkflowInstanceRestartRequest. The policy may be given at the top level
+// or, as in Maestro's run request, in restart_config. Unknown fields are
+// refused.
 type restartBody struct {
 	RestartPolicy string          `json:"restart_policy"`
 	RunParams     workflow.Params `json:"run_params"`
 	Initiator     map[string]any  `json:"initiator"`
+	// RequestTime is accepted as Maestro clients send it.
+	RequestTime *int64 `json:"request_time"`
+	// RequestID is accepted (and checked like a start's) as Maestro clients
+	// send it; a restart is not deduplicated by it: each accepted restart
+	// creates the next run.
+	RequestID     string          `json:"request_id"`
+	Artifacts     json.RawMessage `json:"artifacts"`
 	RestartConfig *struct {
 		RestartPolicy string `json:"restart_policy"`
 		// RestartPath, as in Maestro, names the step to restart from
 		// (RESTART_FROM_SPECIFIC) in its last node.
 		RestartPath []struct {
-			StepID string `json:"step_id"`
+			WorkflowID string `json:"workflow_id"`
+			InstanceID int64  `json:"instance_id"`
+			StepID     string `json:"step_id"`
 		} `json:"restart_path"`
+		// Maestro fields this implementation does not support yet: refused
+		// when not empty.
+		DownstreamPolicy  json.RawMessage `json:"downstream_policy"`
+		RestartParams     json.RawMessage `json:"restart_params"`
+		StepRestartParams json.RawMessage `json:"step_restart_params"`
+		SkipSteps         json.RawMessage `json:"skip_steps"`
 	} `json:"restart_config"`
 }
 
@@ -57,11 +76,28 @@ func (s *Server) restartInstance(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
+	if err := unsupported("artifacts", body.Artifacts); err != nil {
+		return err
+	}
+	if len(body.RequestID) > execution.MaxRequestIDLength {
+		return badRequest(fmt.Sprintf("request_id is %d bytes long; the limit is %d", len(body.RequestID), execution.MaxRequestIDLength))
+	}
 	if err := workflowParamsValid(body.RunParams); err != nil {
+		return err
+	}
+	initiator, err := manualInitiator(body.Initiator, CallerFrom(r.Context()))
+	if err != nil {
 		return err
 	}
 	policy, step := body.RestartPolicy, ""
 	if c := body.RestartConfig; c != nil {
+		for name, raw := range map[string]json.RawMessage{"restart_config.downstream_policy": c.DownstreamPolicy,
+			"restart_config.restart_params": c.RestartParams, "restart_config.step_restart_params": c.StepRestartParams,
+			"restart_config.skip_steps": c.SkipSteps} {
+			if err := unsupported(name, raw); err != nil {
+				return err
+			}
+		}
 		if c.RestartPolicy != "" {
 			policy = c.RestartPolicy
 		}
@@ -71,7 +107,7 @@ func (s *Server) restartInstance(w http.ResponseWriter, r *http.Request) error {
 	}
 	inst, err := s.cfg.Runs.Restart(r.Context(), execution.RestartRequest{
 		WorkflowID: r.PathValue("id"), InstanceID: iid, Policy: policy, StepID: step,
-		RunParams: body.RunParams, Initiator: body.Initiator,
+		RunParams: body.RunParams, Initiator: initiator,
 	})
 	if err != nil {
 		return controlError(err)

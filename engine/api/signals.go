@@ -95,13 +95,6 @@ func (s *Server) bypassDependencies(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-// decodeExact decodes one JSON value, keeping numbers as json.Number.
-func decodeExact(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(v)
-}
-
 // signalError maps signal errors; the rest as runError does.
 func signalError(err error) error {
 	switch {

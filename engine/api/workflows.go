@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,24 +105,8 @@ func invalidDefinition(ve *workflow.ValidationError) *Error {
 // actor is the caller of r as the definitions store sees it.
 func (s *Server) actor(r *http.Request) definition.Actor {
 	a := definition.Actor{Name: CallerFrom(r.Context())}
-	a.Admin = slices.Contains(s.cfg.Admins, a.Who())
+	a.Admin = s.policy.IsAdmin(a.Who())
 	return a
-}
-
-// readBody reads a non-empty request body.
-func readBody(r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, definitionError(err)
-		}
-		return nil, badRequest("cannot read the request body")
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, badRequest("the request body is empty")
-	}
-	return data, nil
 }
 
 // decodeDefinition reads, decodes and validates the pushed definition.
@@ -177,7 +159,7 @@ func newVersionView(v *definition.Version, created *bool) (*versionView, error) 
 // latest version when the definition is unchanged.
 func (s *Server) createWorkflow(decode func([]byte) (*workflow.Definition, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		d, err := decodeDefinition(r, decode)
+		d, err := pushed(r, decode)
 		if err != nil {
 			return err
 		}

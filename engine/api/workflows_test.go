@@ -252,7 +252,9 @@ func TestUnchangedPushReturnsSameVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	compact, _ := json.Marshal(generic)
-	r := e.send("POST", "/api/v3/workflows", "bob", string(compact)).expect(t, 200)
+	// Only the owner may push, even an unchanged definition.
+	e.send("POST", "/api/v3/workflows", "bob", string(compact)).expect(t, 403)
+	r := e.send("POST", "/api/v3/workflows", "alice", string(compact)).expect(t, 200)
 	if r.body["created"] != false || r.num(t, "workflow_version_id") != 1 || r.body["created_by"] != "alice" {
 		t.Fatalf("unchanged push should return version 1: %s", r.raw)
 	}
@@ -517,7 +519,7 @@ func TestMaestroSamplesAreAccepted(t *testing.T) {
 			if props := got.get(t, "properties_snapshot.properties"); props != nil {
 				again = fmt.Sprintf(`{"properties": %s, "workflow": %s}`, mustJSON(t, props), mustJSON(t, got.get(t, "definition")))
 			}
-			e.send("POST", "/api/v3/workflows", "alice", again).expect(t, 200)
+			e.send("POST", "/api/v3/workflows", admin, again).expect(t, 200)
 		})
 	}
 }
@@ -822,11 +824,12 @@ func TestOnlyOwnerOrAdminChangesPropertiesOrDeletes(t *testing.T) {
 		}
 		e.send("DELETE", "/api/v3/workflows/wf", who, "").expect(t, 403)
 	}
-	// A non-owner may push a new version that leaves the properties alone,
-	// but not one that changes them; the refused push writes nothing.
-	e.send("POST", "/api/v3/workflows", "bob", tenSteps("wf", "alice", "v2")).expect(t, 201)
+	// A non-owner may not push a version, whether it changes the
+	// properties or not; the refused push writes nothing.
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "bob", tenSteps("wf", "alice", "v3")).expect(t, 403)
 	r := e.send("POST", "/api/v3/workflows", "bob", tenSteps("wf", "bob", "v3")).expect(t, 403)
-	if !strings.Contains(r.body["message"].(string), "properties") {
+	if !strings.Contains(r.body["message"].(string), "owned by alice") {
 		t.Fatalf("%s", r.raw)
 	}
 	if got := e.send("GET", "/api/v3/workflows/wf/versions/latest", "", "").expect(t, 200).num(t, "workflow_version_id"); got != 2 {
@@ -1027,32 +1030,34 @@ func TestActivateAndDeactivate(t *testing.T) {
 	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "1")).expect(t, 201)
 	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "2")).expect(t, 201)
 
-	d := e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "bob", "").expect(t, 200)
+	e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "bob", "").expect(t, 403)
+	d := e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "alice", "").expect(t, 200)
 	if d.body["active_version_id"] != nil || d.num(t, "previous_active_version_id") != 2 || d.body["changed"] != true {
 		t.Fatalf("%s", d.raw)
 	}
-	if d = e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "bob", "").expect(t, 200); d.body["changed"] != false {
+	if d = e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", admin, "").expect(t, 200); d.body["changed"] != false {
 		t.Fatalf("%s", d.raw)
 	}
 	e.send("GET", "/api/v3/workflows/wf/versions/active", "", "").expect(t, 404)
-	e.send("PUT", "/api/v3/workflows/wf/versions/active/actions/activate", "bob", "").expect(t, 404)
+	e.send("PUT", "/api/v3/workflows/wf/versions/active/actions/activate", "alice", "").expect(t, 404)
 
-	a := e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "bob", "").expect(t, 200)
+	e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "bob", "").expect(t, 403)
+	a := e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "alice", "").expect(t, 200)
 	if a.num(t, "active_version_id") != 1 || a.body["previous_active_version_id"] != nil || a.body["changed"] != true {
 		t.Fatalf("%s", a.raw)
 	}
-	if a = e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "bob", "").expect(t, 200); a.body["changed"] != false {
+	if a = e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "alice", "").expect(t, 200); a.body["changed"] != false {
 		t.Fatalf("%s", a.raw)
 	}
 	v := e.send("GET", "/api/v3/workflows/wf/versions/1", "", "").expect(t, 200)
 	if v.body["is_active"] != true {
 		t.Fatalf("%s", v.raw)
 	}
-	if a = e.send("PUT", "/api/v3/workflows/wf/versions/latest/actions/activate", "bob", "").expect(t, 200); a.num(t, "active_version_id") != 2 {
+	if a = e.send("PUT", "/api/v3/workflows/wf/versions/latest/actions/activate", "alice", "").expect(t, 200); a.num(t, "active_version_id") != 2 {
 		t.Fatalf("%s", a.raw)
 	}
-	e.send("PUT", "/api/v3/workflows/wf/versions/9/actions/activate", "bob", "").expect(t, 404)
-	e.send("PUT", "/api/v3/workflows/wf/versions/first/actions/activate", "bob", "").expect(t, 400)
+	e.send("PUT", "/api/v3/workflows/wf/versions/9/actions/activate", "alice", "").expect(t, 404)
+	e.send("PUT", "/api/v3/workflows/wf/versions/first/actions/activate", "alice", "").expect(t, 400)
 	e.send("PUT", "/api/v3/workflows/nope/versions/1/actions/activate", "bob", "").expect(t, 404)
 	e.send("PUT", "/api/v3/workflows/nope/actions/deactivate", "bob", "").expect(t, 404)
 

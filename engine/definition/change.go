@@ -9,6 +9,20 @@ import (
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
+// lockFor locks the workflow row for the rest of tx and returns its state,
+// once it knows the actor may change the workflow (what names the change in
+// the refusal).
+func lockFor(ctx context.Context, tx pgx.Tx, workflowID string, actor Actor, what string) (*wfState, error) {
+	st, err := lock(ctx, tx, workflowID)
+	if err != nil {
+		return nil, err
+	}
+	if !actor.mayChange(st.owner) {
+		return nil, forbidden(workflowID, st.owner, what)
+	}
+	return st, nil
+}
+
 // lock locks the workflow row for the rest of tx and returns its state.
 func lock(ctx context.Context, tx pgx.Tx, workflowID string) (*wfState, error) {
 	var st wfState
@@ -43,12 +57,9 @@ type PropertiesUpdate struct {
 func (s *Store) UpdateProperties(ctx context.Context, workflowID string, change *workflow.Properties, actor Actor) (*PropertiesUpdate, error) {
 	var out *PropertiesUpdate
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		st, err := lock(ctx, tx, workflowID)
+		st, err := lockFor(ctx, tx, workflowID, actor, "change the properties of")
 		if err != nil {
 			return err
-		}
-		if !actor.mayChange(st.owner) {
-			return forbidden(workflowID, st.owner, "change the properties of")
 		}
 		m, err := mergedProperties(st.props, change)
 		if err != nil {
@@ -101,7 +112,7 @@ func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor
 	}
 	var out *Activation
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		st, err := lock(ctx, tx, workflowID)
+		st, err := lockFor(ctx, tx, workflowID, actor, "activate a version of")
 		if err != nil {
 			return err
 		}
@@ -147,7 +158,7 @@ func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor
 func (s *Store) Deactivate(ctx context.Context, workflowID string, actor Actor) (*Activation, error) {
 	var out *Activation
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		st, err := lock(ctx, tx, workflowID)
+		st, err := lockFor(ctx, tx, workflowID, actor, "deactivate")
 		if err != nil {
 			return err
 		}

@@ -54,12 +54,9 @@ var ErrBadPayload = errors.New("malformed delete message")
 func (s *Store) Delete(ctx context.Context, workflowID string, actor Actor) (*Deletion, error) {
 	var out *Deletion
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		st, err := lock(ctx, tx, workflowID)
+		st, err := lockFor(ctx, tx, workflowID, actor, "delete")
 		if err != nil {
 			return err
-		}
-		if !actor.mayChange(st.owner) {
-			return forbidden(workflowID, st.owner, "delete")
 		}
 		var live int64
 		if err := tx.QueryRow(ctx, sqlLiveInstances, workflowID).Scan(&live); err != nil {

@@ -166,3 +166,17 @@ func (s *Store) GetSnapshot(ctx context.Context, workflowID, selector string) (*
 	snap.Properties = json.RawMessage(props)
 	return snap, nil
 }
+
+// Owner returns the workflow's owner (properties.owner, else its creator);
+// ErrNotFound when there is no such workflow.
+func (s *Store) Owner(ctx context.Context, workflowID string) (string, error) {
+	var owner string
+	err := s.db.QueryRow(ctx, sqlOwner, workflowID).Scan(&owner)
+	if errNoRows(err) {
+		return "", fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read workflow %s owner: %w", workflowID, err)
+	}
+	return owner, nil
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -50,7 +51,7 @@ const Anonymous = "anonymous"
 type Actor struct {
 	// Name is the caller; empty means Anonymous.
 	Name string
-	// Admin may change any workflow.
+	// Admin may change any workflow (authz.Policy.IsAdmin).
 	Admin bool
 }
 
@@ -62,9 +63,11 @@ func (a Actor) Who() string {
 	return a.Name
 }
 
-// mayChange reports whether the actor may change properties of, or delete, a
-// workflow owned by owner.
-func (a Actor) mayChange(owner string) bool { return a.Admin || a.Who() == owner }
+// mayChange reports whether the actor may change a workflow owned by owner
+// (push a version, activate, change properties, delete). The API decides
+// first (docs/security.md); the store checks again under the workflow's row
+// lock, so an ownership change racing the request cannot slip through.
+func (a Actor) mayChange(owner string) bool { return a.Admin || authz.Matches(owner, a.Who()) }
 
 // Store is the definitions store.
 type Store struct {
@@ -172,13 +175,14 @@ type wfState struct {
 
 // CreateAs stores d, which must have been validated, as the workflow's next
 // version unless it is identical to the latest version, which is returned
-// instead. A new version becomes active unless d.IsActive is false; an
-// unchanged push activates the latest version only when d.IsActive is
-// explicitly true. d.Properties is merged into the workflow's properties;
-// when that changes them a new snapshot is added, which on an existing
-// workflow only its owner or an administrator may do (ErrForbidden). The
-// first push of a workflow always adds snapshot 1. Everything happens in one
-// transaction.
+// instead. A push to an existing workflow needs its owner or an
+// administrator (ErrForbidden); the first push makes the actor (or
+// d.Properties.Owner) the owner. A new version becomes active unless
+// d.IsActive is false; an unchanged push activates the latest version only
+// when d.IsActive is explicitly true. d.Properties is merged into the
+// workflow's properties; when that changes them a new snapshot is added.
+// The first push of a workflow always adds snapshot 1. Everything happens
+// in one transaction.
 func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Actor) (*Created, error) {
 	id := d.Workflow.ID
 	raw, err := json.Marshal(&d.Workflow)
@@ -216,9 +220,8 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 			return fmt.Errorf("workflow %s: %w", id, err)
 		}
 		propsChanged := st.propsVersion == 0 || !bytes.Equal(props.canonical, props.currentCanonical)
-		if propsChanged && !inserted && st.propsVersion > 0 && !actor.mayChange(st.owner) {
-			return fmt.Errorf("workflow %s is owned by %s; only the owner or an administrator may change its properties: %w",
-				id, st.owner, ErrForbidden)
+		if !inserted && !actor.mayChange(st.owner) {
+			return forbidden(id, st.owner, "push a version of")
 		}
 
 		c := &Created{New: !bytes.Equal(latestSum, sum[:])}

@@ -39,11 +39,15 @@ func TestCreateAndGet(t *testing.T) {
 		c.Version.CreatedBy != "carol" || c.Version.Snapshot == nil || c.Version.Snapshot.Version != 1 {
 		t.Fatalf("create: %+v %+v", c, c.Version)
 	}
-	c, err = s.Create(ctx, decode(t, "wf", "one", ""), "dave")
+	// carol gave the workflow to alice: only alice may push it now.
+	if _, err := s.Create(ctx, decode(t, "wf", "one", ""), "carol"); !errors.Is(err, definition.ErrForbidden) {
+		t.Fatalf("push by a non-owner: %v", err)
+	}
+	c, err = s.Create(ctx, decode(t, "wf", "one", ""), "alice")
 	if err != nil || c.New || c.Activated || c.PropertiesChanged || c.Version.Version != 1 || c.Version.CreatedBy != "carol" {
 		t.Fatalf("unchanged push: %+v %v", c, err)
 	}
-	if _, err := s.Create(ctx, decode(t, "wf", "two", `"is_active": false,`), "dave"); err != nil {
+	if _, err := s.Create(ctx, decode(t, "wf", "two", `"is_active": false,`), "alice"); err != nil {
 		t.Fatal(err)
 	}
 	for sel, want := range map[string]int64{"": 1, "default": 1, "active": 1, "latest": 2, "2": 2} {

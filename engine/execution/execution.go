@@ -9,13 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -27,6 +30,32 @@ import (
 // DefaultTimeout is a run's timeout when its workflow sets none (Maestro's
 // 10 days).
 const DefaultTimeout = 10 * 24 * time.Hour
+
+// Limits on what a start or restart request may carry, as in Maestro.
+const (
+	// MaxRequestIDLength bounds a request id in bytes. Maestro's request id
+	// is a UUID (36 characters); any string up to this length is accepted.
+	MaxRequestIDLength = 256
+	// MaxRunParams bounds the number of run params of a start or restart
+	// (Maestro's PARAM_MAP_SIZE_LIMIT).
+	MaxRunParams = 128
+)
+
+// checkRequest refuses a request id or run params over the limits
+// (ErrInvalid), before anything is written: an oversized request id would
+// otherwise fail in the unique index as a database error.
+func checkRequest(requestID string, runParams workflow.Params) error {
+	if len(requestID) > MaxRequestIDLength {
+		return fmt.Errorf("%w: request_id is %d bytes long; the limit is %d", ErrInvalid, len(requestID), MaxRequestIDLength)
+	}
+	if !utf8.ValidString(requestID) || strings.ContainsRune(requestID, 0) {
+		return fmt.Errorf("%w: request_id is not valid UTF-8 or contains a NUL byte", ErrInvalid)
+	}
+	if len(runParams) > MaxRunParams {
+		return fmt.Errorf("%w: %d run params; the limit is %d", ErrInvalid, len(runParams), MaxRunParams)
+	}
+	return nil
+}
 
 // Errors the API maps to responses.
 var (
@@ -69,6 +98,9 @@ type StartResult struct {
 
 // Start creates the run and hands it to the engine.
 func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
+	if err := checkRequest(req.RequestID, req.RunParams); err != nil {
+		return nil, err
+	}
 	v, err := s.defs.Get(ctx, req.WorkflowID, req.Version)
 	if err != nil {
 		return nil, err
@@ -238,8 +270,35 @@ func orEmptyParams(p workflow.Params) workflow.Params {
 	return p
 }
 
+// ManualInitiator is the initiator of a run a caller started or restarted
+// by hand (Maestro's MANUAL initiator).
+func ManualInitiator(caller string) map[string]any {
+	return map[string]any{"type": "MANUAL", "user": caller}
+}
+
+// pastTense words the actions on timelines.
+var pastTense = map[flow.Action]string{
+	flow.ActionStop: "stopped", flow.ActionKill: "killed", flow.StepRestart: "restarted", flow.StepSkip: "skipped",
+}
+
+// byCaller is the reason an action of the caller in ctx (authz.WithCaller)
+// is recorded with on the timelines it touches, e.g. "stopped by alice";
+// "" when there is no caller (the engine then writes its default reason).
+func byCaller(ctx context.Context, action flow.Action, suffix string) string {
+	c := authz.CallerFrom(ctx)
+	if c == "" {
+		return ""
+	}
+	verb, ok := pastTense[action]
+	if !ok {
+		verb = string(action)
+	}
+	return verb + suffix + " by " + c
+}
+
 // Act asks the engine to stop or kill a run (the latest run when run is 0).
 // It returns the run as it is now; the engine applies the action shortly.
+// The caller in ctx is recorded on the run's timeline.
 func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run int64, action flow.Action) (*Instance, error) {
 	inst, err := s.Instance(ctx, workflowID, instanceID, run)
 	if err != nil {
@@ -251,7 +310,7 @@ func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run in
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, flow.ActionMessage{
 			Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
-			Group: inst.groupID, Action: action,
+			Group: inst.groupID, Action: action, Reason: byCaller(ctx, action, ""),
 		})
 		return err
 	})
@@ -286,7 +345,7 @@ func (s *Service) ActOnAll(ctx context.Context, workflowID string, action flow.A
 		for _, l := range all {
 			if _, err := queue.Enqueue(ctx, tx, queue.InstanceAction, l.group, flow.ActionMessage{
 				Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: l.iid, RunID: l.run},
-				Group: l.group, Action: action,
+				Group: l.group, Action: action, Reason: byCaller(ctx, action, " with every run of the workflow"),
 			}); err != nil {
 				return err
 			}

@@ -137,8 +137,19 @@ type Page[T any] struct {
 	Next  *int64 `json:"next_cursor,omitempty"`
 }
 
+// MaxListBytes bounds what a listing reads into memory and answers with
+// (runs' and attempts' params, outputs and timelines): well below the 6 MB a
+// Lambda may answer through API Gateway.
+const MaxListBytes = 4 << 20
+
+// size is roughly what the run's JSON takes.
+func (i *Instance) size() int {
+	return len(i.Initiator) + len(i.RunParams) + len(i.Params) + len(i.Timeline) + len(i.RunConfig) + 512
+}
+
 // List returns a workflow's instances (latest run of each), newest first,
-// starting below cursor (0 for the first page).
+// starting below cursor (0 for the first page). A page ends early when it
+// holds MaxListBytes; its next cursor goes on from there.
 func (s *Service) List(ctx context.Context, workflowID string, cursor int64, limit int) (*Page[*Instance], error) {
 	if limit <= 0 || limit > 100 {
 		limit = 20
@@ -153,12 +164,21 @@ func (s *Service) List(ctx context.Context, workflowID string, cursor int64, lim
 	}
 	defer rows.Close()
 	page := &Page[*Instance]{Items: []*Instance{}}
+	size := 0
 	for rows.Next() {
 		inst, err := scanInstance(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}
 		page.Items = append(page.Items, inst)
+		// A page ends early once it holds MaxListBytes: runs may carry
+		// up to 750 KB of params each.
+		if size += inst.size(); size > MaxListBytes && len(page.Items) <= limit {
+			limit = len(page.Items)
+			rows.Close()
+			page.Items = append(page.Items, nil) // there is more
+			break
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
@@ -190,6 +210,16 @@ type StepAttempt struct {
 	StartTime    *time.Time          `json:"start_time,omitempty"`
 	EndTime      *time.Time          `json:"end_time,omitempty"`
 	ModifyTime   time.Time           `json:"modify_time"`
+	// DetailOmitted is set in a step list once the list holds MaxListBytes:
+	// this attempt's params, outputs, runtime state and timeline are left
+	// out (null); read the attempt itself for them.
+	DetailOmitted bool `json:"detail_omitted,omitempty"`
+}
+
+// omitDetail drops the attempt's large fields.
+func (a *StepAttempt) omitDetail() {
+	a.Params, a.Outputs, a.RuntimeState, a.Timeline = nil, nil, nil, nil
+	a.DetailOmitted = true
 }
 
 const stepSelect = `SELECT workflow_id, instance_id, run_id, step_id, attempt_id, uuid::text, step_type, status,
@@ -206,6 +236,8 @@ func scanStep(r pgx.Row) (*StepAttempt, error) {
 }
 
 // Steps returns the latest attempt of every step of a run, in step id order.
+// Once the list holds MaxListBytes, the rest come without their detail
+// (StepAttempt.DetailOmitted).
 func (s *Service) Steps(ctx context.Context, workflowID string, instanceID, run int64) ([]*StepAttempt, error) {
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (step_id) * FROM (`+stepSelect+`
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3) s ORDER BY step_id, attempt_id DESC`,
@@ -215,10 +247,14 @@ func (s *Service) Steps(ctx context.Context, workflowID string, instanceID, run 
 	}
 	defer rows.Close()
 	out := []*StepAttempt{}
+	size := 0
 	for rows.Next() {
 		a, err := scanStep(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list steps: %w", err)
+		}
+		if size += len(a.Params) + len(a.Outputs) + len(a.RuntimeState) + len(a.Timeline) + 512; size > MaxListBytes {
+			a.omitDetail()
 		}
 		out = append(out, a)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
@@ -116,6 +117,9 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 	if req.StepID != "" && policy != RestartFromSpecific {
 		return nil, fmt.Errorf("%w: a step to restart from needs policy %s", ErrInvalid, RestartFromSpecific)
 	}
+	if err := checkRequest("", req.RunParams); err != nil {
+		return nil, err
+	}
 	var ref flow.Ref
 	queued := false
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -183,7 +187,7 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		if policy == RestartFromBeginning || drop != "" {
 			return nil
 		}
-		return carrySteps(ctx, tx, ref, prev.runID, rerun, req.SkipStepID)
+		return carrySteps(ctx, tx, ref, prev.runID, rerun, req.SkipStepID, authz.CallerFrom(ctx))
 	})
 	if err != nil {
 		return nil, err
@@ -242,11 +246,14 @@ WHERE (status = ANY ($6::text[]) OR step_id = $8) AND NOT (step_id = ANY ($7::te
 
 // carrySteps copies the completed steps of run from into the new run, and
 // records skipStep (if set) SKIPPED.
-func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, from int64, rerun map[string]bool, skipStep string) error {
+func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, from int64, rerun map[string]bool, skipStep, by string) error {
+	if by == "" {
+		by = "user"
+	}
 	ev, _ := json.Marshal([]instance.TimelineEvent{instance.LogEvent("INFO",
 		fmt.Sprintf("completed in run %d; carried over by the restart", from))})
 	skipped, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.StepSkipped),
-		fmt.Sprintf("skipped by user after run %d ended", from))})
+		fmt.Sprintf("skipped by %s after run %d ended", by, from))})
 	skip := make([]string, 0, len(rerun))
 	for id := range rerun {
 		skip = append(skip, id)
@@ -269,7 +276,11 @@ func (s *Service) Unblock(ctx context.Context, workflowID string, instanceID int
 		if err != nil {
 			return err
 		}
-		ev, _ := json.Marshal([]instance.TimelineEvent{instance.LogEvent("INFO", "unblocked by user")})
+		by := authz.CallerFrom(ctx)
+		if by == "" {
+			by = "user"
+		}
+		ev, _ := json.Marshal([]instance.TimelineEvent{instance.LogEvent("INFO", "unblocked by "+by)})
 		if instanceID > 0 {
 			prev, err := readLastRun(ctx, tx, workflowID, instanceID)
 			if err != nil {
@@ -325,6 +336,9 @@ func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, ru
 	res := &StepActionResult{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID, StepID: stepID, Action: action}
 	if inst.Status.IsTerminal() {
 		req := RestartRequest{WorkflowID: workflowID, InstanceID: instanceID}
+		if c := authz.CallerFrom(ctx); c != "" {
+			req.Initiator = ManualInitiator(c)
+		}
 		switch action {
 		case flow.StepRestart:
 			req.Policy, req.StepID = RestartFromSpecific, stepID
@@ -344,7 +358,7 @@ func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, ru
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, flow.ActionMessage{
 			Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
-			Group: inst.groupID, Action: action, StepID: stepID,
+			Group: inst.groupID, Action: action, StepID: stepID, Reason: byCaller(ctx, action, ""),
 		})
 		return err
 	})

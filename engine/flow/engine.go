@@ -27,6 +27,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/sel"
 )
 
 // DefaultGroupCount is how many flow groups runs are spread over.
@@ -75,6 +76,12 @@ type Config struct {
 	// Metrics, when set, records steps ended, step launch latency and group
 	// takeovers; SampleMetrics adds the gauges.
 	Metrics *metrics.Recorder
+	// MemoryBudget bounds the memory this node's flows hold for
+	// definitions, params and expression evaluation, in bytes (default
+	// DefaultMemoryBudget; memory.go). Set it to a fraction of the
+	// process's memory limit: a run that needs more fails, runs that do
+	// not fit now wait.
+	MemoryBudget int64
 }
 
 func (c *Config) defaults() error {
@@ -109,6 +116,9 @@ func (c *Config) defaults() error {
 	if c.Runtimes == nil {
 		c.Runtimes = stepruntime.Builtins()
 	}
+	if c.MemoryBudget <= 0 {
+		c.MemoryBudget = DefaultMemoryBudget
+	}
 	return nil
 }
 
@@ -136,6 +146,10 @@ type Engine struct {
 	readopt chan struct{}
 	// leaseRound is when the last lease round succeeded (UnixNano).
 	leaseRound atomic.Int64
+	// mem is the memory budget of the node's flows (memory.go);
+	// startWaits counts, per run, the starts that waited for it.
+	mem        *memoryBudget
+	startWaits sync.Map
 }
 
 // group is a flow group this node owns, with its live flows.
@@ -233,9 +247,10 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 			cfg.Observer = timer.observe
 		}
 	}
+	mem := newMemoryBudget(cfg.MemoryBudget)
 	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
-		breakpoints: newBreakpointCache(), defs: newDefinitionCache()}
+		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
 	// idempotent. Engine state writes stay synchronous.
@@ -301,8 +316,13 @@ func (e *Engine) GroupCount() int { return e.cfg.GroupCount }
 // Start claims groups, adopts their flows and starts processing; it returns
 // without blocking once the first claim is done.
 func (e *Engine) Start(ctx context.Context) error {
+	// Every expression the engine evaluates draws from its memory budget.
+	ctx = sel.WithMemoryPool(ctx, e.mem)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if err := e.store.ensureGroups(ctx, e.cfg.GroupCount); err != nil {
+		return err
+	}
+	if err := e.reclaimOwn(ctx); err != nil {
 		return err
 	}
 	e.tick(ctx)
@@ -542,7 +562,7 @@ func (e *Engine) adoptFlows(ctx context.Context, g *group) error {
 		return err
 	}
 	for _, row := range rows {
-		if err := e.runFlow(ctx, g, row, nil, true); err != nil {
+		if err := e.runFlow(ctx, g, row, nil, true, 0); err != nil {
 			e.cfg.Logger.Warn("resume flow", "flow", row.Ref.String(), "error", err.Error())
 		}
 	}
@@ -565,11 +585,15 @@ func (e *Engine) readoptAll(ctx context.Context) {
 
 // runFlow starts the actor of a live run unless one is running already.
 // runFlow builds and starts the actor of a run; loadSteps is false only
-// for a run just started that has no step rows yet.
-func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramErr error, loadSteps bool) error {
+// for a run just started that has no step rows yet. held is what the start
+// reserved of the memory budget for the run (0 for an adopted run, which
+// is charged without refusal): the flow releases it when it ends, and
+// runFlow when it starts no flow.
+func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramErr error, loadSteps bool, held int64) error {
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running {
 		g.mu.Unlock()
+		e.mem.Release(held)
 		return nil
 	}
 	g.mu.Unlock()
@@ -577,17 +601,24 @@ func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramEr
 	if loadSteps {
 		var err error
 		if steps, err = e.store.loadLatestAttempts(ctx, row.Ref); err != nil {
+			e.mem.Release(held)
 			return err
 		}
 	}
-	f, err := newFlow(e, g, row)
+	if held == 0 {
+		held = runFootprint(len(row.Definition), len(row.Params))
+		e.mem.force(held)
+	}
+	f, err := newFlow(e, g, row, held)
 	if err != nil {
+		e.mem.Release(held)
 		return err
 	}
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil {
 		g.mu.Unlock()
 		f.cancel()
+		f.releaseMemory()
 		return nil
 	}
 	g.flows[row.Ref] = f
@@ -643,24 +674,64 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	}
 	var paramsJSON []byte
 	var paramErr error
+	var held int64
 	if created {
 		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending)
+		// Admission against the memory budget: a run that does not fit now
+		// stays CREATED and its message is offered again; one that could
+		// never fit fails alone.
+		switch {
+		case (errors.Is(paramErr, errMemoryBusy) || errors.Is(paramErr, sel.ErrPoolExhausted)) && e.waitForMemory(msg.Ref):
+			return fmt.Errorf("start %s: %w", msg.Ref, paramErr)
+		case errors.Is(paramErr, errMemoryBusy), errors.Is(paramErr, sel.ErrPoolExhausted):
+			paramErr = fmt.Errorf("no memory for the run's params after %d tries: %w (%w)", maxMemoryWaits, paramErr, ErrMemoryBudget)
+		case paramErr == nil:
+			held = runFootprint(len(pending.Definition), len(paramsJSON))
+			if held > e.mem.limit {
+				paramErr = fmt.Errorf("the run needs %s of the engine's memory, more than its budget of %s: %w",
+					mib(held), mib(e.mem.limit), ErrMemoryBudget)
+				held, paramsJSON = 0, nil
+			} else if !e.mem.Reserve(held) {
+				return fmt.Errorf("start %s: %w", msg.Ref, errMemoryBusy)
+			}
+		}
+		e.startWaits.Delete(msg.Ref)
+		if errors.Is(paramErr, ErrMemoryBudget) {
+			// Ended without building a flow, which would hold what does
+			// not fit.
+			_, err := e.store.stopCreated(ctx, msg.Ref, instance.WorkflowFailed, "run failed: "+paramErr.Error())
+			return err
+		}
 	}
 	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON)
 	if err != nil || !ok {
+		e.mem.Release(held)
 		return err
 	}
 	// A run that was CREATED when read and had no steps then has none now:
 	// only its flow writes steps, and it is starting here.
-	return e.runFlow(ctx, g, row, paramErr, !created || pending.HasSteps)
+	return e.runFlow(ctx, g, row, paramErr, !created || pending.HasSteps, held)
+}
+
+// waitForMemory reports whether a start that found the memory budget in
+// use may wait once more (up to maxMemoryWaits times, a queue retry delay
+// apart) rather than fail.
+func (e *Engine) waitForMemory(ref Ref) bool {
+	n, _ := e.startWaits.LoadOrStore(ref, new(atomic.Int32))
+	if n.(*atomic.Int32).Add(1) <= maxMemoryWaits {
+		return true
+	}
+	e.startWaits.Delete(ref)
+	return false
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
 func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, error) {
-	def, err := e.defs.decode(row.Definition)
+	def, err := e.defs.acquire(row.Definition, false)
 	if err != nil {
 		return nil, err
 	}
+	defer e.defs.release(def)
 	var runParams workflow.Params
 	if len(row.RunParams) > 2 {
 		if err := json.Unmarshal(row.RunParams, &runParams); err != nil {

@@ -92,11 +92,17 @@ type flowActor struct {
 	inbox *mailbox[flowMsg]
 	// done is closed when the actor loop has returned.
 	done chan struct{}
+
+	// def is the shared decoded definition, released when the flow ends;
+	// mem is what the flow holds of the engine's memory budget.
+	def *decodedDefinition
+	mem *flowMemory
 }
 
-// newFlow builds the actor for an adopted or just-started instance.
-func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
-	def, err := eng.defs.decode(row.Definition)
+// newFlow builds the actor for an adopted or just-started instance; held is
+// what it holds of the memory budget already (its base footprint).
+func newFlow(eng *Engine, grp *group, row instanceRow, held int64) (*flowActor, error) {
+	def, err := eng.defs.acquire(row.Definition, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", row.Ref, err)
 	}
@@ -108,6 +114,7 @@ func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
 		status: row.Status, timeout: time.Duration(row.TimeoutSeconds) * time.Second,
 		steps: map[string]*stepSummary{}, running: map[string]*stepActor{}, retries: map[string]*time.Timer{},
 		inbox: newMailbox[flowMsg](), done: make(chan struct{}),
+		def: def, mem: &flowMemory{budget: eng.mem, base: held},
 	}
 	for i := range wf.Steps {
 		f.nodes[wf.Steps[i].ID()] = &wf.Steps[i]
@@ -118,15 +125,27 @@ func newFlow(eng *Engine, grp *group, row instanceRow) (*flowActor, error) {
 	if len(row.Parent) > 0 && string(row.Parent) != "null" {
 		f.parent = &Parent{}
 		if err := json.Unmarshal(row.Parent, f.parent); err != nil {
+			eng.defs.release(def)
 			return nil, fmt.Errorf("decode parent of %s: %w", row.Ref, err)
 		}
 	}
 	if len(row.Params) > 0 {
 		if err := json.Unmarshal(row.Params, &f.params); err != nil {
+			eng.defs.release(def)
 			return nil, fmt.Errorf("decode params of %s: %w", row.Ref, err)
 		}
 	}
 	return f, nil
+}
+
+// releaseMemory gives back the flow's definition and budget. It runs once,
+// when the actor ends (or when runFlow discards an actor it never ran).
+func (f *flowActor) releaseMemory() {
+	f.mem.release()
+	if f.def != nil {
+		f.eng.defs.release(f.def)
+		f.def = nil
+	}
 }
 
 // run is the actor loop.
@@ -136,6 +155,7 @@ func (f *flowActor) run(paramErr error, steps []stepRow) {
 	defer f.eng.wg.Done()
 	defer close(f.done)
 	defer f.grp.remove(f)
+	defer f.releaseMemory()
 	defer f.cancel()
 	if err := f.begin(paramErr, steps); err != nil {
 		f.drop(err)
@@ -204,6 +224,7 @@ func (f *flowActor) begin(paramErr error, steps []stepRow) error {
 		}
 		s := &stepSummary{id: row.StepID, attempt: row.AttemptID, status: row.Status, retry: row.Retry, retryAt: row.Runtime.RetryAt}
 		if len(row.Params) > 2 {
+			f.mem.forceStep(row.StepID, int64(paramsFootprint*(len(row.Params)+len(row.Outputs))))
 			_ = json.Unmarshal(row.Params, &s.params)
 		}
 		if len(row.Outputs) > 2 {

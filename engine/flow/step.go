@@ -14,6 +14,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/sel"
 )
 
 type stepMsgKind int
@@ -111,7 +112,18 @@ type stepActor struct {
 	waitLogged bool
 	recheck    *time.Timer
 	waitTags   []string
+	// memoryWaits counts the times the attempt waited for expression
+	// memory (maxMemoryWaits).
+	memoryWaits int
 }
+
+// An attempt whose params cannot get expression memory (sel.MemoryPool)
+// looks again every memoryRecheck, up to maxMemoryWaits times, before it
+// fails as a user error.
+const (
+	memoryRecheck  = time.Second
+	maxMemoryWaits = 60
+)
 
 // newAttempt prepares a fresh attempt of a step.
 func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry instance.RetryInfo) *stepActor {
@@ -318,8 +330,17 @@ func (a *stepActor) advance(ctx context.Context) error {
 			}
 		case instance.StepEvaluatingParams:
 			if err := a.evaluateParams(ctx); err != nil {
+				// Expression memory is short for the moment (other runs'
+				// evaluations hold it): look again shortly, a while.
+				if errors.Is(err, sel.ErrPoolExhausted) && a.memoryWaits < maxMemoryWaits {
+					a.memoryWaits++
+					a.waitFor(memoryRecheck, nil)
+					return nil
+				}
+				a.stopWaiting()
 				return a.fail(ctx, stepruntime.Result{State: stepruntime.UserError, Message: err.Error()})
 			}
+			a.stopWaiting()
 			if err := a.transition(instance.StepWaitingForPermits, ""); err != nil {
 				return err
 			}
@@ -402,6 +423,9 @@ func (a *stepActor) evaluateParams(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.f.mem.chargeStep(a.id, paramsFootprint*int64(params.Size(vals, params.MaxBytes+1))); err != nil {
+		return err
+	}
 	a.defs, a.params = defs, vals
 	return nil
 }
@@ -420,6 +444,15 @@ func (a *stepActor) lookupUpstream(step, name string) (any, bool) {
 func (a *stepActor) loadUpstream(ctx context.Context) error {
 	rows, err := a.f.eng.store.loadLatestAttempts(ctx, a.f.ref)
 	if err != nil {
+		return err
+	}
+	// The view is held while the attempt lives (charged under a key of its
+	// own, beside the step's params).
+	var total int
+	for _, r := range rows {
+		total += len(r.Params)
+	}
+	if err := a.f.mem.chargeStep(a.id+"\x00upstream", int64(paramsFootprint*total)); err != nil {
 		return err
 	}
 	a.upstream = make(map[string]params.Values, len(rows))
@@ -492,6 +525,9 @@ func (a *stepActor) mergeOutputs(ctx context.Context, fromRuntime map[string]any
 	merged, err := params.MergeOutputs(a.params, a.defs, outs)
 	if err != nil {
 		return &outputError{err}
+	}
+	if err := a.f.mem.chargeStep(a.id, paramsFootprint*int64(params.Size(merged, params.MaxBytes+1))); err != nil {
+		return err
 	}
 	a.params, a.outputs = merged, outs.Plain()
 	return nil
@@ -774,7 +810,7 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 		return a.onResult(ctx, m.phase, m.result)
 	case msgRecheck:
 		if a.stopWith != nil || (a.status != instance.StepPaused && a.status != instance.StepWaitingForPermits &&
-			a.status != instance.StepWaitingForSignals) {
+			a.status != instance.StepWaitingForSignals && a.status != instance.StepEvaluatingParams) {
 			return nil
 		}
 		return a.advance(ctx)
@@ -856,8 +892,11 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 		}
 		if err := a.mergeOutputs(ctx, r.Outputs); err != nil {
 			var bad *outputError
-			if errors.As(err, &bad) {
+			switch {
+			case errors.As(err, &bad):
 				return a.fail(ctx, stepruntime.Result{State: stepruntime.FatalError, Message: err.Error()})
+			case errors.Is(err, ErrMemoryBudget):
+				return a.fail(ctx, stepruntime.Result{State: stepruntime.UserError, Message: err.Error()})
 			}
 			return err
 		}

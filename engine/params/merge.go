@@ -389,7 +389,8 @@ func Infer(v any) (workflow.ParamType, error) {
 
 // MergeOutputs merges a step's output params into its evaluated params.
 // defs are the step's merged defs (for the modes): an output may only
-// change a MUTABLE param, never a reserved one; new names are added.
+// change a MUTABLE param, never a reserved one; new names are added. The
+// result must stay within MaxBytes (ErrTooLarge).
 func MergeOutputs(vals Values, defs workflow.Params, outputs Values) (Values, error) {
 	asDefs := make(workflow.Params, len(outputs))
 	for name, v := range outputs {
@@ -403,6 +404,9 @@ func MergeOutputs(vals Values, defs workflow.Params, outputs Values) (Values, er
 		out = Values{}
 	}
 	maps.Copy(out, outputs)
+	if err := CheckSize(out); err != nil {
+		return nil, fmt.Errorf("params with the output params merged in: %w", err)
+	}
 	return out, nil
 }
 

@@ -113,7 +113,8 @@ func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, fu
 
 // EvaluateIn evaluates defs in a scope. Literal strings are interpolated
 // ($name, ${name}, ${name@step}, ${step__name}; $$ is a literal $),
-// expressions are SEL, and a def with a validator must satisfy it.
+// expressions are SEL, and a def with a validator must satisfy it. The
+// values together must stay within MaxBytes (ErrTooLarge).
 func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, error) {
 	funcs := sc.Funcs
 	if sc.Steps != nil {
@@ -130,6 +131,7 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 	env := &scopeEnv{vals: make(sel.MapEnv, len(sc.Base)+len(defs)), steps: sc.Steps}
 	maps.Copy(env.vals, sc.Base)
 	out := make(Values, len(defs))
+	size := budget{limit: MaxBytes}
 	for _, name := range order {
 		def := defs[name]
 		var v any
@@ -146,6 +148,10 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 		}
 		typed, err := Convert(def.Type, v)
 		if err != nil {
+			return nil, &Error{Param: name, Err: err}
+		}
+		// Counted before anything else reads the value (MaxBytes).
+		if err := size.add(name, Value{Type: def.Type, Value: typed}); err != nil {
 			return nil, &Error{Param: name, Err: err}
 		}
 		env.vals[name] = typed

@@ -195,6 +195,24 @@ func (s *Store) TakeOver(ctx context.Context, groups []int32, node string) (int6
 	return tag.RowsAffected(), nil
 }
 
+const releaseNodeSQL = `
+UPDATE maestro_queue SET owned_by = NULL, owned_until = NULL WHERE owned_by = $1`
+
+// ReleaseNode ends every claim held under node's name. A process calls it
+// as it starts under a name an earlier process used (an engine restarted
+// with the same node id): the earlier one is gone and its claims would
+// otherwise keep their messages waiting out the claim time-to-live. It
+// returns how many claims it ended. Node names must be unique among live
+// processes; a message released from a live holder is only delivered
+// twice, which handlers tolerate.
+func (s *Store) ReleaseNode(ctx context.Context, node string) (int64, error) {
+	tag, err := s.db.Exec(ctx, releaseNodeSQL, node)
+	if err != nil {
+		return 0, fmt.Errorf("release the claims of node %s: %w", node, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 const claimDueSQL = `
 UPDATE maestro_queue SET owned_by = $2, owned_until = now() + $3::interval
 WHERE (queue_id, message_id) IN (

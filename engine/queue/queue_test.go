@@ -254,3 +254,35 @@ func TestTakeOverEndsOtherNodesClaims(t *testing.T) {
 		}
 	}
 }
+
+// A process restarted under an earlier one's node name ends that one's
+// claims, in every group, and no other node's.
+func TestReleaseNodeEndsItsOwnClaims(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	st := queue.NewStore(pool)
+	m1 := enqueue(t, pool, queue.StartWorkflow, 1, "mine, group 1")
+	m2 := enqueue(t, pool, queue.StartWorkflow, 2, "mine, group 2")
+	m3 := enqueue(t, pool, queue.StartWorkflow, 1, "another node's")
+	for _, c := range []struct {
+		m    queue.Message
+		node string
+	}{{m1, "me"}, {m2, "me"}, {m3, "other"}} {
+		if _, ok, err := st.Claim(ctx, c.m.Queue, c.m.ID, c.node, time.Hour); err != nil || !ok {
+			t.Fatalf("claim %d: %v %v", c.m.ID, ok, err)
+		}
+	}
+	if n, err := st.ReleaseNode(ctx, "me"); err != nil || n != 2 {
+		t.Fatalf("released %d claims (%v), want 2", n, err)
+	}
+	for _, c := range []struct {
+		m    queue.Message
+		free bool
+	}{{m1, true}, {m2, true}, {m3, false}} {
+		_, ok, err := st.Claim(ctx, c.m.Queue, c.m.ID, "me", time.Hour)
+		if err != nil || ok != c.free {
+			t.Errorf("message %d claimable %v (%v), want %v", c.m.ID, ok, err, c.free)
+		}
+	}
+}

@@ -26,11 +26,17 @@ var ErrInvalid = errors.New("invalid signal")
 // ErrNotFound reports a signal instance that does not exist.
 var ErrNotFound = errors.New("signal instance not found")
 
-// Limits on what one announcement may carry.
+// Limits on what one announcement may carry: Maestro's name length, and
+// bounds of our own on the rest (Maestro caps only its request size).
 const (
 	MaxNameLength      = 256
 	MaxRequestIDLength = 256
 	MaxParams          = 64
+	// MaxParamNameLength is Maestro's id length limit.
+	MaxParamNameLength = 128
+	// MaxSizeBytes bounds the params and payload together, encoded as
+	// JSON: a signal is read by every step and trigger matching its name.
+	MaxSizeBytes = 64 << 10
 )
 
 // Signal is one stored signal instance.
@@ -74,12 +80,28 @@ func (r *Request) Check() error {
 		problems = append(problems, fmt.Sprintf("more than %d params", MaxParams))
 	}
 	for k, v := range r.Params {
+		if k == "" || len(k) > MaxParamNameLength {
+			problems = append(problems, fmt.Sprintf("params: a param name must be 1 to %d bytes long, got %d", MaxParamNameLength, len(k)))
+			continue
+		}
 		n, err := paramValue(v)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("params.%s: %v", k, err))
 			continue
 		}
 		r.Params[k] = n
+	}
+	if len(problems) == 0 {
+		size, err := json.Marshal(struct {
+			P map[string]any `json:"params"`
+			L map[string]any `json:"payload"`
+		}{r.Params, r.Payload})
+		switch {
+		case err != nil:
+			problems = append(problems, "params or payload cannot be encoded: "+err.Error())
+		case len(size) > MaxSizeBytes:
+			problems = append(problems, fmt.Sprintf("params and payload are %d bytes encoded as JSON; the limit is %d", len(size), MaxSizeBytes))
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(problems, "; "))

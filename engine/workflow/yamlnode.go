@@ -3,6 +3,7 @@ package workflow
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"strconv"
@@ -11,11 +12,28 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxYAMLNodes bounds the nodes a YAML document may expand to through aliases.
-const maxYAMLNodes = 1 << 20
+// Bounds on a YAML document, checked before it is converted: its size,
+// and the nodes its aliases expand it to. Aliases (and merge keys) are
+// references in the parsed tree, free to hold; converting copies what they
+// refer to, so a few hundred bytes of nested aliases ("billion laughs")
+// would otherwise expand to millions of nodes before any other check.
+const (
+	// MaxYAMLBytes is the largest YAML document accepted, the API's
+	// request limit (Maestro's 256 KB for a definition).
+	MaxYAMLBytes = 256 << 10
+	// maxYAMLNodes bounds the nodes of the expanded document; a 256 KB
+	// document without aliases has at most about 130,000.
+	maxYAMLNodes = 200_000
+	// maxYAMLAliasNodes bounds the nodes aliases may add to the document's
+	// own.
+	maxYAMLAliasNodes = 50_000
+)
 
 // parseYAML parses one YAML document into a node tree with source positions.
 func parseYAML(data []byte) (*node, []Problem) {
+	if len(data) > MaxYAMLBytes {
+		return nil, []Problem{{Message: fmt.Sprintf("the YAML document is %d bytes; the limit is %d", len(data), MaxYAMLBytes)}}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -28,9 +46,55 @@ func parseYAML(data []byte) (*node, []Problem) {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, []Problem{{Message: "malformed YAML: only one document is allowed"}}
 	}
+	if msg := checkExpansion(&doc); msg != "" {
+		return nil, []Problem{{Message: msg}}
+	}
 	c := yamlConverter{}
 	n := c.convert(&doc, "", 0)
 	return n, c.list
+}
+
+// checkExpansion measures what the parsed document expands to, each node
+// once (aliases are memoised): the nodes and the depth it would have once
+// its aliases are copied. It returns why the document is refused, or "".
+func checkExpansion(doc *yaml.Node) string {
+	type shape struct{ nodes, depth int }
+	memo := map[*yaml.Node]shape{}
+	own := 0
+	var measure func(n *yaml.Node) (shape, bool)
+	measure = func(n *yaml.Node) (shape, bool) {
+		if s, ok := memo[n]; ok {
+			return s, s.nodes >= 0
+		}
+		memo[n] = shape{nodes: -1} // in progress: an alias back to it is a cycle
+		own++
+		s := shape{nodes: 1}
+		kids := n.Content
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			kids = []*yaml.Node{n.Alias}
+		}
+		for _, k := range kids {
+			ks, ok := measure(k)
+			if !ok {
+				return ks, false
+			}
+			s.nodes = min(s.nodes+ks.nodes, maxYAMLNodes+1)
+			s.depth = max(s.depth, ks.depth+1)
+		}
+		memo[n] = s
+		return s, true
+	}
+	s, ok := measure(doc)
+	switch {
+	case !ok:
+		return "malformed YAML: an alias refers to a node that contains it"
+	case s.nodes > maxYAMLNodes || s.nodes > own+maxYAMLAliasNodes:
+		return fmt.Sprintf("the YAML document expands to more than %d nodes through its aliases (it has %d of its own); "+
+			"the limit is %d, and aliases may add at most %d", min(s.nodes, maxYAMLNodes), own, maxYAMLNodes, maxYAMLAliasNodes)
+	case s.depth > maxNesting:
+		return fmt.Sprintf("the YAML document nests deeper than %d levels", maxNesting)
+	}
+	return ""
 }
 
 type yamlConverter struct {

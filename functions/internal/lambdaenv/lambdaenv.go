@@ -9,11 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
@@ -62,6 +62,6 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	defs := definition.NewStore(pool)
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
-		Admins: strings.Fields(strings.ReplaceAll(os.Getenv("MAESTRO_ADMINS"), ",", " ")),
+		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 	})
 }

@@ -1,0 +1,277 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/authz"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// access is what a route requires of its caller: a role and, for
+// authz.Owner, the resource whose owner it means.
+type access struct {
+	role authz.Role
+	// target finds the resource the request acts on. It may return a
+	// request to use instead of r (with a body read ahead, or a decoded
+	// definition in its context).
+	target func(s *Server, r *http.Request) (authz.Target, *http.Request, error)
+}
+
+// routeAccess is the one table of who may call which route
+// (docs/security.md). Every route is listed; a route registered without an
+// entry gets defaultAccess, and a test requires an entry for every route
+// that changes anything.
+var routeAccess = map[string]access{
+	"GET /api/v3/health":       public,
+	"GET /api/v3/openapi.json": public,
+
+	// Workflow definitions: pushing a workflow that exists needs its owner.
+	"POST /api/v3/workflows":                                         {authz.Owner, pushedWorkflow(workflow.DecodeJSON)},
+	"POST /api/v3/workflows/yaml":                                    {authz.Owner, pushedWorkflow(workflow.DecodeYAML)},
+	"PUT /api/v3/workflows/actions/validate":                         reader,
+	"PUT /api/v3/workflows/actions/validate/yaml":                    reader,
+	"PUT /api/v3/workflows/{id}/versions/{version}/actions/activate": workflowOwner,
+	"PUT /api/v3/workflows/{id}/actions/deactivate":                  workflowOwner,
+	"POST /api/v3/workflows/{id}/properties":                         workflowOwner,
+	"DELETE /api/v3/workflows/{id}":                                  workflowOwner,
+
+	// Runs.
+	"POST /api/v3/workflows/{id}/versions/{version}/actions/start": workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop":      workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill":      workflowOwner,
+	"PUT /api/v3/workflows/{id}/actions/stop":                      workflowOwner,
+	"PUT /api/v3/workflows/{id}/actions/kill":                      workflowOwner,
+	"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart":  workflowOwner,
+	"PUT /api/v3/workflows/{id}/actions/unblock":                   workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock":   workflowOwner,
+
+	// Step actions.
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart":             workflowOwner,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip":                workflowOwner,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop":                workflowOwner,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill":                workflowOwner,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies": workflowOwner,
+
+	// Breakpoints: the workflow is named in the body, the query or the path.
+	"POST /api/v3/workflows/steps/breakpoints":   {authz.Owner, workflowInBody},
+	"DELETE /api/v3/workflows/steps/breakpoints": {authz.Owner, workflowInQuery},
+
+	"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume": workflowOwner,
+
+	// Tag permits: creating a new tag is open; its creator owns it.
+	"POST /api/v3/tag-permits":         {authz.Owner, tagPermitInBody},
+	"DELETE /api/v3/tag-permits/{tag}": {authz.Owner, tagPermitInPath},
+
+	// Open to every caller: the step_instance_uuid in the body proves the
+	// caller runs the attempt; signals are broadcast.
+	"PUT /api/v3/output-data":     reader,
+	"PUT /api/v3/step-completion": reader,
+	"POST /api/v3/signals":        reader,
+
+	// Reads.
+	"GET /api/v3/workflows/{id}/versions":                                                   reader,
+	"GET /api/v3/workflows/{id}/versions/{version}":                                         reader,
+	"GET /api/v3/workflows/{id}/overview":                                                   reader,
+	"GET /api/v3/workflows/{id}/timeline":                                                   reader,
+	"GET /api/v3/workflows/{id}/properties-snapshot/{snapshot}":                             reader,
+	"GET /api/v3/workflows/{id}/instances":                                                  reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}":                                            reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}":                                 reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps":                           reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}": reader,
+	"GET /api/v3/instances/action-map":                                                      reader,
+	"GET /api/v3/steps/instances/action-map":                                                reader,
+	"GET /api/v3/tag-permits":                                                               reader,
+	"GET /api/v3/tag-permits/{tag}":                                                         reader,
+	"GET /api/v3/workflows/steps/breakpoints":                                               reader,
+	"GET /api/v3/workflows/steps/breakpoints/paused-step-attempts":                          reader,
+	"GET /api/v3/signals/{name}/instances/latest":                                           reader,
+	"GET /api/v3/signals/{name}/instances/{seq}":                                            reader,
+}
+
+// The common accesses.
+var (
+	public        = access{role: authz.Public}
+	reader        = access{role: authz.Reader}
+	workflowOwner = access{authz.Owner, workflowInPath}
+)
+
+// defaultAccess is the access of a route missing from routeAccess: reads
+// are open to every authenticated caller; a change to a workflow named in
+// the path needs its owner; any other change needs an administrator.
+func defaultAccess(pattern string) access {
+	method, path, _ := strings.Cut(pattern, " ")
+	switch {
+	case method == http.MethodGet || method == http.MethodHead:
+		return reader
+	case strings.HasPrefix(path, "/api/v3/workflows/{id}/"):
+		return workflowOwner
+	}
+	return access{role: authz.Admin}
+}
+
+// accessFor returns the access the route needs.
+func accessFor(pattern string) access {
+	if a, ok := routeAccess[pattern]; ok {
+		return a
+	}
+	return defaultAccess(pattern)
+}
+
+// authorize checks the caller against the route's access before its
+// handler runs. It returns the request the handler gets.
+func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
+	caller := CallerFrom(r.Context())
+	if a.role == authz.Public {
+		return r, nil
+	}
+	var target authz.Target
+	if a.role == authz.Owner && caller != "" {
+		t, r2, err := a.target(s, r)
+		if err != nil {
+			return r, err
+		}
+		target, r = t, r2
+	}
+	if err := s.policy.Decide(caller, a.role, target); err != nil {
+		switch {
+		case errors.Is(err, authz.ErrUnauthenticated):
+			return r, unauthorized(message(err, authz.ErrUnauthenticated))
+		case errors.Is(err, authz.ErrForbidden):
+			return r, forbidden(message(err, authz.ErrForbidden))
+		}
+		return r, err
+	}
+	return r, nil
+}
+
+// workflowTarget looks up the owner of a workflow. Iteration runs of a
+// foreach or while step (wf:1:loop) belong to their root workflow. A
+// workflow that does not exist has no owner: the handler answers 404, or
+// creates it.
+func (s *Server) workflowTarget(ctx context.Context, id string) (authz.Target, error) {
+	id = instance.RootWorkflowID(id)
+	t := authz.Target{Kind: "workflow", ID: id}
+	if id == "" {
+		return t, nil
+	}
+	owner, err := s.cfg.Definitions.Owner(ctx, id)
+	switch {
+	case errors.Is(err, definition.ErrNotFound):
+		return t, nil
+	case err != nil:
+		return t, err
+	}
+	t.Exists, t.Owner = true, owner
+	return t, nil
+}
+
+func workflowInPath(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+	t, err := s.workflowTarget(r.Context(), r.PathValue("id"))
+	return t, r, err
+}
+
+func workflowInQuery(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+	q := r.URL.Query()
+	id := q.Get("workflowId")
+	if id == "" {
+		id = q.Get("workflow_id")
+	}
+	t, err := s.workflowTarget(r.Context(), id)
+	return t, r, err
+}
+
+// workflowInBody reads the body ahead for its workflow_id, decoded as the
+// handler decodes it, and hands the handler the same bytes.
+func workflowInBody(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+	var body struct {
+		WorkflowID string `json:"workflow_id"`
+	}
+	r, err := peekBody(r, &body)
+	if err != nil {
+		return authz.Target{}, r, err
+	}
+	t, err := s.workflowTarget(r.Context(), body.WorkflowID)
+	return t, r, err
+}
+
+// pushedWorkflow decodes and validates a pushed definition ahead of the
+// handler (which takes it from the context) to learn which workflow it
+// changes.
+func pushedWorkflow(decode func([]byte) (*workflow.Definition, error)) func(*Server, *http.Request) (authz.Target, *http.Request, error) {
+	return func(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+		d, err := decodeDefinition(r, decode)
+		if err != nil {
+			return authz.Target{}, r, err
+		}
+		t, err := s.workflowTarget(r.Context(), d.Workflow.ID)
+		return t, r.WithContext(context.WithValue(r.Context(), definitionKey{}, d)), err
+	}
+}
+
+type definitionKey struct{}
+
+// pushed returns the definition pushedWorkflow decoded, or decodes it.
+func pushed(r *http.Request, decode func([]byte) (*workflow.Definition, error)) (*workflow.Definition, error) {
+	if d, ok := r.Context().Value(definitionKey{}).(*workflow.Definition); ok {
+		return d, nil
+	}
+	return decodeDefinition(r, decode)
+}
+
+const sqlTagPermitOwner = `SELECT COALESCE(created_by, '') FROM tag_permit WHERE tag = $1`
+
+// tagPermitTarget looks up who created a tag permit: its owner.
+func (s *Server) tagPermitTarget(ctx context.Context, tag string) (authz.Target, error) {
+	t := authz.Target{Kind: "tag permit", ID: tag}
+	err := s.cfg.DB.QueryRow(ctx, sqlTagPermitOwner, tag).Scan(&t.Owner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return t, nil
+	case err != nil:
+		return t, fmt.Errorf("read tag permit %q: %w", tag, err)
+	}
+	t.Exists = true
+	return t, nil
+}
+
+func tagPermitInPath(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+	t, err := s.tagPermitTarget(r.Context(), r.PathValue("tag"))
+	return t, r, err
+}
+
+func tagPermitInBody(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+	var body struct {
+		Tag string `json:"tag"`
+	}
+	r, err := peekBody(r, &body)
+	if err != nil {
+		return authz.Target{}, r, err
+	}
+	t, err := s.tagPermitTarget(r.Context(), body.Tag)
+	return t, r, err
+}
+
+// peekBody decodes the body into v as the handler will (decodeJSON; a body
+// the handler refuses may leave v empty) and returns a request whose body
+// reads the same bytes again.
+func peekBody(r *http.Request, v any) (*http.Request, error) {
+	data, err := readRaw(r)
+	if err != nil {
+		return r, err
+	}
+	_ = decodeJSON(data, v, false) // the handler reports what is wrong with it
+	r2 := r.Clone(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(data))
+	return r2, nil
+}
