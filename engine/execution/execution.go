@@ -129,7 +129,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 			ref: ref, version: v.Version, requestID: requestID, definition: v.Raw, runParams: runParams,
 			initiator: initiator, timeoutSeconds: int64(timeout / time.Second), dropReason: drop,
 			runConfig: map[string]any{"policy": "START"},
-			created:   "run requested",
+			created:   createdReason(initiator),
 		}, props)
 		if err == nil && queued && testHookQueued != nil {
 			testHookQueued()
