@@ -84,6 +84,10 @@ func (c *Compiled) Next(t time.Time) time.Time {
 // fuzzy delays and trigger uuids are derived from it.
 func (c *Compiled) Key() string { return c.key }
 
+// Key is Maestro's toString of a trigger, which Compiled.Key returns; it
+// is defined for triggers that do not compile too.
+func Key(t Trigger) string { return maestroKey(t) }
+
 // TimezoneName returns the trigger's zone name, DefaultTimezone when it
 // names none.
 func (c *Compiled) TimezoneName() string {
