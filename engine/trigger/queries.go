@@ -54,17 +54,17 @@ FOR NO KEY UPDATE OF t, w SKIP LOCKED`
 // Advance: each claimed trigger's next fire time, and what it fired.
 const sqlAdvance = `
 UPDATE time_trigger t SET
-    state = CASE WHEN a.next IS NULL THEN 'EXHAUSTED' ELSE 'ACTIVE' END,
-    next_schedule_at = a.next,
-    next_fire_at = a.next + make_interval(secs => t.delay_seconds),
+    state = CASE WHEN a.invalid THEN 'INVALID' WHEN a.next IS NULL THEN 'EXHAUSTED' ELSE 'ACTIVE' END,
+    next_schedule_at = CASE WHEN a.invalid THEN NULL ELSE a.next END,
+    next_fire_at = CASE WHEN a.invalid THEN NULL ELSE a.next + make_interval(secs => t.delay_seconds) END,
     last_fire_at = coalesce(a.fire, t.last_fire_at),
     last_instance_id = CASE WHEN a.iid > 0 THEN a.iid ELSE t.last_instance_id END,
-    last_fired_at = CASE WHEN a.fire IS NOT NULL THEN $8 ELSE t.last_fired_at END,
+    last_fired_at = CASE WHEN a.fire IS NOT NULL THEN $9 ELSE t.last_fired_at END,
     missed_fires = t.missed_fires + a.missed,
     error = nullif(a.error, ''),
     updated_at = now()
-FROM unnest($1::text[], $2::integer[], $3::timestamptz[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::text[])
-    AS a(id, idx, next, fire, iid, missed, error)
+FROM unnest($1::text[], $2::integer[], $3::timestamptz[], $4::timestamptz[], $5::bigint[], $6::bigint[], $7::text[],
+    $8::boolean[]) AS a(id, idx, next, fire, iid, missed, error, invalid)
 WHERE t.workflow_id = a.id AND t.trigger_index = a.idx AND t.state = 'ACTIVE'`
 
 // Pending: workflows whose rows must be built (see the migration), each

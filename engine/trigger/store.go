@@ -83,8 +83,10 @@ type Advance struct {
 	InstanceID int64
 	// Missed counts the fire times skipped by the missed-fire policy.
 	Missed int64
-	// Error is why a start was refused (it does not stop the trigger).
-	Error string
+	// Error is why a start was refused (it does not stop the trigger), or
+	// with Invalid why the trigger cannot be scheduled (it stops).
+	Error   string
+	Invalid bool
 }
 
 // AdvanceAll records what firing did, in the transaction that claimed the
@@ -95,19 +97,22 @@ func AdvanceAll(ctx context.Context, tx Tx, now time.Time, adv []Advance) error 
 	}
 	n := len(adv)
 	ids, idx, next, fire := make([]string, n), make([]int32, n), make([]*time.Time, n), make([]*time.Time, n)
-	iids, missed, errs := make([]int64, n), make([]int64, n), make([]string, n)
+	iids, missed, errs, invalid := make([]int64, n), make([]int64, n), make([]string, n), make([]bool, n)
 	for i, a := range adv {
 		to := StateActive
-		if a.Next == nil {
+		switch {
+		case a.Invalid:
+			to = StateInvalid
+		case a.Next == nil:
 			to = StateExhausted
 		}
 		if err := Transition(StateActive, to); err != nil {
 			return err
 		}
 		ids[i], idx[i], next[i], fire[i] = a.WorkflowID, int32(a.Index), a.Next, a.Fire
-		iids[i], missed[i], errs[i] = a.InstanceID, a.Missed, a.Error
+		iids[i], missed[i], errs[i], invalid[i] = a.InstanceID, a.Missed, a.Error, a.Invalid
 	}
-	tag, err := tx.Exec(ctx, sqlAdvance, ids, idx, next, fire, iids, missed, errs, now)
+	tag, err := tx.Exec(ctx, sqlAdvance, ids, idx, next, fire, iids, missed, errs, invalid, now)
 	if err != nil {
 		return fmt.Errorf("advance %d time triggers: %w", n, err)
 	}

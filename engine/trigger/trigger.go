@@ -36,7 +36,7 @@ const (
 // transitions lists the states each state may become; "" is no row.
 var transitions = map[State][]State{
 	"":             {StateActive, StateDisabled, StateExhausted, StateInvalid},
-	StateActive:    {StateActive, StateDisabled, StateExhausted, ""},
+	StateActive:    {StateActive, StateDisabled, StateExhausted, StateInvalid, ""},
 	StateDisabled:  {StateDisabled, StateActive, StateExhausted, ""},
 	StateExhausted: {StateExhausted, StateDisabled, ""},
 	StateInvalid:   {StateInvalid, ""},
