@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/api"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/scheduler"
 )
 
 // runDev runs everything in one process against DATABASE_URL, or against a
@@ -56,13 +58,24 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	defer eng.Stop()
 
 	defs := definition.NewStore(pool)
+	runs := execution.New(pool, defs, envInt("MAESTRO_GROUP_COUNT", 0))
 	handler, err := api.New(api.Config{
 		DB: pool, Logger: logger, TrustUserHeader: true,
-		Definitions: defs, Runs: execution.New(pool, defs, envInt("MAESTRO_GROUP_COUNT", 0)),
+		Definitions: defs, Runs: runs,
 	})
 	if err != nil {
 		return err
 	}
+	// The time-trigger loop (the time-trigger Lambda's work, in-process).
+	sched, err := scheduler.FromEnv(pool, runs, logger, os.Getenv)
+	if err != nil {
+		return err
+	}
+	triggers := scheduler.NewService(sched)
+	if err := triggers.Start(ctx); err != nil {
+		return err
+	}
+	defer triggers.Stop()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
