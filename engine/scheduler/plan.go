@@ -26,8 +26,8 @@ const maxCount = 10000
 // It returns the scheduled times to fire, the trigger's next scheduled
 // time after them (zero: none left), and how many were skipped.
 func plan(s schedule.Schedule, next time.Time, delay time.Duration, now time.Time, window time.Duration, max int) (fire []time.Time, after time.Time, missed int64) {
-	due := now.Add(-delay)       // the latest scheduled time that is due
-	cutoff := due.Add(-window)   // scheduled times before it are missed
+	due := now.Add(-delay)     // the latest scheduled time that is due
+	cutoff := due.Add(-window) // scheduled times before it are missed
 	if next.Before(cutoff) {
 		first := s.Next(cutoff.Add(-time.Nanosecond)) // the first at or after the cutoff
 		if first.IsZero() || first.After(due) {

@@ -151,7 +151,9 @@ func mustFire(t *testing.T, s *Scheduler) Stats {
 	return st
 }
 
-func utc(y int, m time.Month, d, h, min, s int) time.Time { return time.Date(y, m, d, h, min, s, 0, time.UTC) }
+func utc(y int, m time.Month, d, h, min, s int) time.Time {
+	return time.Date(y, m, d, h, min, s, 0, time.UTC)
+}
 
 // A due trigger starts one run for its fire time, with Maestro's TIME
 // initiator, RUN_TS and request id, and moves to its next fire time; a
