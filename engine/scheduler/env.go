@@ -18,6 +18,8 @@ const (
 	EnvTick = "MAESTRO_TRIGGER_TICK"
 	// EnvBatch is how many triggers one transaction claims.
 	EnvBatch = "MAESTRO_TRIGGER_BATCH"
+	// EnvWorkers is how many batches run at once.
+	EnvWorkers = "MAESTRO_TRIGGER_WORKERS"
 	// EnvCatchUp is the missed-fire window (Go duration).
 	EnvCatchUp = "MAESTRO_TRIGGER_CATCHUP"
 	// EnvTestClock makes the scheduler's clock run fast, for tests:
@@ -42,6 +44,11 @@ func FromEnv(db *pgxpool.Pool, runs *execution.Service, logger *slog.Logger, get
 	if v := getenv(EnvBatch); v != "" {
 		if cfg.BatchSize, err = strconv.Atoi(v); err != nil || cfg.BatchSize <= 0 {
 			return nil, fmt.Errorf("%s=%q: want a positive number", EnvBatch, v)
+		}
+	}
+	if v := getenv(EnvWorkers); v != "" {
+		if cfg.Workers, err = strconv.Atoi(v); err != nil || cfg.Workers <= 0 {
+			return nil, fmt.Errorf("%s=%q: want a positive number", EnvWorkers, v)
 		}
 	}
 	if v := getenv(EnvTestClock); v != "" {

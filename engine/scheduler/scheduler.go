@@ -34,12 +34,17 @@ const (
 	DefaultMaxFiresPerTick = 10
 	DefaultTick            = 2 * time.Second
 	DefaultDeadlineMargin  = 10 * time.Second
+	DefaultWorkers         = 2
 )
 
 // Config configures a Scheduler. Zero fields take the defaults.
 type Config struct {
 	// BatchSize is how many triggers one transaction claims.
 	BatchSize int
+	// Workers is how many batches FireDue runs at once, each on its own
+	// connection; they claim disjoint triggers (SKIP LOCKED), and two
+	// overlap the scheduler's work with the database's.
+	Workers int
 	// CatchUp is the missed-fire window: due fire times later than this
 	// are missed (see plan).
 	CatchUp time.Duration
@@ -63,6 +68,9 @@ func (c *Config) defaults() error {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = DefaultBatchSize
+	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
 	}
 	if c.CatchUp <= 0 {
 		c.CatchUp = DefaultCatchUp
@@ -133,8 +141,8 @@ func (s *Stats) add(o Stats) {
 	s.Pending += o.Pending
 }
 
-// FireDue fires batches until no trigger is due, or until ctx's deadline is
-// closer than the margin.
+// FireDue fires batches, Workers at a time, until no trigger is due, or
+// until ctx's deadline is closer than the margin.
 func (s *Scheduler) FireDue(ctx context.Context) (Stats, error) {
 	var total Stats
 	start := time.Now()
@@ -158,17 +166,30 @@ func (s *Scheduler) FireDue(ctx context.Context) (Stats, error) {
 			break
 		}
 	}
-	for !s.nearDeadline(ctx) {
-		st, err := s.FireBatch(ctx)
-		total.add(st)
-		if err != nil {
-			return total, err
-		}
-		if st.Claimed == 0 {
-			break
-		}
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range s.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !s.nearDeadline(ctx) {
+				st, err := s.FireBatch(ctx)
+				mu.Lock()
+				total.add(st)
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				stop := err != nil || firstErr != nil
+				mu.Unlock()
+				if stop || st.Claimed == 0 {
+					return
+				}
+			}
+		}()
 	}
-	return total, nil
+	wg.Wait()
+	return total, firstErr
 }
 
 func (s *Scheduler) nearDeadline(ctx context.Context) bool {

@@ -49,12 +49,12 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	pool := dbtest.Pool(t)
+	pool := dbtestPool(t)
 	defs := definition.NewStore(pool)
 	return &world{pool: pool, defs: defs, runs: execution.New(pool, defs, 4), clock: &clock{t: time.Now()}}
 }
 
-func (w *world) scheduler(t *testing.T, cfg Config) *Scheduler {
+func (w *world) scheduler(t testing.TB, cfg Config) *Scheduler {
 	t.Helper()
 	cfg.Clock = w.clock.Now
 	if cfg.Logger == nil {
@@ -75,19 +75,27 @@ func (w *world) push(t *testing.T, id, triggers string, extra ...string) {
 	if len(extra) > 0 {
 		more = extra[0]
 	}
-	d, err := workflow.DecodeJSON([]byte(fmt.Sprintf(`{"properties":{"owner":"o","run_strategy":"PARALLEL"},
-		"workflow":{"id":%q,"time_triggers":%s%s,"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, id, triggers, more)))
+	pushDoc(t, w.defs, fmt.Sprintf(`{"properties":{"owner":"o","run_strategy":"PARALLEL"},
+		"workflow":{"id":%q,"time_triggers":%s%s,"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, id, triggers, more))
+	w.resync(t, id)
+}
+
+// pushDoc validates and stores a definition.
+func pushDoc(t testing.TB, defs *definition.Store, doc string) {
+	t.Helper()
+	d, err := workflow.DecodeJSON([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := (workflow.Validator{}).Validate(d); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.defs.Create(context.Background(), d, "o"); err != nil {
+	if _, err := defs.Create(context.Background(), d, "o"); err != nil {
 		t.Fatal(err)
 	}
-	w.resync(t, id)
 }
+
+func dbtestPool(t testing.TB) *pgxpool.Pool { return dbtest.Pool(t) }
 
 // resync rebuilds a workflow's trigger rows as of the test clock's now.
 func (w *world) resync(t *testing.T, id string) {
