@@ -8,10 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
-	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/scheduler"
 	schedulertypes "github.com/aws/aws-sdk-go-v2/service/scheduler/types"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
@@ -63,40 +61,7 @@ func TestTimeTriggerLambdaInEmulator(t *testing.T) {
 		return n
 	}
 
-	sm := secretsmanager.NewFromConfig(cfg)
-	stamp := time.Now().Format("150405.000000")
-	secret, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
-		Name: aws.String("maestro-db-tt-" + stamp), SecretString: aws.String(dbSecret(t, dsn)),
-	})
-	if err != nil {
-		t.Fatalf("create secret: %v", err)
-	}
-	lc := lambda.NewFromConfig(cfg)
-	name := "maestro-timetrigger-" + time.Now().Format("150405000000")
-	fn, err := lc.CreateFunction(ctx, &lambda.CreateFunctionInput{
-		FunctionName:  aws.String(name),
-		Runtime:       lambdatypes.RuntimeProvidedal2023,
-		Handler:       aws.String("bootstrap"),
-		Role:          aws.String("arn:aws:iam::000000000000:role/maestro-timetrigger"),
-		Code:          &lambdatypes.FunctionCode{ZipFile: buildLambda(t, "../functions/timetrigger")},
-		Architectures: []lambdatypes.Architecture{lambdatypes.Architecture(archName())},
-		Timeout:       aws.Int32(60),
-		Environment: &lambdatypes.Environment{Variables: map[string]string{
-			"DB_SECRET_ARN":     aws.ToString(secret.ARN),
-			"AWS_ENDPOINT_URL":  localstack.Endpoint(t),
-			"AWS_REGION":        localstack.Region,
-			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-		}},
-	})
-	if err != nil {
-		t.Fatalf("create function: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = lc.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
-	})
-	if err := lambda.NewFunctionActiveV2Waiter(lc).Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, time.Minute); err != nil {
-		t.Fatalf("function never became active: %v", err)
-	}
+	lc, name, arn := deployFunction(t, cfg, "maestro-timetrigger", "../functions/timetrigger", dsn, 60)
 
 	// A direct invocation with the schedule's input.
 	due("direct")
@@ -118,13 +83,13 @@ func TestTimeTriggerLambdaInEmulator(t *testing.T) {
 	// The schedule → Lambda wiring: EventBridge Scheduler every minute.
 	due("scheduled")
 	sc := scheduler.NewFromConfig(cfg)
-	schedName := "maestro-time-triggers-" + stamp[:6]
+	schedName := "maestro-time-triggers-" + time.Now().Format("150405")
 	_, err = sc.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
 		Name:               aws.String(schedName),
 		ScheduleExpression: aws.String("rate(1 minute)"),
 		FlexibleTimeWindow: &schedulertypes.FlexibleTimeWindow{Mode: schedulertypes.FlexibleTimeWindowModeOff},
 		Target: &schedulertypes.Target{
-			Arn:              fn.FunctionArn,
+			Arn:              aws.String(arn),
 			RoleArn:          aws.String("arn:aws:iam::000000000000:role/maestro-scheduler"),
 			Input:            aws.String(scheduleInput),
 			RetryPolicy:      &schedulertypes.RetryPolicy{MaximumEventAgeInSeconds: aws.Int32(300), MaximumRetryAttempts: aws.Int32(2)},

@@ -82,8 +82,7 @@ func (s *Service) AfterBatch(ctx context.Context, results []BatchResult) {
 // batchVersion is what the batch path reads of a workflow version: the
 // definition without its steps (params, triggers, timeout), decoded.
 type batchVersion struct {
-	wf      workflow.Workflow
-	timeout int64
+	wf workflow.Workflow
 }
 
 const batchVersionsSQL = `
@@ -172,22 +171,18 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 				continue
 			}
 		}
-		if _, err := params.WorkflowDefs(params.WorkflowInput{Workflow: &v.wf, RunParams: st.RunParams, Phase: params.PhaseStart}); err != nil {
-			out[i].Err = fmt.Errorf("%w: run params: %w", ErrInvalid, err)
+		rp, initiator, timeout, err := startInputs(&v.wf, st.RunParams, st.Initiator)
+		if errors.Is(err, ErrInvalid) {
+			out[i].Err = err
 			continue
 		}
-		rp, err := json.Marshal(orEmptyParams(st.RunParams))
 		if err != nil {
-			return nil, fmt.Errorf("encode run params: %w", err)
-		}
-		initiator := st.Initiator
-		if initiator == nil {
-			initiator = map[string]any{"type": "MANUAL"}
+			return nil, err
 		}
 		if _, seen := byWorkflow[st.WorkflowID]; !seen {
 			order = append(order, st.WorkflowID)
 		}
-		byWorkflow[st.WorkflowID] = append(byWorkflow[st.WorkflowID], pending{i: i, runParams: rp, initiator: initiator, timeout: v.timeout})
+		byWorkflow[st.WorkflowID] = append(byWorkflow[st.WorkflowID], pending{i: i, runParams: rp, initiator: initiator, timeout: timeout})
 		if st.RequestID != "" {
 			// A later start with this request id duplicates this one.
 			existing[requestKey{st.WorkflowID, st.RequestID}] = BatchResult{WorkflowID: st.WorkflowID, Duplicated: true, Err: errPendingDuplicate(i)}
@@ -267,7 +262,6 @@ func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchSt
 		if err := json.Unmarshal(raw, &v.wf); err != nil {
 			return nil, fmt.Errorf("decode workflow %s version %d: %w", k.id, k.version, err)
 		}
-		v.timeout = timeoutSeconds(&v.wf)
 		out[k] = v
 	}
 	if err := rows.Err(); err != nil {
@@ -276,15 +270,29 @@ func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchSt
 	return out, nil
 }
 
-// timeoutSeconds is a run's timeout: the workflow's, else DefaultTimeout.
-func timeoutSeconds(wf *workflow.Workflow) int64 {
+// startInputs checks a start's run params against the version's param
+// modes (a refusal is ErrInvalid, before anything is written rather than
+// failing the run later) and returns what the run row stores: the encoded
+// run params, the initiator (MANUAL when none) and the timeout in seconds
+// (the workflow's, else DefaultTimeout).
+func startInputs(wf *workflow.Workflow, runParams workflow.Params, initiator map[string]any) ([]byte, map[string]any, int64, error) {
+	if _, err := params.WorkflowDefs(params.WorkflowInput{Workflow: wf, RunParams: runParams, Phase: params.PhaseStart}); err != nil {
+		return nil, nil, 0, fmt.Errorf("%w: run params: %w", ErrInvalid, err)
+	}
+	encoded, err := json.Marshal(orEmptyParams(runParams))
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("encode run params: %w", err)
+	}
+	if initiator == nil {
+		initiator = map[string]any{"type": "MANUAL"}
+	}
 	timeout := DefaultTimeout
 	if wf.Timeout != nil {
 		if d, err := wf.Timeout.Resolve(); err == nil && d > 0 {
 			timeout = d
 		}
 	}
-	return int64(timeout / time.Second)
+	return encoded, initiator, int64(timeout / time.Second), nil
 }
 
 // lockBatch locks the batch's workflows and returns their properties; a

@@ -298,14 +298,9 @@ func (c *cronFields) dowSet(v string) ([7]bool, error) {
 		lo, hi = 1, 7
 	}
 	for _, item := range strings.Split(v, ",") {
-		rng, stepText, hasStep := strings.Cut(item, "/")
-		step := 1
-		if hasStep {
-			n, err := strconv.Atoi(stepText)
-			if err != nil || n < 1 {
-				return days, fmt.Errorf("step %q must be a positive number", stepText)
-			}
-			step = n
+		rng, step, hasStep, err := splitStep(item)
+		if err != nil {
+			return days, err
 		}
 		var from, to int
 		switch {
@@ -340,6 +335,19 @@ func (c *cronFields) dowSet(v string) ([7]bool, error) {
 	return days, nil
 }
 
+// splitStep splits a list item into its range and its step (1 without
+// one).
+func splitStep(item string) (rng string, step int, hasStep bool, err error) {
+	rng, stepText, hasStep := strings.Cut(item, "/")
+	if !hasStep {
+		return rng, 1, false, nil
+	}
+	if step, err = strconv.Atoi(stepText); err != nil || step < 1 {
+		return "", 0, true, fmt.Errorf("step %q must be a positive number", stepText)
+	}
+	return rng, step, true, nil
+}
+
 // dialectDay reads a name or number in the dialect's own numbering.
 func (c *cronFields) dialectDay(s string) (int, error) {
 	wd, err := c.weekday(s)
@@ -371,14 +379,9 @@ func (c *cronFields) parseYear() error {
 	bad := func(msg string) error { return &FieldError{Part: fieldYear, Value: c.year, Msg: msg} }
 	years := make([]bool, maxYear-minYear+1)
 	for _, item := range strings.Split(v, ",") {
-		rng, stepText, hasStep := strings.Cut(item, "/")
-		step := 1
-		if hasStep {
-			n, err := strconv.Atoi(stepText)
-			if err != nil || n < 1 {
-				return bad("the step must be a positive number")
-			}
-			step = n
+		rng, step, hasStep, err := splitStep(item)
+		if err != nil {
+			return bad(err.Error())
 		}
 		from, to := minYear, maxYear
 		if rng != "*" {
