@@ -17,9 +17,16 @@ func (i *interval) Next(t time.Time) time.Time {
 	if t.Before(i.start) {
 		return i.start
 	}
-	n := t.Sub(i.start)/i.every + 1
+	d := t.Sub(i.start)
+	if d > maxIntervalSpan {
+		return time.Time{} // beyond any run's lifetime; also keeps n*every from overflowing
+	}
+	n := d/i.every + 1
 	return i.start.Add(n * i.every)
 }
+
+// maxIntervalSpan is how far after its start an interval fires.
+const maxIntervalSpan = 200 * 365 * 24 * time.Hour
 
 // newInterval builds an INTERVAL trigger: every d from start. Without start
 // the fire times are aligned to the Unix epoch (an interval of an hour fires

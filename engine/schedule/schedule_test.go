@@ -248,6 +248,9 @@ func TestInterval(t *testing.T) {
 	if got := e.Next(time.Date(2024, 5, 5, 10, 20, 0, 0, time.UTC)); !got.Equal(time.Date(2024, 5, 5, 11, 0, 0, 0, time.UTC)) {
 		t.Errorf("an interval without start is aligned to the epoch: %v", got)
 	}
+	if got := e.Next(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)); !got.IsZero() {
+		t.Errorf("an interval 8,000 years after its start fires at %v", got)
+	}
 	for _, s := range []string{"2021-03-26T16:00:18-08:00", "1616803218089", "03-26-2021 16:00:18.089PST"} {
 		if _, err := ParseStart(s); err != nil {
 			t.Errorf("start %q: %v", s, err)
