@@ -232,8 +232,12 @@ func (s *Scheduler) FireBatch(ctx context.Context) (Stats, error) {
 				continue
 			}
 			delay := time.Duration(row.DelaySeconds) * time.Second
+			next := row.NextFire.Add(-delay) // an ACTIVE row has both times
+			if row.NextSchedule != nil {
+				next = *row.NextSchedule
+			}
 			var times []time.Time
-			times, f.next, f.missed = plan(c, *row.NextSchedule, delay, now, s.cfg.CatchUp, s.cfg.MaxFiresPerTrigger)
+			times, f.next, f.missed = plan(c, next, delay, now, s.cfg.CatchUp, s.cfg.MaxFiresPerTrigger)
 			st.Missed += f.missed
 			for _, t := range times {
 				f.items = append(f.items, len(starts))
