@@ -82,10 +82,11 @@ func deployFunction(t *testing.T, cfg aws.Config, prefix, pkg, dsn string, timeo
 		Architectures: []lambdatypes.Architecture{lambdatypes.Architecture(archName())},
 		Timeout:       aws.Int32(timeoutSeconds),
 		Environment: &lambdatypes.Environment{Variables: map[string]string{
-			"DB_SECRET_ARN":     aws.ToString(secret.ARN),
-			"AWS_ENDPOINT_URL":  localstack.Endpoint(t),
-			"AWS_REGION":        localstack.Region,
-			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+			"DB_SECRET_ARN":       aws.ToString(secret.ARN),
+			"MAESTRO_GROUP_COUNT": "16",
+			"AWS_ENDPOINT_URL":    localstack.Endpoint(t),
+			"AWS_REGION":          localstack.Region,
+			"AWS_ACCESS_KEY_ID":   "test", "AWS_SECRET_ACCESS_KEY": "test",
 		}},
 	})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 
 // scheduleInput is the time-trigger schedule's input: the Scheduler's
 // context attributes, which the handler logs.
-const scheduleInput = `{"scheduled_time":"<aws.scheduler.scheduled-time>","execution_id":"<aws.scheduler.execution-id>","attempt":"<aws.scheduler.attempt-number>"}`
+const scheduleInput = `{"scheduled_time":"<aws.scheduler.scheduled-time>","execution_id":"<aws.scheduler.execution-id>"}`
 
 // The time-trigger Lambda's real bootstrap, run by the emulator's Lambda
 // service: invoked with a Scheduler-shaped event it fires a due trigger
@@ -61,7 +61,7 @@ func TestTimeTriggerLambdaInEmulator(t *testing.T) {
 		return n
 	}
 
-	lc, name, arn := deployFunction(t, cfg, "maestro-timetrigger", "../functions/timetrigger", dsn, 60)
+	lc, name, arn := deployFunction(t, cfg, "maestro-timetrigger", "../functions/timetrigger", dsn, 55)
 
 	// A direct invocation with the schedule's input.
 	due("direct")
@@ -92,7 +92,7 @@ func TestTimeTriggerLambdaInEmulator(t *testing.T) {
 			Arn:              aws.String(arn),
 			RoleArn:          aws.String("arn:aws:iam::000000000000:role/maestro-scheduler"),
 			Input:            aws.String(scheduleInput),
-			RetryPolicy:      &schedulertypes.RetryPolicy{MaximumEventAgeInSeconds: aws.Int32(300), MaximumRetryAttempts: aws.Int32(2)},
+			RetryPolicy:      &schedulertypes.RetryPolicy{MaximumEventAgeInSeconds: aws.Int32(120), MaximumRetryAttempts: aws.Int32(3)},
 			DeadLetterConfig: &schedulertypes.DeadLetterConfig{Arn: aws.String("arn:aws:sqs:us-east-1:000000000000:maestro-time-trigger-dlq")},
 		},
 	})

@@ -69,9 +69,11 @@ func (v *Service) Stop() {
 // ScheduledEvent is the time-trigger Lambda's input. EventBridge Scheduler
 // fills it from its context attributes when the schedule's input is
 // {"scheduled_time": "<aws.scheduler.scheduled-time>", "execution_id":
-// "<aws.scheduler.execution-id>", "attempt": "<aws.scheduler.attempt-number>"};
-// every field is optional and only logged: what is due is read from the
-// database, so a late or repeated invocation does the right thing.
+// "<aws.scheduler.execution-id>"} (optionally "attempt":
+// "<aws.scheduler.attempt-number>"); every field is optional and only
+// logged, with the invocation's lag behind scheduled_time: what is due is
+// read from the database, so a late or repeated invocation does the right
+// thing.
 type ScheduledEvent struct {
 	ScheduledTime string `json:"scheduled_time,omitempty"`
 	ExecutionID   string `json:"execution_id,omitempty"`
@@ -87,13 +89,20 @@ func (s *Scheduler) HandleScheduled(ctx context.Context, raw json.RawMessage) (S
 		// An event of another shape is not an error: nothing in it is needed.
 		_ = json.Unmarshal(raw, &ev)
 	}
+	started := time.Now()
 	st, err := s.FireDue(ctx)
 	if err != nil {
 		s.cfg.Logger.Error("time trigger invocation failed", "scheduled_time", ev.ScheduledTime,
 			"execution_id", ev.ExecutionID, "attempt", ev.Attempt, "error", err.Error())
 		return st, err
 	}
-	s.cfg.Logger.Info("time trigger invocation done", "scheduled_time", ev.ScheduledTime,
-		"execution_id", ev.ExecutionID, "attempt", ev.Attempt, "claimed", st.Claimed, "started", st.Started)
+	attrs := []any{"scheduled_time", ev.ScheduledTime, "execution_id", ev.ExecutionID, "attempt", ev.Attempt,
+		"claimed", st.Claimed, "started", st.Started, "missed", st.Missed}
+	if at, err := time.Parse(time.RFC3339, ev.ScheduledTime); err == nil {
+		// How late the invocation started its work: Scheduler's delay plus
+		// a cold start.
+		attrs = append(attrs, "invocation_lag_ms", started.Sub(at).Milliseconds())
+	}
+	s.cfg.Logger.Info("time trigger invocation done", attrs...)
 	return st, nil
 }
