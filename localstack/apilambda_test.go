@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,52 @@ func buildLambda(t *testing.T, pkg string) []byte {
 	return buf.Bytes()
 }
 
+// deployFunction deploys a function's real bootstrap (built from pkg) to
+// the emulator, with its database credentials in a Secrets Manager secret
+// as in AWS, waits until it is active and deletes it when t ends. It
+// returns the client, the function's name and its ARN.
+func deployFunction(t *testing.T, cfg aws.Config, prefix, pkg, dsn string, timeoutSeconds int32) (*lambda.Client, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	stamp := time.Now().Format("150405.000000")
+	secret, err := secretsmanager.NewFromConfig(cfg).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
+		Name:         aws.String(prefix + "-db-" + stamp),
+		SecretString: aws.String(dbSecret(t, dsn)),
+	})
+	if err != nil {
+		t.Fatalf("create secret: %v", err)
+	}
+	lc := lambda.NewFromConfig(cfg)
+	name := prefix + "-" + strings.ReplaceAll(stamp, ".", "")
+	fn, err := lc.CreateFunction(ctx, &lambda.CreateFunctionInput{
+		FunctionName:  aws.String(name),
+		Runtime:       lambdatypes.RuntimeProvidedal2023,
+		Handler:       aws.String("bootstrap"),
+		Role:          aws.String("arn:aws:iam::000000000000:role/" + prefix),
+		Code:          &lambdatypes.FunctionCode{ZipFile: buildLambda(t, pkg)},
+		Architectures: []lambdatypes.Architecture{lambdatypes.Architecture(archName())},
+		Timeout:       aws.Int32(timeoutSeconds),
+		Environment: &lambdatypes.Environment{Variables: map[string]string{
+			"DB_SECRET_ARN":       aws.ToString(secret.ARN),
+			"MAESTRO_GROUP_COUNT": "16",
+			"AWS_ENDPOINT_URL":    localstack.Endpoint(t),
+			"AWS_REGION":          localstack.Region,
+			"AWS_ACCESS_KEY_ID":   "test", "AWS_SECRET_ACCESS_KEY": "test",
+		}},
+	})
+	if err != nil {
+		t.Fatalf("create function: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = lc.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
+	})
+	waiter := lambda.NewFunctionActiveV2Waiter(lc)
+	if err := waiter.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, time.Minute); err != nil {
+		t.Fatalf("function never became active: %v", err)
+	}
+	return lc, name, aws.ToString(fn.FunctionArn)
+}
+
 // dbSecret is the database URL as an RDS-style secret.
 func dbSecret(t *testing.T, dsn string) string {
 	t.Helper()
@@ -78,43 +125,7 @@ func TestAPILambdaInEmulator(t *testing.T) {
 	cfg := localstack.Config(t)
 	dsn := dbtest.URL(t)
 
-	sm := secretsmanager.NewFromConfig(cfg)
-	secret, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{
-		Name:         aws.String("maestro-db-" + time.Now().Format("150405.000000")),
-		SecretString: aws.String(dbSecret(t, dsn)),
-	})
-	if err != nil {
-		t.Fatalf("create secret: %v", err)
-	}
-
-	lc := lambda.NewFromConfig(cfg)
-	name := "maestro-api-" + time.Now().Format("150405000000")
-	_, err = lc.CreateFunction(ctx, &lambda.CreateFunctionInput{
-		FunctionName:  aws.String(name),
-		Runtime:       lambdatypes.RuntimeProvidedal2023,
-		Handler:       aws.String("bootstrap"),
-		Role:          aws.String("arn:aws:iam::000000000000:role/maestro-api"),
-		Code:          &lambdatypes.FunctionCode{ZipFile: buildLambda(t, "../functions/api")},
-		Architectures: []lambdatypes.Architecture{lambdatypes.Architecture(archName())},
-		Timeout:       aws.Int32(30),
-		Environment: &lambdatypes.Environment{Variables: map[string]string{
-			"DB_SECRET_ARN":       aws.ToString(secret.ARN),
-			"MAESTRO_GROUP_COUNT": "16",
-			"AWS_ENDPOINT_URL":    localstack.Endpoint(t),
-			"AWS_REGION":          localstack.Region,
-			"AWS_ACCESS_KEY_ID":   "test", "AWS_SECRET_ACCESS_KEY": "test",
-		}},
-	})
-	if err != nil {
-		t.Fatalf("create function: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = lc.DeleteFunction(context.Background(), &lambda.DeleteFunctionInput{FunctionName: aws.String(name)})
-	})
-	waiter := lambda.NewFunctionActiveV2Waiter(lc)
-	if err := waiter.Wait(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name)}, time.Minute); err != nil {
-		t.Fatalf("function never became active: %v", err)
-	}
+	lc, name, _ := deployFunction(t, cfg, "maestro-api", "../functions/api", dsn, 30)
 
 	invoke := func(ev events.APIGatewayProxyRequest) events.APIGatewayProxyResponse {
 		t.Helper()

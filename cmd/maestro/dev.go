@@ -21,6 +21,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/groupcount"
+	"github.com/maestro-aws/maestro/engine/scheduler"
 )
 
 // httpFlags are the flags of the commands that serve the REST API.
@@ -79,10 +80,22 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 
 	// maestro dev is for one person on one machine: the `user` header
 	// names the caller.
-	handler, err := apiHandler(pool, logger, true, eng.GroupCount())
+	defs := definition.NewStore(pool)
+	runs := execution.New(pool, defs, eng.GroupCount())
+	handler, err := apiHandler(pool, logger, true, defs, runs)
 	if err != nil {
 		return err
 	}
+	// The time-trigger loop (the time-trigger Lambda's work, in-process).
+	sched, err := scheduler.FromEnv(pool, runs, logger, os.Getenv)
+	if err != nil {
+		return err
+	}
+	triggers := scheduler.NewService(sched)
+	if err := triggers.Start(ctx); err != nil {
+		return err
+	}
+	defer triggers.Stop()
 	return serveAPI(ctx, hf, handler, stdout, logger, "maestro dev")
 }
 
@@ -114,7 +127,8 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		handler, err := apiHandler(pool, logger, *trust, groups)
+		defs := definition.NewStore(pool)
+		handler, err := apiHandler(pool, logger, *trust, defs, execution.New(pool, defs, groups))
 		if err != nil {
 			return err
 		}
@@ -127,14 +141,13 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// apiHandler builds the REST API over pool for runs spread over groups flow
-// groups; MAESTRO_ADMINS names the administrators (docs/security.md).
-func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, groups int) (*api.Server, error) {
-	defs := definition.NewStore(pool)
+// apiHandler builds the REST API over pool; MAESTRO_ADMINS names the
+// administrators (docs/security.md).
+func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, defs *definition.Store, runs *execution.Service) (*api.Server, error) {
 	return api.New(api.Config{
 		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
-		Definitions: defs, Runs: execution.New(pool, defs, groups),
+		Definitions: defs, Runs: runs,
 	})
 }
 

@@ -77,6 +77,8 @@ var routeAccess = map[string]access{
 	"PUT /api/v3/output-data":     reader,
 	"PUT /api/v3/step-completion": reader,
 	"POST /api/v3/signals":        reader,
+	// Previewing a schedule computes and stores nothing.
+	"POST /api/v3/time-triggers/preview": reader,
 
 	// Reads.
 	"GET /api/v3/workflows/{id}/versions":                                                   reader,

@@ -128,6 +128,7 @@ func (s *Server) routes() {
 	s.instanceRoutes()
 	s.patternRoutes()
 	s.signalRoutes()
+	s.timeTriggerRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))

@@ -81,6 +81,9 @@ func (s *Store) UpdateProperties(ctx context.Context, workflowID string, change 
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("store workflow %s properties snapshot %d: %w", workflowID, snap.Version, err)
 		}
+		if err := syncTriggers(ctx, tx, workflowID); err != nil {
+			return err
+		}
 		out = &PropertiesUpdate{Snapshot: snap, New: true}
 		return nil
 	})
@@ -144,6 +147,9 @@ func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor
 		if _, err := tx.Exec(ctx, sqlSetActive, workflowID, version); err != nil {
 			return fmt.Errorf("activate workflow %s version %d: %w", workflowID, version, err)
 		}
+		if err := syncTriggers(ctx, tx, workflowID); err != nil {
+			return err
+		}
 		return addTimeline(ctx, tx, workflowID, TimelineEvent{Type: EventActivate, Author: actor.Who(), Version: version,
 			Message: fmt.Sprintf("activated version %d", version)})
 	})
@@ -169,6 +175,9 @@ func (s *Store) Deactivate(ctx context.Context, workflowID string, actor Actor) 
 		out.Changed = true
 		if _, err := tx.Exec(ctx, sqlSetActive, workflowID, nil); err != nil {
 			return fmt.Errorf("deactivate workflow %s: %w", workflowID, err)
+		}
+		if err := syncTriggers(ctx, tx, workflowID); err != nil {
+			return err
 		}
 		return addTimeline(ctx, tx, workflowID, TimelineEvent{Type: EventDeactivate, Author: actor.Who(), Version: *st.active,
 			Message: fmt.Sprintf("deactivated the workflow (version %d was active)", *st.active)})

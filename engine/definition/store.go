@@ -268,6 +268,11 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("store workflow %s version %d: %w", id, version, err)
 		}
+		if c.Activated || c.PropertiesChanged {
+			if err := syncTriggers(ctx, tx, id); err != nil {
+				return err
+			}
+		}
 		if !c.New {
 			v, err := getVersion(ctx, tx, id, version, "")
 			if err != nil {

@@ -6,7 +6,6 @@ package execution
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,7 +21,6 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -112,24 +110,9 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 			return nil, err
 		}
 	}
-	// Overrides the param modes forbid are refused here, before anything is
-	// written, rather than failing the run later.
-	if _, err := params.WorkflowDefs(params.WorkflowInput{Workflow: &v.Workflow, RunParams: req.RunParams, Phase: params.PhaseStart}); err != nil {
-		return nil, fmt.Errorf("%w: run params: %w", ErrInvalid, err)
-	}
-	timeout := DefaultTimeout
-	if v.Workflow.Timeout != nil {
-		if d, err := v.Workflow.Timeout.Resolve(); err == nil && d > 0 {
-			timeout = d
-		}
-	}
-	runParams, err := json.Marshal(orEmptyParams(req.RunParams))
+	runParams, initiator, timeout, err := startInputs(&v.Workflow, req.RunParams, req.Initiator)
 	if err != nil {
-		return nil, fmt.Errorf("encode run params: %w", err)
-	}
-	initiator := req.Initiator
-	if initiator == nil {
-		initiator = map[string]any{"type": "MANUAL"}
+		return nil, err
 	}
 	var ref flow.Ref
 	queued := false
@@ -159,9 +142,9 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		}
 		queued, err = s.insertRun(ctx, tx, newRun{
 			ref: ref, version: v.Version, requestID: requestID, definition: v.Raw, runParams: runParams,
-			initiator: initiator, timeoutSeconds: int64(timeout / time.Second), dropReason: drop,
+			initiator: initiator, timeoutSeconds: timeout, dropReason: drop,
 			runConfig: map[string]any{"policy": "START"},
-			created:   "run requested",
+			created:   createdReason(initiator),
 		}, props)
 		if err == nil && queued && testHookQueued != nil {
 			testHookQueued()

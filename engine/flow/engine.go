@@ -738,10 +738,15 @@ func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRo
 			return nil, fmt.Errorf("decode run params: %w", err)
 		}
 	}
+	var initiator map[string]any
+	if len(row.Initiator) > 2 {
+		// Only its type and time zone are read; a malformed one is manual.
+		_ = json.Unmarshal(row.Initiator, &initiator)
+	}
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
 	vals, err := params.EvaluateWorkflow(ctx, params.WorkflowInput{
-		Workflow: &def.wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID,
+		Workflow: &def.wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID, Initiator: initiator,
 	})
 	if err != nil {
 		return nil, err

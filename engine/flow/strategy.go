@@ -204,7 +204,7 @@ func RoomNow(ctx context.Context, tx Tx, workflowID string, props []byte) (bool,
 	if err := tx.QueryRow(ctx, roomSQL, workflowID, strict).Scan(&active, &queued, &blocked); err != nil {
 		return false, fmt.Errorf("check room for a run of %s: %w", workflowID, err)
 	}
-	return !queued && !blocked && active < s.Concurrency, nil
+	return s.HasRoom(Room{Active: active, Queued: queued, Blocked: blocked}), nil
 }
 
 // PrepareStart applies what a run strategy does to the runs already there

@@ -139,12 +139,16 @@ type WorkflowInput struct {
 	InstanceID, RunID int64
 	// Now is the run's time (RUN_TS), time.Now when zero.
 	Now time.Time
+	// Initiator is the run's initiator as Maestro's JSON has it ({"type":
+	// "TIME", "timezone": ...}); nil is a manual run.
+	Initiator map[string]any
 }
 
 // WorkflowDefs returns the merged defs of a run's workflow params, in
-// Maestro's order: the defaults (RUN_TS, FIRST_TIME_TRIGGER_TIMEZONE), the
-// info params (workflow_id, and the instance and run ids when known), the
-// definition's params, then the run params, checked against the modes.
+// Maestro's order: the defaults (RUN_TS, FIRST_TIME_TRIGGER_TIMEZONE and
+// Maestro's default workflow params, defaults.go), the info params
+// (workflow_id, and the instance and run ids when known), the definition's
+// params, then the run params, checked against the modes.
 func WorkflowDefs(in WorkflowInput) (workflow.Params, error) {
 	wf := in.Workflow
 	now := in.Now
@@ -160,11 +164,10 @@ func WorkflowDefs(in WorkflowInput) (workflow.Params, error) {
 			break
 		}
 	}
-	defs := workflow.Params{
-		RunTS:                    {Type: workflow.ParamTypeLong, Value: now.UnixMilli(), Mode: workflow.ParamModeMutableOnStart},
-		FirstTimeTriggerTimezone: {Type: workflow.ParamTypeString, Value: tz, Mode: workflow.ParamModeMutableOnStart},
-		WorkflowID:               {Type: workflow.ParamTypeString, Value: wf.ID, Mode: workflow.ParamModeConstant},
-	}
+	defs := defaultParams()
+	defs[RunTS] = workflow.Param{Type: workflow.ParamTypeLong, Value: now.UnixMilli(), Mode: workflow.ParamModeMutableOnStart}
+	defs[FirstTimeTriggerTimezone] = workflow.Param{Type: workflow.ParamTypeString, Value: tz, Mode: workflow.ParamModeMutableOnStart}
+	defs[WorkflowID] = workflow.Param{Type: workflow.ParamTypeString, Value: wf.ID, Mode: workflow.ParamModeConstant}
 	if in.InstanceID > 0 {
 		defs[WorkflowInstanceID] = workflow.Param{Type: workflow.ParamTypeLong, Value: in.InstanceID, Mode: workflow.ParamModeConstant}
 	}
@@ -189,7 +192,7 @@ func EvaluateWorkflow(ctx context.Context, in WorkflowInput) (Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	return EvaluateIn(ctx, defs, Scope{})
+	return EvaluateIn(context.WithValue(ctx, instanceKey{}, &in), defs, Scope{Funcs: workflowFuncs})
 }
 
 // StepInput is what evaluating a step attempt's params needs.

@@ -258,13 +258,16 @@ func plan(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string
 			}
 			continue
 		}
-		var opts []sel.Option
-		if len(funcs) > 0 {
-			opts = append(opts, sel.WithFunctions(funcs))
-		}
-		prog, err := sel.Compile(*def.Expression, opts...)
-		if err != nil {
-			return nil, nil, &Error{Param: name, Err: err}
+		prog := precompiled(name, def)
+		if prog == nil {
+			var opts []sel.Option
+			if len(funcs) > 0 {
+				opts = append(opts, sel.WithFunctions(funcs))
+			}
+			var err error
+			if prog, err = sel.Compile(*def.Expression, opts...); err != nil {
+				return nil, nil, &Error{Param: name, Err: err}
+			}
 		}
 		programs[name] = prog
 		for _, n := range prog.Names() {

@@ -281,3 +281,68 @@ func TestInterpolateExported(t *testing.T) {
 		t.Fatal("step reference resolved")
 	}
 }
+
+// Maestro's default workflow params, for a manual run and for a run a time
+// trigger started (its initiator's zone wins), with the values Maestro's
+// expressions give.
+func TestMaestroDefaultWorkflowParams(t *testing.T) {
+	t.Parallel()
+	la := &workflow.Workflow{ID: "w", TimeTriggers: []workflow.TimeTrigger{{Cron: "0 * * * *", Timezone: "America/Los_Angeles"}}}
+	cases := []struct {
+		name string
+		in   params.WorkflowInput
+		want map[string]any
+	}{
+		{"manual run of a workflow whose first trigger is in Los Angeles",
+			params.WorkflowInput{Workflow: la, Now: time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)},
+			map[string]any{
+				"FIRST_TIME_TRIGGER_TIMEZONE": "America/Los_Angeles", "DSL_DEFAULT_TZ": "America/Los_Angeles",
+				"WORKFLOW_CRON_TIMEZONE": "America/Los_Angeles", "RUN_TS": int64(1709294400000),
+				"TARGET_RUN_DATE": "20240301", "TARGET_RUN_HOUR": "04", "DERIVED_RUN_TS": int64(1709294400000),
+				"DERIVED_RUN_DATE_US_PACIFIC": "20240301", "DERIVED_RUN_DATE_US_PACIFIC_MINUS_ONE": "20240229",
+				"DERIVED_RUN_DATE_UTC": "20240301", "DERIVED_RUN_DATE_UTC_MINUS_ONE": "20240229", "DERIVED_RUN_DATE_UTC_PLUS_ONE": "20240302",
+				"DERIVED_RUN_DATE_UTC_MINUS_ONE_HOUR": "20240301", "DERIVED_RUN_DATE_UTC_PLUS_ONE_HOUR": "20240301",
+				"DERIVED_RUN_HOUR_US_PACIFIC": "04", "DERIVED_RUN_HOUR_UTC": "12", "DERIVED_RUN_HOUR_UTC_MINUS_ONE_HOUR": "11",
+				"DERIVED_RUN_HOUR_UTC_PLUS_ONE_HOUR": "13", "LOCAL_RUN_DATE": "20240301", "RUN_DATE": "20240301",
+				"RUN_DATE_MINUS_1": "20240229", "RUN_DATE_MINUS_7": "20240223",
+			}},
+		{"a Tokyo trigger fires at 00:30 local: the dates are Tokyo's, DERIVED_RUN_TS the hour",
+			params.WorkflowInput{Workflow: la, RunParams: workflow.Params{"RUN_TS": long(1709307000000)}, // 2024-03-01T15:30Z
+				Initiator: map[string]any{"type": "TIME", "timezone": "Asia/Tokyo", "trigger_uuid": "u", "trigger_time": int64(1709307000000)}},
+			map[string]any{
+				"DSL_DEFAULT_TZ": "America/Los_Angeles", "WORKFLOW_CRON_TIMEZONE": "Asia/Tokyo",
+				"TARGET_RUN_DATE": "20240302", "TARGET_RUN_HOUR": "00", "DERIVED_RUN_TS": int64(1709305200000),
+				"DERIVED_RUN_DATE_UTC": "20240301", "DERIVED_RUN_HOUR_UTC": "15", "DERIVED_RUN_DATE_US_PACIFIC": "20240301",
+				"DERIVED_RUN_HOUR_US_PACIFIC": "07", "LOCAL_RUN_DATE": "20240302", "RUN_DATE": "20240301",
+			}},
+		{"no trigger: UTC",
+			params.WorkflowInput{Workflow: &workflow.Workflow{ID: "w"}, Now: time.Date(2024, 12, 31, 23, 59, 0, 0, time.UTC)},
+			map[string]any{"DSL_DEFAULT_TZ": "UTC", "WORKFLOW_CRON_TIMEZONE": "UTC", "TARGET_RUN_DATE": "20241231",
+				"TARGET_RUN_HOUR": "23", "DERIVED_RUN_DATE_UTC_PLUS_ONE_HOUR": "20250101", "DERIVED_RUN_HOUR_UTC_PLUS_ONE_HOUR": "00"}},
+		{"a run param overriding WORKFLOW_CRON_TIMEZONE flows into the dates",
+			params.WorkflowInput{Workflow: la, Now: time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC),
+				RunParams: workflow.Params{"WORKFLOW_CRON_TIMEZONE": str("Asia/Kolkata")}},
+			map[string]any{"WORKFLOW_CRON_TIMEZONE": "Asia/Kolkata", "TARGET_RUN_HOUR": "17", "LOCAL_RUN_DATE": "20240301"}},
+	}
+	for _, c := range cases {
+		got, err := params.EvaluateWorkflow(context.Background(), c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for k, v := range c.want {
+			if got[k].Value != v {
+				t.Errorf("%s: %s = %v (%T), want %v", c.name, k, got[k].Value, got[k].Value, v)
+			}
+		}
+	}
+	// Every default is MUTABLE_ON_START: set at start, not on restart.
+	defs, err := params.WorkflowDefs(params.WorkflowInput{Workflow: la})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"TARGET_RUN_DATE", "DERIVED_RUN_TS", "RUN_DATE_MINUS_7", "WORKFLOW_CRON_TIMEZONE"} {
+		if defs[name].Mode != workflow.ParamModeMutableOnStart {
+			t.Errorf("%s mode %s", name, defs[name].Mode)
+		}
+	}
+}

@@ -2,13 +2,14 @@ package workflow
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
+	"github.com/maestro-aws/maestro/engine/schedule"
 )
 
 // reservedParamNames may not be used as parameter names; Maestro keeps them for itself.
@@ -204,16 +205,15 @@ func (s *validation) retryPolicy(rp *RetryPolicy, at *loc) {
 	}
 }
 
-// cronParser accepts standard 5-field cron, an optional leading seconds field and descriptors
-// such as @daily, as the time-trigger service does.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-var predefinedSchedules = map[string]bool{"hourly": true, "daily": true, "weekly": true, "monthly": true, "yearly": true}
-
+// timeTriggers checks each time trigger as the scheduler will read it
+// (engine/schedule): the fields its type allows, its time zone, and its
+// schedule, whose problems name the trigger's field and, within a cron
+// expression, the cron field.
 func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
 	for i := range ts {
 		t := &ts[i]
 		tp := at.at(i)
+		before := len(s.list)
 		typ := t.EffectiveType()
 		notAllowed := func(set bool, field string) {
 			if set {
@@ -224,16 +224,15 @@ func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
 		case "":
 			s.report(tp.child("type"), "trigger type is required: CRON, INTERVAL or PREDEFINED")
 		case TimeTriggerCron:
-			s.cron(t.Cron, tp.child("cron"))
+			if strings.TrimSpace(t.Cron) == "" {
+				s.report(tp.child("cron"), "cron expression is required")
+			}
 			notAllowed(t.Expression != "", "expression")
 			notAllowed(t.Interval != "", "interval")
 			notAllowed(t.Start != "", "start")
 		case TimeTriggerPredefined:
-			name := strings.ToLower(strings.TrimPrefix(t.Expression, "@"))
 			if t.Expression == "" {
 				s.report(tp.child("expression"), "expression is required: @hourly, @daily, @weekly, @monthly or @yearly")
-			} else if !predefinedSchedules[name] {
-				s.reportf(tp.child("expression"), "unknown schedule %q; expected @hourly, @daily, @weekly, @monthly or @yearly", t.Expression)
 			}
 			notAllowed(t.Cron != "", "cron")
 			notAllowed(t.Interval != "", "interval")
@@ -241,10 +240,8 @@ func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
 		case TimeTriggerInterval:
 			if t.Interval == "" {
 				s.report(tp.child("interval"), "interval is required")
-			} else if d, err := ParseDuration(t.Interval); err != nil {
+			} else if _, err := ParseDuration(t.Interval); err != nil {
 				s.report(tp.child("interval"), err.Error())
-			} else if d < time.Minute {
-				s.report(tp.child("interval"), "must be at least one minute")
 			}
 			notAllowed(t.Cron != "", "cron")
 			notAllowed(t.Expression != "", "expression")
@@ -252,29 +249,55 @@ func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
 		default:
 			s.reportf(tp.child("type"), "unknown trigger type %q; expected CRON, INTERVAL or PREDEFINED", t.Type)
 		}
-		if t.Timezone != "" {
-			if _, err := time.LoadLocation(t.Timezone); err != nil {
+		st := t.ScheduleTrigger()
+		if t.Timezone != "" && typ != TimeTriggerInterval {
+			if _, err := time.LoadLocation(t.Timezone); err != nil || strings.EqualFold(t.Timezone, "local") {
 				s.reportf(tp.child("timezone"), "unknown time zone %q", t.Timezone)
+				st.Timezone = "" // still check the schedule
 			}
 		}
+		if t.FuzzyMaxDelay != nil && t.FuzzyMaxDelay.HasParams() {
+			s.report(tp.child("fuzzy_max_delay"), "cannot refer to params: the delay is fixed when the trigger is scheduled")
+		}
 		s.timeout(t.FuzzyMaxDelay, tp.child("fuzzy_max_delay"))
+		if len(s.list) > before && typ != TimeTriggerCron && typ != TimeTriggerPredefined {
+			continue // the schedule cannot be read
+		}
+		if _, err := schedule.Compile(st); err != nil {
+			s.scheduleProblem(t, tp, err)
+		}
 	}
 }
 
-func (s *validation) cron(expr string, at *loc) {
-	if strings.TrimSpace(expr) == "" {
-		s.report(at, "cron expression is required")
+// scheduleProblem reports what engine/schedule refused at the field it
+// names.
+func (s *validation) scheduleProblem(t *TimeTrigger, tp *loc, err error) {
+	var fe *schedule.FieldError
+	if !errors.As(err, &fe) {
+		s.report(tp, err.Error())
 		return
 	}
-	sched, err := cronParser.Parse(expr)
-	if err != nil {
-		s.reportf(at, "invalid cron expression %q: %v", expr, err)
-		return
+	if fe.Field == "" || fe.Field == "timezone" || fe.Field == "type" {
+		return // reported above
 	}
-	first := sched.Next(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-	if next := sched.Next(first); !first.IsZero() && !next.IsZero() && next.Sub(first) < time.Duration(minTimeTriggerIntervalMs)*time.Millisecond {
-		s.reportf(at, "cron expression %q fires more often than once a minute", expr)
+	msg := fe.Msg
+	switch {
+	case fe.Field == "cron" && fe.Part != "":
+		msg = fmt.Sprintf("invalid cron expression %q: %s", t.Cron, fe.Error())
+	case fe.Field == "cron" && !strings.HasPrefix(fe.Msg, "fires more often"):
+		if strings.TrimSpace(t.Cron) == "" {
+			return // reported above
+		}
+		msg = fmt.Sprintf("invalid cron expression %q: %s", t.Cron, fe.Msg)
+	case fe.Field == "expression" && t.Expression == "":
+		return // reported above
 	}
+	for _, p := range s.list {
+		if p.Path == tp.child(fe.Field).String() && p.Message == msg {
+			return
+		}
+	}
+	s.report(tp.child(fe.Field), msg)
 }
 
 func (s *validation) signalTriggers(ts []SignalTrigger, at *loc) {

@@ -18,6 +18,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/groupcount"
+	"github.com/maestro-aws/maestro/engine/scheduler"
 )
 
 // Pool opens the database pool described by the environment (see dbconn;
@@ -64,4 +65,19 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
 		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 	})
+}
+
+// TimeTriggerScheduler builds the time-trigger Lambda's scheduler (see
+// scheduler.FromEnv for its optional settings).
+func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger) (*scheduler.Scheduler, error) {
+	pool, err := Pool(ctx, "maestro-timetrigger-lambda")
+	if err != nil {
+		return nil, err
+	}
+	groups, err := GroupCount(ctx, pool, "timetrigger")
+	if err != nil {
+		return nil, err
+	}
+	runs := execution.New(pool, definition.NewStore(pool), groups)
+	return scheduler.FromEnv(pool, runs, logger, os.Getenv)
 }

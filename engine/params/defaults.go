@@ -1,0 +1,158 @@
+package params
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/sel"
+)
+
+// Maestro's default workflow params (its default-workflow-params.yaml), set
+// for every run, manual or triggered, before the definition's own params.
+// They are SEL expressions with Maestro's semantics, so a run param that
+// overrides one of them (RUN_TS for a backfill, WORKFLOW_CRON_TIMEZONE)
+// flows into those that read it. Every one is MUTABLE_ON_START. RUN_TS is
+// a value: the fire time for a time-triggered run (the trigger passes it
+// as a run param), else the time of the start.
+const (
+	// DSLDefaultTZ is the first time trigger's zone, else UTC.
+	DSLDefaultTZ = "DSL_DEFAULT_TZ"
+	// WorkflowCronTimezone is the zone of the trigger that started the
+	// run, else DSL_DEFAULT_TZ.
+	WorkflowCronTimezone = "WORKFLOW_CRON_TIMEZONE"
+)
+
+// Fields params.getFromInstance reads, as Maestro names them.
+const (
+	InitiatorTimezone = "INITIATOR_TIMEZONE"
+	InitiatorType     = "INITIATOR_TYPE"
+)
+
+// localDate is Maestro's expression for a date or an hour of a time param
+// in a zone: new DateTime(ts).withZone(zone) shifted and formatted.
+func localDate(ts, zone, shift, format string) string {
+	return fmt.Sprintf(`DateTime utcNow = new DateTime(%s); DateTime localNow = utcNow.withZone(DateTimeZone.forID(%s)); localNow%s.toString("%s");`,
+		ts, zone, shift, format)
+}
+
+// defaultExpressions are the default params with expressions.
+var defaultExpressions = map[string]string{
+	DSLDefaultTZ: `String timezone = params.getFromInstance("FIRST_TIME_TRIGGER_TIMEZONE");
+        return timezone != null && !timezone.isEmpty() ? timezone : "UTC";`,
+	WorkflowCronTimezone: `String INITIATOR_TIMEZONE = params.getFromInstance("INITIATOR_TIMEZONE");
+        return INITIATOR_TIMEZONE != null && !INITIATOR_TIMEZONE.isEmpty() ? INITIATOR_TIMEZONE : DSL_DEFAULT_TZ;`,
+	"TARGET_RUN_DATE": localDate("RUN_TS", "WORKFLOW_CRON_TIMEZONE", "", "yyyyMMdd"),
+	"TARGET_RUN_HOUR": localDate("RUN_TS", "WORKFLOW_CRON_TIMEZONE", "", "HH"),
+	"DERIVED_RUN_TS": `DateTimeFormatter tz_dateint_hour_formatter = DateTimeFormat.forPattern("yyyyMMddHH")
+          .withZone(DateTimeZone.forID(WORKFLOW_CRON_TIMEZONE));
+        DateTime dt = tz_dateint_hour_formatter.parseDateTime(TARGET_RUN_DATE + TARGET_RUN_HOUR);
+        dt.getMillis();`,
+	"DERIVED_RUN_DATE_US_PACIFIC":           localDate("DERIVED_RUN_TS", `"America/Los_Angeles"`, "", "yyyyMMdd"),
+	"DERIVED_RUN_DATE_US_PACIFIC_MINUS_ONE": localDate("DERIVED_RUN_TS", `"America/Los_Angeles"`, ".minusDays(1)", "yyyyMMdd"),
+	"DERIVED_RUN_DATE_UTC":                  localDate("DERIVED_RUN_TS", `"UTC"`, "", "yyyyMMdd"),
+	"DERIVED_RUN_DATE_UTC_MINUS_ONE":        localDate("DERIVED_RUN_TS", `"UTC"`, ".minusDays(1)", "yyyyMMdd"),
+	"DERIVED_RUN_DATE_UTC_PLUS_ONE":         localDate("DERIVED_RUN_TS", `"UTC"`, ".plusDays(1)", "yyyyMMdd"),
+	"DERIVED_RUN_DATE_UTC_MINUS_ONE_HOUR":   localDate("DERIVED_RUN_TS", `"UTC"`, ".minusHours(1)", "yyyyMMdd"),
+	"DERIVED_RUN_DATE_UTC_PLUS_ONE_HOUR":    localDate("DERIVED_RUN_TS", `"UTC"`, ".plusHours(1)", "yyyyMMdd"),
+	"DERIVED_RUN_HOUR_US_PACIFIC":           localDate("DERIVED_RUN_TS", `"America/Los_Angeles"`, "", "HH"),
+	"DERIVED_RUN_HOUR_UTC":                  localDate("DERIVED_RUN_TS", `"UTC"`, "", "HH"),
+	"DERIVED_RUN_HOUR_UTC_MINUS_ONE_HOUR":   localDate("DERIVED_RUN_TS", `"UTC"`, ".minusHours(1)", "HH"),
+	"DERIVED_RUN_HOUR_UTC_PLUS_ONE_HOUR":    localDate("DERIVED_RUN_TS", `"UTC"`, ".plusHours(1)", "HH"),
+	"LOCAL_RUN_DATE":                        localDate("RUN_TS", "WORKFLOW_CRON_TIMEZONE", "", "yyyyMMdd"),
+	"RUN_DATE":                              localDate("RUN_TS", `"UTC"`, "", "yyyyMMdd"),
+	// Maestro shifts RUN_TS before the zone for these two; in UTC it is the
+	// same.
+	"RUN_DATE_MINUS_1": localDate("RUN_TS", `"UTC"`, ".minusDays(1)", "yyyyMMdd"),
+	"RUN_DATE_MINUS_7": localDate("RUN_TS", `"UTC"`, ".minusDays(7)", "yyyyMMdd"),
+}
+
+// defaultParams returns the default workflow params with expressions.
+func defaultParams() workflow.Params {
+	out := make(workflow.Params, len(defaultExpressions))
+	for name, expr := range defaultExpressions {
+		typ := workflow.ParamTypeString
+		if name == "DERIVED_RUN_TS" {
+			typ = workflow.ParamTypeLong
+		}
+		e := expr
+		out[name] = workflow.Param{Type: typ, Expression: &e, Mode: workflow.ParamModeMutableOnStart}
+	}
+	return out
+}
+
+// instanceKey carries the WorkflowInput of an evaluation to
+// params.getFromInstance.
+type instanceKey struct{}
+
+// workflowFuncs are the functions workflow params may call.
+var workflowFuncs = map[string]sel.Func{"params.getFromInstance": getFromInstance}
+
+// defaultPrograms are the default params' expressions, compiled once: every
+// run evaluates them, and compiling them each time cost about 200 µs a run.
+var defaultPrograms = sync.OnceValue(func() map[string]*sel.Program {
+	out := make(map[string]*sel.Program, len(defaultExpressions))
+	for name, expr := range defaultExpressions {
+		prog, err := sel.Compile(expr, sel.WithFunctions(workflowFuncs))
+		if err != nil {
+			panic(fmt.Sprintf("params: default param %s does not compile: %v", name, err))
+		}
+		out[name] = prog
+	}
+	return out
+})
+
+// precompiled returns the compiled program of a default param that still
+// has its default expression, else nil.
+func precompiled(name string, def workflow.Param) *sel.Program {
+	if expr, ok := defaultExpressions[name]; !ok || def.Expression == nil || *def.Expression != expr {
+		return nil
+	}
+	return defaultPrograms()[name]
+}
+
+// getFromInstance answers params.getFromInstance for a run's workflow
+// params, as Maestro's does: the initiator's time zone and type, the first
+// time trigger's zone, the run's ids. An unset field is "" (Maestro's
+// "unset"); an unknown one is an error.
+func getFromInstance(ctx context.Context, args []any) (any, error) {
+	in, _ := ctx.Value(instanceKey{}).(*WorkflowInput)
+	if in == nil {
+		return nil, fmt.Errorf("params.getFromInstance is available to workflow params only")
+	}
+	if len(args) != 1 {
+		return nil, fmt.Errorf("params.getFromInstance takes one field name, got %d arguments", len(args))
+	}
+	name, ok := args[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("params.getFromInstance takes a string")
+	}
+	initiatorType, _ := in.Initiator["type"].(string)
+	switch name {
+	case InitiatorTimezone:
+		if strings.EqualFold(initiatorType, "TIME") {
+			tz, _ := in.Initiator["timezone"].(string)
+			return tz, nil
+		}
+		return "", nil
+	case InitiatorType:
+		if initiatorType == "" {
+			return "MANUAL", nil
+		}
+		return initiatorType, nil
+	case FirstTimeTriggerTimezone:
+		if len(in.Workflow.TimeTriggers) > 0 {
+			return in.Workflow.TimeTriggers[0].Timezone, nil
+		}
+		return "", nil
+	case WorkflowID:
+		return in.Workflow.ID, nil
+	case WorkflowInstanceID:
+		return in.InstanceID, nil
+	case WorkflowRunID:
+		return in.RunID, nil
+	}
+	return nil, fmt.Errorf("params.getFromInstance: unknown field %q", name)
+}

@@ -1,0 +1,25 @@
+// Command timetrigger is the time-trigger Lambda: EventBridge Scheduler
+// invokes it every minute, and it fires the due time triggers
+// (engine/scheduler) until none are due or its deadline nears.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
+)
+
+func main() {
+	ctx := context.Background()
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	s, err := lambdaenv.TimeTriggerScheduler(ctx, logger)
+	if err != nil {
+		logger.Error("cold start failed", "error", err.Error())
+		os.Exit(1)
+	}
+	lambda.Start(s.HandleScheduled)
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
+)
+
+// The Lambda's cold-start wiring, invoked with a Scheduler-shaped event
+// against a real database with one due trigger.
+func TestLambdaFiresDueTriggers(t *testing.T) {
+	ctx := context.Background()
+	dsn := dbtest.URL(t)
+	t.Setenv("DATABASE_URL", dsn)
+	t.Setenv("MAESTRO_GROUP_COUNT", "16")
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := workflow.DecodeJSON([]byte(`{"workflow":{"id":"wf","time_triggers":[{"cron":"*/5 * * * *"}],"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := definition.NewStore(pool).Create(ctx, d, "o"); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Truncate(5 * time.Minute)
+	if _, err := pool.Exec(ctx, `UPDATE time_trigger SET next_schedule_at = $1, next_fire_at = $1`, due); err != nil {
+		t.Fatal(err)
+	}
+	s, err := lambdaenv.TimeTriggerScheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	st, err := s.HandleScheduled(ictx, json.RawMessage(`{"scheduled_time":"2024-05-01T10:00:00Z","execution_id":"e","attempt":"1"}`))
+	if err != nil || st.Started != 1 {
+		t.Fatalf("invocation: %+v %v", st, err)
+	}
+	var runTS int64
+	if err := pool.QueryRow(ctx, `SELECT (run_params->'RUN_TS'->>'value')::bigint FROM workflow_instance WHERE workflow_id = 'wf'`).Scan(&runTS); err != nil || runTS != due.UnixMilli() {
+		t.Fatalf("RUN_TS %d (%v), want %d", runTS, err, due.UnixMilli())
+	}
+}
+
+func TestColdStartFailures(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, k := range []string{"DATABASE_URL", "DB_SECRET_ARN", "DB_HOST"} {
+		t.Setenv(k, "")
+	}
+	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger); err == nil {
+		t.Fatal("cold start succeeded with no database configured")
+	}
+	t.Setenv("DATABASE_URL", dbtest.URL(t))
+	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger); err == nil {
+		t.Fatal("cold start succeeded with no group count")
+	}
+	t.Setenv("MAESTRO_GROUP_COUNT", "16")
+	t.Setenv("MAESTRO_TRIGGER_BATCH", "many")
+	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger); err == nil {
+		t.Fatal("cold start succeeded with a malformed batch size")
+	}
+}
