@@ -70,6 +70,10 @@ type Config struct {
 	Observer func(ref Ref, stepID string, attempt int64, status instance.StepStatus, at time.Time)
 	// FlowObserver, when set, is told of every run that ended.
 	FlowObserver func(ref Ref, status instance.WorkflowStatus, at time.Time)
+	// EventsWritten, when set, is called (and must not block) after a write
+	// that recorded an event has committed: an event forwarder in the same
+	// process reads the outbox at once instead of at its next poll.
+	EventsWritten func()
 }
 
 func (c *Config) defaults() error {
@@ -129,6 +133,9 @@ type Engine struct {
 	// defs holds decoded run definitions (defcache.go).
 	defs    *definitionCache
 	readopt chan struct{}
+	// events is set when the engine records the events of its writes
+	// (always, but for benchmarks that measure their cost).
+	events bool
 }
 
 // group is a flow group this node owns, with its live flows.
@@ -217,7 +224,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
-		breakpoints: newBreakpointCache(), defs: newDefinitionCache()}
+		breakpoints: newBreakpointCache(), defs: newDefinitionCache(), events: true}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
 	// idempotent. Engine state writes stay synchronous.
@@ -585,18 +592,43 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	if err != nil {
 		return err
 	}
-	var paramsJSON []byte
+	var paramsJSON, ev []byte
 	var paramErr error
 	if created {
 		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending)
+		if ev, err = e.startEvent(msg.Ref, pending); err != nil {
+			return err
+		}
 	}
-	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON)
+	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev)
 	if err != nil || !ok {
 		return err
 	}
+	e.wroteEvent(ev)
 	// A run that was CREATED when read and had no steps then has none now:
 	// only its flow writes steps, and it is starting here.
 	return e.runFlow(ctx, g, row, paramErr, !created || pending.HasSteps)
+}
+
+// startEvent is the CREATED -> IN_PROGRESS event of a run being started;
+// nil when the engine records no events.
+func (e *Engine) startEvent(ref Ref, row createdRow) ([]byte, error) {
+	if !e.events {
+		return nil, nil
+	}
+	def, err := e.defs.decode(row.Definition)
+	if err != nil {
+		return nil, err
+	}
+	ri := newRunInfo(&def.wf, row.UUID, row.Correlation, row.Depth)
+	return ri.instanceEvent(ref, instance.WorkflowCreated, instance.WorkflowInProgress, time.Now()), nil
+}
+
+// wroteEvent tells the EventsWritten hook that ev was committed.
+func (e *Engine) wroteEvent(ev []byte) {
+	if ev != nil && e.cfg.EventsWritten != nil {
+		e.cfg.EventsWritten()
+	}
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
