@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/api"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/eventsvc"
 	"github.com/maestro-aws/maestro/engine/execution"
 )
 
@@ -49,7 +51,13 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	}
 	defer pool.Close()
 
-	eng, err := startEngine(ctx, pool, logger)
+	events, err := eventsvc.Start(ctx, pool, eventsvc.Options{Logger: logger, Getenv: os.Getenv, Local: true,
+		LinkBase: "http://" + addr, Retention: 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	defer events.Stop()
+	eng, err := startEngine(ctx, pool, logger, events.Wake)
 	if err != nil {
 		return err
 	}
@@ -57,7 +65,7 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 
 	defs := definition.NewStore(pool)
 	handler, err := api.New(api.Config{
-		DB: pool, Logger: logger, TrustUserHeader: true,
+		DB: pool, Logger: logger, TrustUserHeader: true, Events: events.Feed,
 		Definitions: defs, Runs: execution.New(pool, defs, envInt("MAESTRO_GROUP_COUNT", 0)),
 	})
 	if err != nil {
@@ -67,7 +75,9 @@ func dev(ctx context.Context, addr string, stdout io.Writer, logger *slog.Logger
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Requests live in ctx, so that live event streams end on shutdown.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "maestro dev: REST API on http://%s/api/v3 (health: http://%s/api/v3/health)\n", ln.Addr(), ln.Addr())

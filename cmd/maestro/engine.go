@@ -15,6 +15,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/eventsvc"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/queue"
 )
@@ -49,7 +50,12 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer pool.Close()
-	eng, err := startEngine(ctx, pool, logger)
+	events, err := eventsvc.Start(ctx, pool, eventsvc.Options{Logger: logger, Getenv: os.Getenv})
+	if err != nil {
+		return err
+	}
+	defer events.Stop()
+	eng, err := startEngine(ctx, pool, logger, events.Wake)
 	if err != nil {
 		return err
 	}
@@ -61,7 +67,8 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 // startEngine starts an engine node over pool, configured from the
 // environment: MAESTRO_GROUP_COUNT (flow groups), MAESTRO_MAX_GROUPS (groups
 // this node may own), MAESTRO_LEASE (group lease, e.g. 10s), MAESTRO_NODE_ID.
-func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (*flow.Engine, error) {
+// eventsWritten is told of committed writes that recorded events.
+func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, eventsWritten func()) (*flow.Engine, error) {
 	defs := definition.NewStore(pool)
 	eng, err := flow.New(pool, flow.Config{
 		Queue: queue.WorkerConfig{Handlers: map[queue.ID]queue.Handler{
@@ -77,8 +84,9 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (
 		NodeID:     os.Getenv("MAESTRO_NODE_ID"),
 		GroupCount: envInt("MAESTRO_GROUP_COUNT", 0),
 		MaxGroups:  envInt("MAESTRO_MAX_GROUPS", 0),
-		Lease:      envDuration("MAESTRO_LEASE", 0),
-		Logger:     logger,
+		Lease:         envDuration("MAESTRO_LEASE", 0),
+		Logger:        logger,
+		EventsWritten: eventsWritten,
 	})
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 )
 
@@ -40,6 +41,8 @@ type Config struct {
 	// TrustUserHeader makes the `user` request header name the caller when
 	// no identity came from the platform (maestro dev).
 	TrustUserHeader bool
+	// Events serves GET /api/v3/events; nil answers 404.
+	Events *event.Feed
 }
 
 // Server routes and serves the API.
@@ -82,6 +85,7 @@ func (s *Server) routes() {
 	s.instanceRoutes()
 	s.patternRoutes()
 	s.signalRoutes()
+	s.eventRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))

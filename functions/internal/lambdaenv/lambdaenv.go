@@ -15,6 +15,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/api"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 )
 
@@ -39,5 +40,6 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
 		Admins: strings.Fields(strings.ReplaceAll(os.Getenv("MAESTRO_ADMINS"), ",", " ")),
+		Events: event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
 	})
 }
