@@ -81,9 +81,9 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, e
 				return err
 			},
 		}},
-		NodeID:     os.Getenv("MAESTRO_NODE_ID"),
-		GroupCount: envInt("MAESTRO_GROUP_COUNT", 0),
-		MaxGroups:  envInt("MAESTRO_MAX_GROUPS", 0),
+		NodeID:        os.Getenv("MAESTRO_NODE_ID"),
+		GroupCount:    envInt("MAESTRO_GROUP_COUNT", 0),
+		MaxGroups:     envInt("MAESTRO_MAX_GROUPS", 0),
 		Lease:         envDuration("MAESTRO_LEASE", 0),
 		Logger:        logger,
 		EventsWritten: eventsWritten,
