@@ -146,8 +146,8 @@ func TestDefinitionChangeEvents(t *testing.T) {
 	c := e.forward("test")
 	ctx := context.Background()
 	def := `{"properties":{"owner":"tester"},"workflow":{"id":"wf","name":"The WF","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`
-	e.push(def)                                                                                                 // version 1, snapshot 1
-	e.push(`{"workflow":{"id":"wf","name":"The WF","steps":[{"step":{"id":"s2","type":"NoOp"}}]}}`)             // version 2
+	e.push(def)                                                                                                         // version 1, snapshot 1
+	e.push(`{"workflow":{"id":"wf","name":"The WF","steps":[{"step":{"id":"s2","type":"NoOp"}}]}}`)                     // version 2
 	e.push(`{"properties":{"step_concurrency":5},"workflow":{"id":"wf","steps":[{"step":{"id":"s3","type":"NoOp"}}]}}`) // 3 + snapshot 2
 	if _, err := e.defs.UpdateProperties(ctx, "wf", &workflow.Properties{Description: ptr("d")}, definition.Actor{Name: "tester"}); err != nil {
 		t.Fatal(err)
