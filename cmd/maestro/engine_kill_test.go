@@ -49,12 +49,14 @@ func maestroBinary(t *testing.T) string {
 
 const killGroups = 4
 
-// engineProcess runs `maestro engine` against dsn.
-func engineProcess(t *testing.T, dsn, node string, maxGroups string) *exec.Cmd {
+// engineProcess runs `maestro engine` against dsn; env adds to its
+// environment.
+func engineProcess(t *testing.T, dsn, node string, maxGroups string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(maestroBinary(t), "engine")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MAESTRO_NODE_ID="+node,
 		"MAESTRO_GROUP_COUNT=4", "MAESTRO_MAX_GROUPS="+maxGroups, "MAESTRO_LEASE=2s")
+	cmd.Env = append(cmd.Env, env...)
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
 	}

@@ -13,7 +13,8 @@ import (
 // Webhook is a sink that POSTs each external event, as JSON, to a URL
 // (maestro dev's optional webhook). A response other than 2xx is a failure
 // and the event is sent again, so a receiver deduplicates on the
-// X-Maestro-Event-Id header (or the body's event_id).
+// X-Maestro-Event-Id header (or the body's event_id). A failed POST is
+// tried again a few times at once before the forwarder backs off.
 type Webhook struct {
 	url     string
 	cluster string
@@ -47,12 +48,33 @@ func (h *Webhook) Publish(ctx context.Context, evs []Event) error {
 			h.sent = e.Position // nothing could deliver it
 			continue
 		}
-		if err := h.post(ctx, body, m); err != nil {
+		if err := h.deliver(ctx, body, m); err != nil {
 			return fmt.Errorf("webhook event %s: %w", e.EventID(), err)
 		}
 		h.sent = e.Position
 	}
 	return nil
+}
+
+// webhookAttempts is how often one event is POSTed before the batch is
+// reported failed (and the forwarder backs off).
+const webhookAttempts = 3
+
+// deliver POSTs one event, trying again shortly after a failure.
+func (h *Webhook) deliver(ctx context.Context, body []byte, m Meta) error {
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := h.post(ctx, body, m)
+		if err == nil || attempt == webhookAttempts || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
 }
 
 func (h *Webhook) post(ctx context.Context, body []byte, m Meta) error {
