@@ -256,6 +256,16 @@ func (s *Service) evaluate(ctx context.Context, tx pgx.Tx, evs []event.Event) er
 	if err != nil {
 		return err
 	}
+	// Payloads only of the events there is something to evaluate for.
+	var wanted []*event.Event
+	for i := range evs {
+		if cfgs[evs[i].WorkflowID] != nil && evs[i].Type() != event.Alert {
+			wanted = append(wanted, &evs[i])
+		}
+	}
+	if err := event.Payloads(ctx, tx, wanted); err != nil {
+		return err
+	}
 	for _, e := range evs {
 		if e.Type() == event.WorkflowDeletionChange {
 			if _, err := tx.Exec(ctx, sqlWorkflowTimers, e.WorkflowID); err != nil {
@@ -264,7 +274,7 @@ func (s *Service) evaluate(ctx context.Context, tx pgx.Tx, evs []event.Event) er
 			continue
 		}
 		c := cfgs[e.WorkflowID]
-		if c == nil {
+		if c == nil || e.Payload == nil {
 			continue
 		}
 		var err error

@@ -16,11 +16,48 @@ const lockReaderSQL = `
 SELECT tx, event_id, pg_snapshot_xmin(pg_current_snapshot()) FROM maestro_event_cursor
 WHERE name = $1 FOR UPDATE SKIP LOCKED`
 
-// readBelowSQL is readSQL with the horizon given ($4).
+// readBelowSQL is readSQL with the horizon given ($4), without the
+// payloads (Payloads reads those a consumer wants).
 const readBelowSQL = `
-SELECT tx, event_id, kind, workflow_id, created_at, payload FROM maestro_event
+SELECT tx, event_id, kind, workflow_id, created_at, NULL::jsonb FROM maestro_event
 WHERE (tx, event_id) > ($1::xid8, $2::bigint) AND tx < $4::xid8
 ORDER BY tx, event_id LIMIT $3`
+
+// payloadsSQL reads the payloads of events by position.
+const payloadsSQL = `
+SELECT e.tx, e.event_id, e.payload FROM maestro_event e
+JOIN unnest($1::xid8[], $2::bigint[]) AS p(tx, event_id) ON e.tx = p.tx AND e.event_id = p.event_id`
+
+// Payloads fills in the payloads of the given events (Consume hands events
+// to its handler without them: a consumer usually wants few).
+func Payloads(ctx context.Context, tx pgx.Tx, evs []*Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	txs := make([]uint64, len(evs))
+	ids := make([]int64, len(evs))
+	byPos := make(map[Position]*Event, len(evs))
+	for i, e := range evs {
+		txs[i], ids[i] = e.TX, e.ID
+		byPos[e.Position] = e
+	}
+	rows, err := tx.Query(ctx, payloadsSQL, txs, ids)
+	if err != nil {
+		return fmt.Errorf("read event payloads: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p Position
+		var payload []byte
+		if err := rows.Scan(&p.TX, &p.ID, &payload); err != nil {
+			return fmt.Errorf("read event payloads: %w", err)
+		}
+		if e := byPos[p]; e != nil {
+			e.Payload = payload
+		}
+	}
+	return rows.Err()
+}
 
 // EnsureReader creates a reader's cursor at the start of the outbox unless
 // it exists.
@@ -31,8 +68,8 @@ func EnsureReader(ctx context.Context, db *pgxpool.Pool, name string) error {
 	return nil
 }
 
-// Consume hands the next events after a reader's cursor (EnsureReader) to
-// handle, in one transaction with the cursor's move past them: what handle
+// Consume hands the next events after a reader's cursor (EnsureReader),
+// without their payloads (see Payloads), to handle, in one transaction with the cursor's move past them: what handle
 // writes in tx commits exactly once per event, whatever crashes. It returns
 // how many events were handled: 0 when none were due, or when another
 // process holds the reader.

@@ -112,7 +112,8 @@ func (f *Feed) read(ctx context.Context, filter Filter, after Position, limit in
 	for rows.Next() {
 		var e Event
 		var n int64
-		if err := rows.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &e.Payload, &n); err != nil {
+		var payload []byte
+		if err := rows.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &payload, &n); err != nil {
 			rows.Close()
 			return nil, after, false, fmt.Errorf("read events after %s: %w", after, err)
 		}
@@ -120,6 +121,7 @@ func (f *Feed) read(ctx context.Context, filter Filter, after Position, limit in
 			last, scanned = e.Position, n
 			continue
 		}
+		e.Payload = payload
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

@@ -36,8 +36,12 @@ type ForwarderConfig struct {
 	// 500).
 	Batch int
 	// PollInterval is how often the outbox is read when it had nothing new
-	// (default 100ms); Wake reads it at once.
+	// (default 100ms); Wake reads it sooner.
 	PollInterval time.Duration
+	// MinInterval is the least time between two reads that are not full
+	// batches (default 10ms): under load, wake-ups after every write then
+	// cost one read per interval rather than one per write.
+	MinInterval time.Duration
 	// TakeOverInterval is how often a forwarder that is not the leader
 	// tries to become it (default 2s). The lock goes with the leader's
 	// database session, so a leader that dies frees it at once.
@@ -58,6 +62,9 @@ func (c *ForwarderConfig) defaults() error {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.MinInterval <= 0 {
+		c.MinInterval = min(10*time.Millisecond, c.PollInterval)
 	}
 	if c.TakeOverInterval <= 0 {
 		c.TakeOverInterval = 2 * time.Second
@@ -160,18 +167,28 @@ func (f *Forwarder) lead(ctx context.Context) (led bool, err error) {
 	defer func() {
 		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, uerr := conn.Exec(unlockCtx, unlockCursorSQL, f.cfg.Name); uerr != nil {
+		_, uerr := conn.Exec(unlockCtx, unlockCursorSQL, f.cfg.Name)
+		if uerr == nil {
+			_, uerr = conn.Exec(unlockCtx, `RESET synchronous_commit`)
+		}
+		if uerr != nil {
 			// A session whose unlock failed cannot be trusted with the lock
 			// state: close it so the lock goes with it.
 			_ = conn.Conn().Close(unlockCtx)
 		}
 	}()
+	// Cursor moves need not wait for the WAL flush: one lost in a crash
+	// sends its events again, which consumers deduplicate.
+	if _, err := conn.Exec(ctx, `SET synchronous_commit = off`); err != nil {
+		return true, fmt.Errorf("configure the forwarder's session: %w", err)
+	}
 	pos, err := readCursor(ctx, conn, f.cfg.Name)
 	if err != nil {
 		return true, err
 	}
 	touched := time.Now()
 	for {
+		read := time.Now()
 		evs, err := readAfter(ctx, conn, pos, f.cfg.Batch)
 		if err != nil {
 			return true, err
@@ -199,6 +216,13 @@ func (f *Forwarder) lead(ctx context.Context) (led bool, err error) {
 		case <-ctx.Done():
 			return true, nil
 		case <-f.wake:
+			if wait := f.cfg.MinInterval - time.Since(read); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return true, nil
+				case <-time.After(wait):
+				}
+			}
 		case <-time.After(f.cfg.PollInterval):
 		}
 	}

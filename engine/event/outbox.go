@@ -144,13 +144,14 @@ func (e Event) EventID() string { return e.Position.String() }
 
 // Type is the event's type.
 func (e Event) Type() Type {
-	for t, k := range kinds {
-		if k == e.Kind {
-			return t
-		}
+	if e.Kind < 1 || int(e.Kind) > len(typesByKind) {
+		return ""
 	}
-	return ""
+	return typesByKind[e.Kind-1]
 }
+
+// typesByKind is kinds inverted.
+var typesByKind = Types()
 
 // Record is an event to write: what the outbox row holds besides its
 // position.
@@ -256,9 +257,14 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
+// scanEvent reads an event row. The payload is scanned as bytes: into a
+// json.RawMessage pgx would validate it with json.Unmarshal, which costs
+// more than the rest of the read.
 func scanEvent(r pgx.CollectableRow) (Event, error) {
 	var e Event
-	err := r.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &e.Payload)
+	var payload []byte
+	err := r.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &payload)
+	e.Payload = payload
 	return e, err
 }
 

@@ -50,6 +50,12 @@ func testLogger() *slog.Logger {
 // engine starts an engine node; it stops when the test ends.
 func (e *env) engine(cfg flow.Config) *flow.Engine {
 	e.t.Helper()
+	return e.engineWith(cfg, nil)
+}
+
+// engineWith is engine with a hook that runs before the engine starts.
+func (e *env) engineWith(cfg flow.Config, before func(*flow.Engine)) *flow.Engine {
+	e.t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger()
 	}
@@ -66,6 +72,9 @@ func (e *env) engine(cfg flow.Config) *flow.Engine {
 	eng, err := flow.New(e.pool, cfg)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if before != nil {
+		before(eng)
 	}
 	if err := eng.Start(context.Background()); err != nil {
 		e.t.Fatal(err)

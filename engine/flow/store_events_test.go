@@ -3,10 +3,12 @@ package flow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
@@ -119,5 +121,55 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 	}
 	if seq != 3 { // start, re-stamp, end
 		t.Errorf("the end's event has seq %d, want the run's seq 3", seq)
+	}
+}
+
+// BenchmarkStepWrites: what recording the event in the statement costs a
+// step's two writes (the insert of CREATED ... STARTING and the update to
+// SUCCEEDED), with the engine's real statements and payloads, without the
+// rest of the engine around them.
+func BenchmarkStepWrites(b *testing.B) {
+	for _, events := range []bool{false, true} {
+		b.Run(map[bool]string{false: "events=off", true: "events=on"}[events], func(b *testing.B) {
+			db := dbtest.Pool(b)
+			ctx := context.Background()
+			s := &store{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+                    group_count, group_id, status, definition, timeout_seconds, generation)
+                VALUES ('wf', 1, 1, 1, gen_random_uuid(), 1, 0, 'IN_PROGRESS', '{"id":"wf","steps":[]}', 60, 1)`); err != nil {
+				b.Fatal(err)
+			}
+			f := &flowActor{ref: Ref{WorkflowID: "wf", InstanceID: 1, RunID: 1}, info: runInfo{uuid: "5f0c2a7e-1b1d-4c33-9d6e-2f4b8a9c0d11",
+				correlation: "wf:1:1", stepIndex: map[string]int64{}}}
+			i := 0
+			b.ResetTimer()
+			for b.Loop() {
+				i++
+				a := &stepActor{f: f, id: fmt.Sprintf("s%d", i), attempt: 1, uuid: uuid.NewString(), durable: instance.StepNotCreated}
+				tl := []instance.TimelineEvent{}
+				for _, st := range []instance.StepStatus{instance.StepCreated, instance.StepInitialized, instance.StepWaitingForSignals,
+					instance.StepEvaluatingParams, instance.StepWaitingForPermits, instance.StepStarting} {
+					tl = append(tl, instance.StatusEvent(string(st), ""))
+				}
+				w := stepWrite{Status: instance.StepStarting, Seq: 1, Timeline: tl, Start: true}
+				if events {
+					w.Event = a.stepEvent(1, tl)
+				}
+				if err := s.insertStep(ctx, f.ref, 1, a.id, 1, a.uuid, "NoOp", w); err != nil {
+					b.Fatal(err)
+				}
+				a.durable = instance.StepStarting
+				tl = []instance.TimelineEvent{instance.StatusEvent("RUNNING", ""), instance.StatusEvent("FINISHING", ""),
+					instance.StatusEvent("SUCCEEDED", "")}
+				w = stepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: tl, End: true}
+				if events {
+					w.Event = a.stepEvent(2, tl)
+				}
+				if err := s.updateStep(ctx, f.ref, 1, a.id, 1, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
+		})
 	}
 }
