@@ -130,8 +130,19 @@ func (s *Service) consumeLoop(ctx context.Context) {
 	}
 }
 
+// AlertRetention is how long the record of an alert is kept: a run alive
+// longer than this could be alerted again of the same type.
+const AlertRetention = 90 * 24 * time.Hour
+
 func (s *Service) timerLoop(ctx context.Context) {
+	var cleaned time.Time
 	for ctx.Err() == nil {
+		if time.Since(cleaned) > time.Hour {
+			if _, err := s.db.Exec(ctx, sqlForgetAlerts, AlertRetention); err != nil {
+				s.warn(ctx, "forget old alerts", err)
+			}
+			cleaned = time.Now()
+		}
 		wait := s.cfg.TimerInterval
 		n, err := s.FireDue(ctx)
 		if err != nil {

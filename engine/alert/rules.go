@@ -84,6 +84,8 @@ FROM (SELECT start_time, end_time FROM workflow_instance
 const sqlSucceededSince = `
 SELECT EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 AND status = 'SUCCEEDED' AND end_time > $2)`
 
+const sqlForgetAlerts = `DELETE FROM maestro_alert WHERE created_at < now() - $1::interval`
+
 // timerBatch is how many due timers one transaction fires.
 const timerBatch = 100
 
