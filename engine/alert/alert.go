@@ -13,10 +13,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/startstop"
 )
 
 // Reader is the alerting service's cursor in the outbox.
@@ -41,12 +42,9 @@ type Config struct {
 // Service evaluates alerting. Several engine nodes may run one: one of them
 // reads the events at a time, and timers are fired with SKIP LOCKED.
 type Service struct {
-	db  *pgxpool.Pool
-	cfg Config
-
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	db     *pgxpool.Pool
+	cfg    Config
+	runner startstop.Runner
 }
 
 // New builds the service over db.
@@ -68,38 +66,11 @@ func New(db *pgxpool.Pool, cfg Config) (*Service, error) {
 
 // Start runs the service until Stop; it does not block.
 func (s *Service) Start(ctx context.Context) error {
-	if s.done != nil {
-		return errors.New("alert service already started")
-	}
-	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.done = make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		s.consumeLoop(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		s.timerLoop(ctx)
-	}()
-	go func() {
-		wg.Wait()
-		close(s.done)
-	}()
-	return nil
+	return s.runner.Start(ctx, s.consumeLoop, s.timerLoop)
 }
 
 // Stop stops the service and waits for it. Idempotent.
-func (s *Service) Stop() {
-	s.once.Do(func() {
-		if s.cancel == nil {
-			return
-		}
-		s.cancel()
-		<-s.done
-	})
-}
+func (s *Service) Stop() { s.runner.Stop() }
 
 func (s *Service) consumeLoop(ctx context.Context) {
 	ready := false

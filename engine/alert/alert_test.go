@@ -4,142 +4,48 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/alert"
-	"github.com/maestro-aws/maestro/engine/dbtest"
-	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
-	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
-type env struct {
-	t    *testing.T
-	pool *pgxpool.Pool
-	defs *definition.Store
-	runs *execution.Service
-}
+type env struct{ *flowtest.Env }
 
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	pool := dbtest.Pool(t)
-	defs := definition.NewStore(pool)
-	return &env{t: t, pool: pool, defs: defs, runs: execution.New(pool, defs, 4)}
-}
-
-func logger() *slog.Logger {
-	if os.Getenv("MAESTRO_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-type failing struct{}
-
-func (failing) Start(context.Context, *stepruntime.Attempt) stepruntime.Result {
-	return stepruntime.Result{State: stepruntime.Done}
-}
-
-func (failing) Execute(context.Context, *stepruntime.Attempt) stepruntime.Result {
-	return stepruntime.Result{State: stepruntime.UserError, Message: "exit code 3"}
-}
-
-func (failing) Terminate(context.Context, *stepruntime.Attempt) stepruntime.Result {
-	return stepruntime.Result{State: stepruntime.Stopped}
-}
-
-func (e *env) engine() {
-	e.t.Helper()
-	rt := stepruntime.Builtins()
-	rt["Fail"] = failing{}
-	cfg := flow.Config{Logger: logger(), GroupCount: 4, Lease: 2 * time.Second, Runtimes: rt}
-	cfg.Queue.SweepInterval = 200 * time.Millisecond
-	eng, err := flow.New(e.pool, cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := eng.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(eng.Stop)
-}
+func newEnv(t *testing.T) *env { return &env{flowtest.New(t)} }
 
 func (e *env) alerts(timers time.Duration) *alert.Service {
-	e.t.Helper()
-	s, err := alert.New(e.pool, alert.Config{Logger: logger(), LinkBase: "http://maestro.test", PollInterval: 20 * time.Millisecond,
+	e.T.Helper()
+	s, err := alert.New(e.Pool, alert.Config{Logger: flowtest.Logger(), LinkBase: "http://maestro.test", PollInterval: 20 * time.Millisecond,
 		TimerInterval: timers})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	if err := s.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	e.t.Cleanup(s.Stop)
+	e.T.Cleanup(s.Stop)
 	return s
-}
-
-func (e *env) push(def string) {
-	e.t.Helper()
-	d, err := workflow.DecodeJSON([]byte(def))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := (workflow.Validator{StepTypes: append(workflow.DefaultStepTypes(), "Fail")}).Validate(d); err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.defs.Create(context.Background(), d, "tester"); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-func (e *env) start(wf string) *execution.Instance {
-	e.t.Helper()
-	res, err := e.runs.Start(context.Background(), execution.StartRequest{WorkflowID: wf, Version: "latest"})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return res.Instance
-}
-
-func (e *env) wait(inst *execution.Instance) *execution.Instance {
-	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got, err := e.runs.Instance(context.Background(), inst.WorkflowID, inst.InstanceID, inst.RunID)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if got.Status.IsTerminal() {
-			return got
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("run %s/%d still %s", inst.WorkflowID, inst.InstanceID, got.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // alertsOf returns the alerts written for a workflow.
 func (e *env) alertsOf(wf string) []event.AlertEvent {
-	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT payload FROM maestro_event WHERE kind = 9 AND workflow_id = $1
+	e.T.Helper()
+	rows, err := e.Pool.Query(context.Background(), `SELECT payload FROM maestro_event WHERE kind = 9 AND workflow_id = $1
         ORDER BY tx, event_id`, wf)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (event.AlertEvent, error) {
 		var a event.AlertEvent
@@ -150,27 +56,27 @@ func (e *env) alertsOf(wf string) []event.AlertEvent {
 		return a, json.Unmarshal(b, &a)
 	})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return out
 }
 
 // caughtUp waits until the alerting service has read every event.
 func (e *env) caughtUp() {
-	e.t.Helper()
+	e.T.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var behind bool
-		err := e.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM maestro_event e, maestro_event_cursor c
+		err := e.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM maestro_event e, maestro_event_cursor c
             WHERE c.name = $1 AND (e.tx, e.event_id) > (c.tx, c.event_id) AND e.kind <> 9)`, alert.Reader).Scan(&behind)
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if !behind {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatal("the alerting service did not catch up")
+			e.T.Fatal("the alerting service did not catch up")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -191,20 +97,20 @@ func types(as []event.AlertEvent) []string {
 func TestFailingStepRaisesOneAlert(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.engine()
+	e.Engine(flow.Config{})
 	e.alerts(50 * time.Millisecond)
 	const steps = `"steps":[
 		{"step":{"id":"a","type":"Fail","retry_policy":{"error_retry_limit":1,"backoff":{"type":"FIXED_BACKOFF","error_retry_backoff_in_secs":0}}}},
 		{"step":{"id":"b","type":"Fail","retry_policy":{"error_retry_limit":0}}}]`
-	e.push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL","alerting":{"emails":["oncall@example.com"],
+	e.Push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL","alerting":{"emails":["oncall@example.com"],
 		"slack":{"channels":["#data"]},"type_configs":{"STEP_FAILURE":{"pagerduties":["data-pager"],"actions":["email","page"]}}}},
-		"workflow":{"id":"alerted",` + steps + `}}`)
-	e.push(`{"properties":{"owner":"tester","alerting":{"emails":["x@example.com"]},"alerting_disabled":true},
-		"workflow":{"id":"muted",` + steps + `}}`)
-	e.push(`{"workflow":{"id":"plain",` + steps + `}}`)
-	runs := []*execution.Instance{e.start("alerted"), e.start("alerted"), e.start("muted"), e.start("plain")}
+		"workflow":{"id":"alerted",`+steps+`}}`, "tester")
+	e.Push(`{"properties":{"owner":"tester","alerting":{"emails":["x@example.com"]},"alerting_disabled":true},
+		"workflow":{"id":"muted",`+steps+`}}`, "tester")
+	e.Push(`{"workflow":{"id":"plain",`+steps+`}}`, "tester")
+	runs := []*execution.Instance{e.Start("alerted"), e.Start("alerted"), e.Start("muted"), e.Start("plain")}
 	for _, r := range runs {
-		if got := e.wait(r); got.Status != instance.WorkflowFailed {
+		if got := e.Wait(r, time.Minute); got.Status != instance.WorkflowFailed {
 			t.Fatalf("run ended %s", got.Status)
 		}
 	}
@@ -215,7 +121,7 @@ func TestFailingStepRaisesOneAlert(t *testing.T) {
 	}
 	a := as[0]
 	if a.AlertType != "STEP_FAILURE" || a.Status != "FATALLY_FAILED" || a.WorkflowUUID == "" || a.StepID == "" ||
-		!strings.Contains(a.Reason, "exit code 3") ||
+		!strings.Contains(a.Reason, flowtest.FailMessage) ||
 		a.Link != fmt.Sprintf("http://maestro.test/api/v3/workflows/alerted/instances/%d/runs/1", a.WorkflowInstanceID) ||
 		!slices.Equal(a.Recipients.Emails, []string{"oncall@example.com"}) || !slices.Equal(a.Recipients.Pagerduties, []string{"data-pager"}) ||
 		a.Recipients.Slack == nil || a.Recipients.Slack.Channels[0] != "#data" || !slices.Equal(a.Actions, []string{"email", "page"}) {
@@ -233,17 +139,17 @@ func TestFailingStepRaisesOneAlert(t *testing.T) {
 func TestTctViolationRaisesOneAlert(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.engine()
+	e.Engine(flow.Config{})
 	due := time.Now().Add(1500 * time.Millisecond).UnixMilli()
-	e.push(fmt.Sprintf(`{"properties":{"owner":"tester","run_strategy":"PARALLEL","alerting":{"emails":["oncall@example.com"],
+	e.Push(fmt.Sprintf(`{"properties":{"owner":"tester","run_strategy":"PARALLEL","alerting":{"emails":["oncall@example.com"],
 		"tct":{"completed_by_ts":%d},"type_configs":{"TCT_VIOLATION":{"actions":["email","cancel"]}}}},
-		"workflow":{"id":"late","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`, due))
-	e.push(fmt.Sprintf(`{"properties":{"owner":"tester","alerting":{"tct":{"completed_by_ts":%d}}},
-		"workflow":{"id":"quick","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, due))
+		"workflow":{"id":"late","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`, due), "tester")
+	e.Push(fmt.Sprintf(`{"properties":{"owner":"tester","alerting":{"tct":{"completed_by_ts":%d}}},
+		"workflow":{"id":"quick","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, due), "tester")
 	e.alerts(50 * time.Millisecond)
-	late, quick := e.start("late"), e.start("quick")
-	e.wait(quick)
-	got := e.wait(late) // stopped by the cancel action
+	late, quick := e.Start("late"), e.Start("quick")
+	e.Wait(quick, time.Minute)
+	got := e.Wait(late, time.Minute) // stopped by the cancel action
 	if got.Status != instance.WorkflowStopped || time.Now().UnixMilli() < due {
 		t.Fatalf("late run ended %s before its TCT passed", got.Status)
 	}
@@ -264,12 +170,12 @@ func TestTctViolationRaisesOneAlert(t *testing.T) {
 func TestTctViolationAtTheEnd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.engine()
-	e.push(fmt.Sprintf(`{"properties":{"owner":"tester","alerting":{"tct":{"completed_by_ts":%d}}},
+	e.Engine(flow.Config{})
+	e.Push(fmt.Sprintf(`{"properties":{"owner":"tester","alerting":{"tct":{"completed_by_ts":%d}}},
 		"workflow":{"id":"slowish","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":1}}]}}`,
-		time.Now().Add(300*time.Millisecond).UnixMilli()))
+		time.Now().Add(300*time.Millisecond).UnixMilli()), "tester")
 	e.alerts(time.Hour) // the first look at the timers is before any exists
-	e.wait(e.start("slowish"))
+	e.Wait(e.Start("slowish"), time.Minute)
 	e.caughtUp()
 	as := e.alertsOf("slowish")
 	if len(as) != 1 || as[0].AlertType != "TCT_VIOLATION" || as[0].Status != "SUCCEEDED" {
@@ -284,18 +190,18 @@ func TestConfiguredAlertTypes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	e.push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL","alerting":{"emails":["o@example.com"],"type_configs":{
+	e.Push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL","alerting":{"emails":["o@example.com"],"type_configs":{
 		"BREAKPOINT_HIT":{},"RUN_SUCCESS":{},"DEFINITION_CHANGE":{},"LONG_RUNNING":{"duration_minutes":5},
 		"SUCCESS_WITHIN":{"duration_minutes":60}}}},
-		"workflow":{"id":"many","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`)
-	if _, err := e.pool.Exec(ctx, `INSERT INTO step_breakpoint (workflow_id, step_id, instance_id) VALUES ('many', 's', 2)`); err != nil {
+		"workflow":{"id":"many","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, "tester")
+	if _, err := e.Pool.Exec(ctx, `INSERT INTO step_breakpoint (workflow_id, step_id, instance_id) VALUES ('many', 's', 2)`); err != nil {
 		t.Fatal(err)
 	}
-	e.engine()
+	e.Engine(flow.Config{})
 	e.alerts(50 * time.Millisecond)
-	ok := e.start("many")
-	paused := e.start("many")
-	e.wait(ok)
+	ok := e.Start("many")
+	paused := e.Start("many")
+	e.Wait(ok, time.Minute)
 	deadline := time.Now().Add(30 * time.Second)
 	for !slices.Contains(types(e.alertsOf("many")), "BREAKPOINT_HIT") {
 		if time.Now().After(deadline) {
@@ -305,7 +211,7 @@ func TestConfiguredAlertTypes(t *testing.T) {
 	}
 	// The paused run's LONG_RUNNING timer is armed five minutes out; make
 	// it due now.
-	if _, err := e.pool.Exec(ctx, `UPDATE maestro_alert_timer SET due_at = now() WHERE alert_type = 'LONG_RUNNING' AND instance_id = $1`,
+	if _, err := e.Pool.Exec(ctx, `UPDATE maestro_alert_timer SET due_at = now() WHERE alert_type = 'LONG_RUNNING' AND instance_id = $1`,
 		paused.InstanceID); err != nil {
 		t.Fatal(err)
 	}
@@ -318,10 +224,10 @@ func TestConfiguredAlertTypes(t *testing.T) {
 	// SUCCESS_WITHIN was re-armed by the success, an hour out; make it due
 	// now, with the success older than the hour.
 	e.caughtUp()
-	if _, err := e.pool.Exec(ctx, `UPDATE workflow_instance SET end_time = now() - interval '2 hours' WHERE workflow_id = 'many'`); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE workflow_instance SET end_time = now() - interval '2 hours' WHERE workflow_id = 'many'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.pool.Exec(ctx, `UPDATE maestro_alert_timer SET due_at = now() WHERE alert_type = 'SUCCESS_WITHIN'`); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE maestro_alert_timer SET due_at = now() WHERE alert_type = 'SUCCESS_WITHIN'`); err != nil {
 		t.Fatal(err)
 	}
 	for !slices.Contains(types(e.alertsOf("many")), "SUCCESS_WITHIN") {

@@ -166,6 +166,30 @@ func loadConfigs(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*conf
 	return out, rows.Err()
 }
 
+// runRow is what alerting reads of a run.
+type runRow struct {
+	uuid           string
+	status         instance.WorkflowStatus
+	group          int32
+	params         []byte
+	created        time.Time
+	started, ended *time.Time
+}
+
+// readRun reads a run; ok is false when it no longer exists (deleted).
+func readRun(ctx context.Context, tx pgx.Tx, workflowID string, instanceID, runID int64) (runRow, bool, error) {
+	var r runRow
+	err := tx.QueryRow(ctx, sqlRun, workflowID, instanceID, runID).Scan(&r.uuid, &r.status, &r.group, &r.params,
+		&r.created, &r.started, &r.ended)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, fmt.Errorf("read run %s/%d/%d: %w", workflowID, instanceID, runID, err)
+	}
+	return r, true, nil
+}
+
 // alert is one alert to raise.
 type alert struct {
 	key string
@@ -216,22 +240,12 @@ func (s *Service) raise(ctx context.Context, tx pgx.Tx, a alert) error {
 	if tag.RowsAffected() == 0 || !a.cancel || !a.tc.HasAction("cancel") {
 		return nil
 	}
-	var uuid string
-	var status instance.WorkflowStatus
-	var group int32
-	var ignore []byte
-	var t0, t1, t2 *time.Time
 	ref := flow.Ref{WorkflowID: a.ev.WorkflowID, InstanceID: a.ev.WorkflowInstanceID, RunID: a.ev.WorkflowRunID}
-	if err := tx.QueryRow(ctx, sqlRun, ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&uuid, &status, &group, &ignore, &t0, &t1, &t2); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		return fmt.Errorf("read run %s: %w", ref, err)
+	rr, ok, err := readRun(ctx, tx, ref.WorkflowID, ref.InstanceID, ref.RunID)
+	if err != nil || !ok || rr.status.IsTerminal() {
+		return err
 	}
-	if status.IsTerminal() {
-		return nil
-	}
-	_, err = queue.Enqueue(ctx, tx, queue.InstanceAction, group, flow.ActionMessage{Ref: ref, Group: group,
+	_, err = queue.Enqueue(ctx, tx, queue.InstanceAction, rr.group, flow.ActionMessage{Ref: ref, Group: rr.group,
 		Action: flow.ActionStop, Reason: "stopped by the cancel action of its " + a.ev.AlertType + " alert"})
 	return err
 }
@@ -424,25 +438,16 @@ func (s *Service) armRun(ctx context.Context, tx pgx.Tx, c *config, r run, at ti
 	if !tctOn && !lrOn {
 		return nil
 	}
-	var uuid string
-	var status instance.WorkflowStatus
-	var group int32
-	var rawParams []byte
-	var created time.Time
-	var started, ended *time.Time
-	err := tx.QueryRow(ctx, sqlRun, r.workflowID, r.instanceID, r.runID).Scan(&uuid, &status, &group, &rawParams, &created, &started, &ended)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read run %s/%d/%d: %w", r.workflowID, r.instanceID, r.runID, err)
+	rr, ok, err := readRun(ctx, tx, r.workflowID, r.instanceID, r.runID)
+	if err != nil || !ok {
+		return err
 	}
 	if tctOn {
 		var vals params.Values
-		if len(rawParams) > 2 {
-			_ = json.Unmarshal(rawParams, &vals)
+		if len(rr.params) > 2 {
+			_ = json.Unmarshal(rr.params, &vals)
 		}
-		due, err := Deadline(c.a.Tct, vals, created)
+		due, err := Deadline(c.a.Tct, vals, rr.created)
 		if err == nil {
 			d, _ := json.Marshal(timerDetails{UUID: r.uuid, Deadline: due.UTC().Format(time.RFC3339)})
 			if _, err := tx.Exec(ctx, sqlArm, r.workflowID, r.instanceID, r.runID, string(workflow.AlertTctViolation), "", 0, due, d); err != nil {
@@ -452,8 +457,8 @@ func (s *Service) armRun(ctx context.Context, tx pgx.Tx, c *config, r run, at ti
 	}
 	if lrOn {
 		start := at
-		if started != nil {
-			start = *started
+		if rr.started != nil {
+			start = *rr.started
 		}
 		threshold, usual := time.Duration(0), false
 		if lr.DurationMinutes != nil {
@@ -599,18 +604,12 @@ func (s *Service) fire(ctx context.Context, tx pgx.Tx, c *config, tc workflow.Al
 				Reason: fmt.Sprintf("no run of workflow %s succeeded within %d minutes (since %s)", r.workflowID,
 					d.ThresholdMinutes, since.UTC().Format(time.RFC3339))}})
 	}
-	var status instance.WorkflowStatus
-	var group int32
-	var rawParams []byte
-	var created time.Time
-	var started, ended *time.Time
-	err := tx.QueryRow(ctx, sqlRun, r.workflowID, r.instanceID, r.runID).Scan(&r.uuid, &status, &group, &rawParams, &created, &started, &ended)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // deleted
+	rr, ok, err := readRun(ctx, tx, r.workflowID, r.instanceID, r.runID)
+	if err != nil || !ok {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("read run %s/%d/%d: %w", r.workflowID, r.instanceID, r.runID, err)
-	}
+	r.uuid = rr.uuid
+	status, started, ended := rr.status, rr.started, rr.ended
 	live := !status.IsTerminal()
 	switch t {
 	case workflow.AlertTctViolation:
@@ -629,7 +628,7 @@ func (s *Service) fire(ctx context.Context, tx pgx.Tx, c *config, tc workflow.Al
 		if !live {
 			return nil
 		}
-		start := created
+		start := rr.created
 		if started != nil {
 			start = *started
 		}

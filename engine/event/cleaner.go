@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/startstop"
 )
 
 // CleanerConfig configures a Cleaner.
@@ -35,9 +36,7 @@ type CleanerConfig struct {
 type Cleaner struct {
 	db     *pgxpool.Pool
 	cfg    CleanerConfig
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	runner startstop.Runner
 }
 
 // NewCleaner builds a cleaner over db.
@@ -61,40 +60,25 @@ func NewCleaner(db *pgxpool.Pool, cfg CleanerConfig) (*Cleaner, error) {
 }
 
 // Start runs the cleaner until Stop; it does not block.
-func (c *Cleaner) Start(ctx context.Context) error {
-	if c.done != nil {
-		return errors.New("event cleaner already started")
-	}
-	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.done = make(chan struct{})
-	go func() {
-		defer close(c.done)
-		t := time.NewTicker(c.cfg.Interval)
-		defer t.Stop()
-		for {
-			if _, err := c.Clean(ctx); err != nil && ctx.Err() == nil {
-				c.cfg.Logger.Warn("clean old events", "error", err.Error())
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+func (c *Cleaner) Start(ctx context.Context) error { return c.runner.Start(ctx, c.run) }
+
+func (c *Cleaner) run(ctx context.Context) {
+	t := time.NewTicker(c.cfg.Interval)
+	defer t.Stop()
+	for {
+		if _, err := c.Clean(ctx); err != nil && ctx.Err() == nil {
+			c.cfg.Logger.Warn("clean old events", "error", err.Error())
 		}
-	}()
-	return nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Stop stops the cleaner and waits for it. Idempotent.
-func (c *Cleaner) Stop() {
-	c.once.Do(func() {
-		if c.cancel == nil {
-			return
-		}
-		c.cancel()
-		<-c.done
-	})
-}
+func (c *Cleaner) Stop() { c.runner.Stop() }
 
 // Clean deletes what is due now and returns how many events it deleted.
 func (c *Cleaner) Clean(ctx context.Context) (int64, error) {

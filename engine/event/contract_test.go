@@ -13,6 +13,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -120,7 +121,7 @@ func compareShapes(path string, got, want []field) []string {
 func TestEventContract(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.engine()
+	e.Engine(flow.Config{})
 	c := e.forward("contract")
 	ctx := context.Background()
 	actor := definition.Actor{Name: "dana"}
@@ -130,25 +131,25 @@ func TestEventContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.defs.CreateAs(ctx, d, actor); err != nil {
+	if _, err := e.Defs.CreateAs(ctx, d, actor); err != nil {
 		t.Fatal(err)
 	}
 	d.Properties = nil
 	d.Workflow.Description = "version two"
-	if _, err := e.defs.CreateAs(ctx, d, actor); err != nil {
+	if _, err := e.Defs.CreateAs(ctx, d, actor); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.defs.UpdateProperties(ctx, "orders-daily", &workflow.Properties{Description: ptr("all orders")}, actor); err != nil {
+	if _, err := e.Defs.UpdateProperties(ctx, "orders-daily", &workflow.Properties{Description: ptr("all orders")}, actor); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.defs.Activate(ctx, "orders-daily", "1", actor); err != nil {
+	if _, err := e.Defs.Activate(ctx, "orders-daily", "1", actor); err != nil {
 		t.Fatal(err)
 	}
-	e.wait(e.start("orders-daily"), time.Minute)
-	if _, err := e.defs.Deactivate(ctx, "orders-daily", actor); err != nil {
+	e.Wait(e.Start("orders-daily"), time.Minute)
+	if _, err := e.Defs.Deactivate(ctx, "orders-daily", actor); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.defs.Delete(ctx, "orders-daily", actor); err != nil {
+	if _, err := e.Defs.Delete(ctx, "orders-daily", actor); err != nil {
 		t.Fatal(err)
 	}
 	e.drained(c)

@@ -11,6 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -24,83 +25,83 @@ import (
 func TestEveryStatusChangeIsOneEvent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.engine()
+	e.Engine(flow.Config{})
 	c := e.forward("test")
 	c.mu.Lock()
 	c.fail = 2 // the sink refuses its first two batches: they come again
 	c.mu.Unlock()
 	ctx := context.Background()
 
-	e.push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"mix","steps":[
+	e.Push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"mix","steps":[
 		{"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"true","c":"true"}}}},
 		{"step":{"id":"b","type":"Sleep","sleep_seconds":0.1}},
 		{"step":{"id":"c","type":"Fail","failure_mode":"IGNORE_FAILURE",
-		  "retry_policy":{"error_retry_limit":1,"backoff":{"type":"FIXED_BACKOFF","error_retry_backoff_in_secs":0}}}}]}}`)
-	e.push(`{"workflow":{"id":"fails","steps":[
+		  "retry_policy":{"error_retry_limit":1,"backoff":{"type":"FIXED_BACKOFF","error_retry_backoff_in_secs":0}}}}]}}`, "tester")
+	e.Push(`{"workflow":{"id":"fails","steps":[
 		{"step":{"id":"x","type":"Fail","retry_policy":{"error_retry_limit":0},"transition":{"successors":{"y":"true"}}}},
-		{"step":{"id":"y","type":"NoOp"}}]}}`)
-	e.push(`{"workflow":{"id":"slow","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`)
-	e.push(`{"properties":{"owner":"tester","run_strategy":"FIRST_ONLY"},"workflow":{"id":"first","steps":[
-		{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`)
-	e.push(`{"properties":{"owner":"tester","run_strategy":"LAST_ONLY"},"workflow":{"id":"last","steps":[
-		{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`)
-	e.push(`{"workflow":{"id":"child","steps":[{"step":{"id":"k","type":"NoOp"}}]}}`)
-	e.push(`{"workflow":{"id":"parent","steps":[
+		{"step":{"id":"y","type":"NoOp"}}]}}`, "tester")
+	e.Push(`{"workflow":{"id":"slow","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`, "tester")
+	e.Push(`{"properties":{"owner":"tester","run_strategy":"FIRST_ONLY"},"workflow":{"id":"first","steps":[
+		{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`, "tester")
+	e.Push(`{"properties":{"owner":"tester","run_strategy":"LAST_ONLY"},"workflow":{"id":"last","steps":[
+		{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`, "tester")
+	e.Push(`{"workflow":{"id":"child","steps":[{"step":{"id":"k","type":"NoOp"}}]}}`, "tester")
+	e.Push(`{"workflow":{"id":"parent","steps":[
 		{"subworkflow":{"id":"sw","params":{"subworkflow_id":{"type":"STRING","value":"child"}},
 		  "transition":{"successors":{"loop":"true"}}}},
 		{"foreach":{"id":"loop","params":{"loop_params":{"type":"MAP","value":{"i":{"type":"LONG_ARRAY","value":[1,2,3]}}}},
-		  "steps":[{"step":{"id":"body","type":"NoOp"}}]}}]}}`)
+		  "steps":[{"step":{"id":"body","type":"NoOp"}}]}}]}}`, "tester")
 
-	mix := e.start("mix")
-	fails := e.start("fails")
-	parent := e.start("parent")
-	slow1 := e.start("slow")
-	slow2 := e.start("slow") // queued behind slow1 (SEQUENTIAL)
-	first1 := e.start("first")
-	first2 := e.start("first") // dropped by FIRST_ONLY
-	last1 := e.start("last")
-	last2 := e.start("last") // queued; stops last1
-	last3 := e.start("last") // supersedes last2
+	mix := e.Start("mix")
+	fails := e.Start("fails")
+	parent := e.Start("parent")
+	slow1 := e.Start("slow")
+	slow2 := e.Start("slow") // queued behind slow1 (SEQUENTIAL)
+	first1 := e.Start("first")
+	first2 := e.Start("first") // dropped by FIRST_ONLY
+	last1 := e.Start("last")
+	last2 := e.Start("last") // queued; stops last1
+	last3 := e.Start("last") // supersedes last2
 
-	if got := e.wait(mix, time.Minute); got.Status != instance.WorkflowSucceeded {
+	if got := e.Wait(mix, time.Minute); got.Status != instance.WorkflowSucceeded {
 		t.Fatalf("mix ended %s", got.Status)
 	}
-	if got := e.wait(fails, time.Minute); got.Status != instance.WorkflowFailed {
+	if got := e.Wait(fails, time.Minute); got.Status != instance.WorkflowFailed {
 		t.Fatalf("fails ended %s", got.Status)
 	}
-	if got := e.wait(parent, time.Minute); got.Status != instance.WorkflowSucceeded {
+	if got := e.Wait(parent, time.Minute); got.Status != instance.WorkflowSucceeded {
 		t.Fatalf("parent ended %s", got.Status)
 	}
 	// Skip the failed step of the ended run: a restart that records it
 	// SKIPPED.
-	res, err := e.runs.StepAct(ctx, "fails", fails.InstanceID, 0, "x", flow.StepSkip)
+	res, err := e.Runs.StepAct(ctx, "fails", fails.InstanceID, 0, "x", flow.StepSkip)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.wait(res.Restarted, time.Minute)
-	if _, err := e.runs.Act(ctx, "slow", slow2.InstanceID, 0, flow.ActionStop); err != nil {
+	e.Wait(res.Restarted, time.Minute)
+	if _, err := e.Runs.Act(ctx, "slow", slow2.InstanceID, 0, flow.ActionStop); err != nil {
 		t.Fatal(err)
 	}
-	e.wait(slow2, time.Minute)
-	if _, err := e.runs.ActOnAll(ctx, "slow", flow.ActionStop); err != nil {
+	e.Wait(slow2, time.Minute)
+	if _, err := e.Runs.ActOnAll(ctx, "slow", flow.ActionStop); err != nil {
 		t.Fatal(err)
 	}
-	e.wait(slow1, time.Minute)
+	e.Wait(slow1, time.Minute)
 	for _, inst := range []*execution.Instance{first2, last1, last2} {
-		if got := e.wait(inst, time.Minute); got.Status != instance.WorkflowStopped {
+		if got := e.Wait(inst, time.Minute); got.Status != instance.WorkflowStopped {
 			t.Fatalf("%s/%d ended %s, want STOPPED", inst.WorkflowID, inst.InstanceID, got.Status)
 		}
 	}
 	for _, wf := range []string{"first", "last"} {
-		if _, err := e.runs.ActOnAll(ctx, wf, flow.ActionKill); err != nil {
+		if _, err := e.Runs.ActOnAll(ctx, wf, flow.ActionKill); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.wait(first1, time.Minute)
-	e.wait(last3, time.Minute)
+	e.Wait(first1, time.Minute)
+	e.Wait(last3, time.Minute)
 
 	e.drained(c)
-	rep, err := c.got.Verify(ctx, e.pool, "mix", "fails", "slow", "first", "last", "child", "parent")
+	rep, err := c.got.Verify(ctx, e.Pool, "mix", "fails", "slow", "first", "last", "child", "parent")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +123,14 @@ func TestEveryStatusChangeIsOneEvent(t *testing.T) {
 func TestOneStepRunIsFourEvents(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.push(`{"workflow":{"id":"one","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`)
+	e.Push(`{"workflow":{"id":"one","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, "tester")
 	before := e.outboxSize()
-	inst := e.start("one")
-	e.engine()
-	e.wait(inst, time.Minute)
+	inst := e.Start("one")
+	e.Engine(flow.Config{})
+	e.Wait(inst, time.Minute)
 	c := e.forward("test")
 	e.drained(c)
-	rep, err := c.got.Verify(context.Background(), e.pool, "one")
+	rep, err := c.got.Verify(context.Background(), e.Pool, "one")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,22 +147,22 @@ func TestDefinitionChangeEvents(t *testing.T) {
 	c := e.forward("test")
 	ctx := context.Background()
 	def := `{"properties":{"owner":"tester"},"workflow":{"id":"wf","name":"The WF","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`
-	e.push(def)                                                                                                         // version 1, snapshot 1
-	e.push(`{"workflow":{"id":"wf","name":"The WF","steps":[{"step":{"id":"s2","type":"NoOp"}}]}}`)                     // version 2
-	e.push(`{"properties":{"step_concurrency":5},"workflow":{"id":"wf","steps":[{"step":{"id":"s3","type":"NoOp"}}]}}`) // 3 + snapshot 2
-	if _, err := e.defs.UpdateProperties(ctx, "wf", &workflow.Properties{Description: ptr("d")}, definition.Actor{Name: "tester"}); err != nil {
+	e.Push(def, "tester")                                                                                                         // version 1, snapshot 1
+	e.Push(`{"workflow":{"id":"wf","name":"The WF","steps":[{"step":{"id":"s2","type":"NoOp"}}]}}`, "tester")                     // version 2
+	e.Push(`{"properties":{"step_concurrency":5},"workflow":{"id":"wf","steps":[{"step":{"id":"s3","type":"NoOp"}}]}}`, "tester") // 3 + snapshot 2
+	if _, err := e.Defs.UpdateProperties(ctx, "wf", &workflow.Properties{Description: ptr("d")}, definition.Actor{Name: "tester"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.defs.Activate(ctx, "wf", "1", definition.Actor{Name: "tester"}); err != nil {
+	if _, err := e.Defs.Activate(ctx, "wf", "1", definition.Actor{Name: "tester"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.defs.Deactivate(ctx, "wf", definition.Actor{Name: "tester"}); err != nil {
+	if _, err := e.Defs.Deactivate(ctx, "wf", definition.Actor{Name: "tester"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.defs.Delete(ctx, "wf", definition.Actor{Name: "tester"}); err != nil {
+	if _, err := e.Defs.Delete(ctx, "wf", definition.Actor{Name: "tester"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "7 events", func() bool { return c.count() >= 7 })
+	flowtest.WaitFor(t, 30*time.Second, "7 events", func() bool { return c.count() >= 7 })
 	evs, types := c.snapshot()
 	want := []event.Type{event.WorkflowDefinitionChange, event.WorkflowVersionChange, event.WorkflowDefinitionChange,
 		event.WorkflowPropertiesChange, event.WorkflowActivationChange, event.WorkflowDeactivationChange, event.WorkflowDeletionChange}
@@ -201,8 +202,8 @@ func TestDefinitionChangeEvents(t *testing.T) {
 	}
 	// A push that changes nothing is no event.
 	before := e.outboxSize()
-	e.push(`{"workflow":{"id":"other","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`)
-	e.push(`{"workflow":{"id":"other","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`)
+	e.Push(`{"workflow":{"id":"other","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, "tester")
+	e.Push(`{"workflow":{"id":"other","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, "tester")
 	if n := e.outboxSize() - before; n != 1 {
 		t.Errorf("%d events for a push and an identical push, want 1", n)
 	}

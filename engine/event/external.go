@@ -66,64 +66,74 @@ func Render(wire []byte, id, cluster string, sent time.Time) ([]byte, Meta, erro
 		cluster = DefaultClusterName
 	}
 	ms := sent.UnixMilli()
-	var out any
-	var m Meta
 	switch head.Type {
 	case StepInstanceStatusChange:
-		var e StepInstanceStatusChangeEvent
-		if err := json.Unmarshal(wire, &e); err != nil {
-			return nil, Meta{}, fmt.Errorf("decode %s: %w", head.Type, err)
-		}
-		setID(&e.EventID, id)
-		e.ClusterName, e.SendTime = cluster, ms
-		m = Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID, InstanceID: e.WorkflowInstanceID,
-			RunID: e.WorkflowRunID, StepID: e.StepID}
-		for _, r := range e.StatusChangeRecords {
-			m.Statuses = append(m.Statuses, string(r.NewStatus))
-		}
-		out = &e
+		return render[StepInstanceStatusChangeEvent](wire, id, cluster, ms)
 	case WorkflowInstanceStatusChange:
-		var e WorkflowInstanceStatusChangeEvent
-		if err := json.Unmarshal(wire, &e); err != nil {
-			return nil, Meta{}, fmt.Errorf("decode %s: %w", head.Type, err)
-		}
-		setID(&e.EventID, id)
-		e.ClusterName, e.SendTime = cluster, ms
-		m = Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID, InstanceID: e.WorkflowInstanceID,
-			RunID: e.WorkflowRunID, Statuses: []string{string(e.NewStatus)}}
-		out = &e
+		return render[WorkflowInstanceStatusChangeEvent](wire, id, cluster, ms)
 	case Alert:
-		var e AlertEvent
-		if err := json.Unmarshal(wire, &e); err != nil {
-			return nil, Meta{}, fmt.Errorf("decode %s: %w", head.Type, err)
-		}
-		setID(&e.EventID, id)
-		e.ClusterName, e.SendTime = cluster, ms
-		m = Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID, InstanceID: e.WorkflowInstanceID,
-			RunID: e.WorkflowRunID, StepID: e.StepID, AlertType: e.AlertType}
-		if e.Status != "" {
-			m.Statuses = []string{e.Status}
-		}
-		m.Subject, m.Text = alertText(&e)
-		out = &e
-	default:
-		if _, ok := kinds[head.Type]; !ok {
-			return nil, Meta{}, fmt.Errorf("unknown event type %q", head.Type)
-		}
-		var e WorkflowChangeEvent
-		if err := json.Unmarshal(wire, &e); err != nil {
-			return nil, Meta{}, fmt.Errorf("decode %s: %w", head.Type, err)
-		}
-		setID(&e.EventID, id)
-		e.ClusterName, e.SendTime = cluster, ms
-		m = Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID}
-		out = &e
+		return render[AlertEvent](wire, id, cluster, ms)
 	}
-	b, err := json.Marshal(out)
+	if _, ok := kinds[head.Type]; !ok {
+		return nil, Meta{}, fmt.Errorf("unknown event type %q", head.Type)
+	}
+	return render[WorkflowChangeEvent](wire, id, cluster, ms)
+}
+
+// stamper is an event type's pointer: it takes the fields publishing adds
+// and says what routing needs to know.
+type stamper[T any] interface {
+	*T
+	stamp(id, cluster string, sent int64) Meta
+}
+
+func render[T any, P stamper[T]](wire []byte, id, cluster string, sent int64) ([]byte, Meta, error) {
+	var e T
+	if err := json.Unmarshal(wire, &e); err != nil {
+		return nil, Meta{}, fmt.Errorf("decode event: %w", err)
+	}
+	m := P(&e).stamp(id, cluster, sent)
+	b, err := json.Marshal(&e)
 	if err != nil {
-		return nil, Meta{}, fmt.Errorf("encode %s: %w", head.Type, err)
+		return nil, Meta{}, fmt.Errorf("encode %s: %w", m.Type, err)
 	}
 	return b, m, nil
+}
+
+func (e *StepInstanceStatusChangeEvent) stamp(id, cluster string, sent int64) Meta {
+	setID(&e.EventID, id)
+	e.ClusterName, e.SendTime = cluster, sent
+	m := Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID, InstanceID: e.WorkflowInstanceID,
+		RunID: e.WorkflowRunID, StepID: e.StepID}
+	for _, r := range e.StatusChangeRecords {
+		m.Statuses = append(m.Statuses, string(r.NewStatus))
+	}
+	return m
+}
+
+func (e *WorkflowInstanceStatusChangeEvent) stamp(id, cluster string, sent int64) Meta {
+	setID(&e.EventID, id)
+	e.ClusterName, e.SendTime = cluster, sent
+	return Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID, InstanceID: e.WorkflowInstanceID,
+		RunID: e.WorkflowRunID, Statuses: []string{string(e.NewStatus)}}
+}
+
+func (e *AlertEvent) stamp(id, cluster string, sent int64) Meta {
+	setID(&e.EventID, id)
+	e.ClusterName, e.SendTime = cluster, sent
+	m := Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID, InstanceID: e.WorkflowInstanceID,
+		RunID: e.WorkflowRunID, StepID: e.StepID, AlertType: e.AlertType}
+	if e.Status != "" {
+		m.Statuses = []string{e.Status}
+	}
+	m.Subject, m.Text = alertText(e)
+	return m
+}
+
+func (e *WorkflowChangeEvent) stamp(id, cluster string, sent int64) Meta {
+	setID(&e.EventID, id)
+	e.ClusterName, e.SendTime = cluster, sent
+	return Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID}
 }
 
 func setID(dst *string, id string) {

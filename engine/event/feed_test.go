@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 )
 
 // sse reads a stream of Server-Sent Events.
@@ -85,7 +86,7 @@ func TestStreamResumesFromLastEventID(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	hub := event.NewHub("test")
-	f, err := event.NewForwarder(e.pool, event.ForwarderConfig{Name: "local", Sink: hub, Logger: testLogger(), PollInterval: 20 * time.Millisecond})
+	f, err := event.NewForwarder(e.Pool, event.ForwarderConfig{Name: "local", Sink: hub, Logger: testLogger(), PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestStreamResumesFromLastEventID(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Stop)
-	feed := event.NewFeed(e.pool, hub, "test")
+	feed := event.NewFeed(e.Pool, hub, "test")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var filter event.Filter
 		if wf := r.URL.Query().Get("workflow_id"); wf != "" {
@@ -113,7 +114,7 @@ func TestStreamResumesFromLastEventID(t *testing.T) {
 	t.Cleanup(srv.Close)
 
 	for i := range 3 {
-		if err := event.Insert(ctx, e.pool, record("before", i)); err != nil {
+		if err := event.Insert(ctx, e.Pool, record("before", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -124,22 +125,22 @@ func TestStreamResumesFromLastEventID(t *testing.T) {
 	live := openStream(t, srv.URL, "")
 	onlyWF := openStream(t, srv.URL+"?workflow_id=wf", "")
 	time.Sleep(100 * time.Millisecond) // subscribed
-	if err := event.Insert(ctx, e.pool, record("wf", 3), record("wf:1:loop", 4), record("other", 5)); err != nil {
+	if err := event.Insert(ctx, e.Pool, record("wf", 3), record("wf:1:loop", 4), record("other", 5)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the live events", func() bool { ids, _ := live.received(); return len(ids) == 3 })
-	waitFor(t, 10*time.Second, "the filtered events", func() bool { ids, _ := onlyWF.received(); return len(ids) == 2 })
+	flowtest.WaitFor(t, 10*time.Second, "the live events", func() bool { ids, _ := live.received(); return len(ids) == 3 })
+	flowtest.WaitFor(t, 10*time.Second, "the filtered events", func() bool { ids, _ := onlyWF.received(); return len(ids) == 2 })
 	_, data := onlyWF.received()
 	if data[0]["workflow_id"] != "wf" || data[1]["workflow_id"] != "wf:1:loop" {
 		t.Errorf("filtered stream got %v", data)
 	}
 
 	resumed := openStream(t, srv.URL, old[1].EventID())
-	waitFor(t, 10*time.Second, "the replay", func() bool { ids, _ := resumed.received(); return len(ids) == 4 })
-	if err := event.Insert(ctx, e.pool, record("after", 6)); err != nil {
+	flowtest.WaitFor(t, 10*time.Second, "the replay", func() bool { ids, _ := resumed.received(); return len(ids) == 4 })
+	if err := event.Insert(ctx, e.Pool, record("after", 6)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the live event after the replay", func() bool { ids, _ := resumed.received(); return len(ids) == 5 })
+	flowtest.WaitFor(t, 10*time.Second, "the live event after the replay", func() bool { ids, _ := resumed.received(); return len(ids) == 5 })
 	time.Sleep(100 * time.Millisecond)
 	ids, data := resumed.received()
 	wantWF := []string{"before", "wf", "wf:1:loop", "other", "after"}
@@ -195,17 +196,17 @@ func TestFeedPages(t *testing.T) {
 		if i%2 == 1 {
 			wf = "b"
 		}
-		if err := event.Insert(ctx, e.pool, record(wf, i)); err != nil {
+		if err := event.Insert(ctx, e.Pool, record(wf, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	feed := event.NewFeed(e.pool, nil, "")
+	feed := event.NewFeed(e.Pool, nil, "")
 	if feed.Live() {
 		t.Fatal("a feed without a hub claims to stream")
 	}
 	// Events are readable once no older transaction is open in the cluster
 	// (other tests' included).
-	waitFor(t, 10*time.Second, "the events to be readable", func() bool {
+	flowtest.WaitFor(t, 10*time.Second, "the events to be readable", func() bool {
 		page, err := feed.Page(ctx, event.Filter{}, event.Position{}, 10)
 		return err == nil && len(page.Events) == 5
 	})
@@ -270,11 +271,11 @@ func TestWebhook(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	for i := range 4 {
-		if err := event.Insert(ctx, e.pool, record("wf", i)); err != nil {
+		if err := event.Insert(ctx, e.Pool, record("wf", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f, err := event.NewForwarder(e.pool, event.ForwarderConfig{Name: "webhook", Sink: event.NewWebhook(srv.URL, "c", nil),
+	f, err := event.NewForwarder(e.Pool, event.ForwarderConfig{Name: "webhook", Sink: event.NewWebhook(srv.URL, "c", nil),
 		Logger: testLogger(), PollInterval: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +284,7 @@ func TestWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.Stop)
-	waitFor(t, 10*time.Second, "4 deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(ids) == 4 })
+	flowtest.WaitFor(t, 10*time.Second, "4 deliveries", func() bool { mu.Lock(); defer mu.Unlock(); return len(ids) == 4 })
 	mu.Lock()
 	defer mu.Unlock()
 	seen := map[string]bool{}

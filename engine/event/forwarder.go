@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/startstop"
 )
 
 // Sink receives events in position order. Publish returns nil once the
@@ -83,13 +84,10 @@ const cursorTouchInterval = time.Minute
 // moves its cursor past events only once the sink has accepted them, so a
 // crash repeats a batch rather than losing it.
 type Forwarder struct {
-	db   *pgxpool.Pool
-	cfg  ForwarderConfig
-	wake chan struct{}
-
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	db     *pgxpool.Pool
+	cfg    ForwarderConfig
+	wake   chan struct{}
+	runner startstop.Runner
 }
 
 // NewForwarder builds a forwarder over db.
@@ -101,26 +99,10 @@ func NewForwarder(db *pgxpool.Pool, cfg ForwarderConfig) (*Forwarder, error) {
 }
 
 // Start runs the forwarder until Stop; it does not block.
-func (f *Forwarder) Start(ctx context.Context) error {
-	if f.done != nil {
-		return fmt.Errorf("event forwarder %s already started", f.cfg.Name)
-	}
-	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	f.done = make(chan struct{})
-	go f.run(ctx)
-	return nil
-}
+func (f *Forwarder) Start(ctx context.Context) error { return f.runner.Start(ctx, f.run) }
 
 // Stop stops the forwarder and waits for it. Idempotent.
-func (f *Forwarder) Stop() {
-	f.once.Do(func() {
-		if f.cancel == nil {
-			return
-		}
-		f.cancel()
-		<-f.done
-	})
-}
+func (f *Forwarder) Stop() { f.runner.Stop() }
 
 // Wake makes the forwarder read the outbox now, for a process that has
 // just written events.
@@ -132,7 +114,6 @@ func (f *Forwarder) Wake() {
 }
 
 func (f *Forwarder) run(ctx context.Context) {
-	defer close(f.done)
 	log := f.cfg.Logger.With("forwarder", f.cfg.Name)
 	for ctx.Err() == nil {
 		led, err := f.lead(ctx)

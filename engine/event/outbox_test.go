@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 )
 
 func record(wf string, n int) event.Record {
@@ -26,7 +27,7 @@ func TestLateCommitIsNotSkipped(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	c := e.forward("test")
-	slow, err := e.pool.Begin(ctx)
+	slow, err := e.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func TestLateCommitIsNotSkipped(t *testing.T) {
 	if err := event.Insert(ctx, slow, record("slow", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := event.Insert(ctx, e.pool, record("fast", 2)); err != nil {
+	if err := event.Insert(ctx, e.Pool, record("fast", 2)); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // several forwarder polls
@@ -44,7 +45,7 @@ func TestLateCommitIsNotSkipped(t *testing.T) {
 	if err := slow.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "both events", func() bool { return c.count() == 2 })
+	flowtest.WaitFor(t, 10*time.Second, "both events", func() bool { return c.count() == 2 })
 	evs, _ := c.snapshot()
 	if evs[0].WorkflowID != "slow" || evs[1].WorkflowID != "fast" {
 		t.Errorf("delivered %s then %s, want slow then fast (position order)", evs[0].WorkflowID, evs[1].WorkflowID)
@@ -68,7 +69,7 @@ func TestConcurrentWritersNothingLostNothingExtra(t *testing.T) {
 			for i := range each {
 				wf := fmt.Sprintf("w%d-%d", w, i)
 				rollback := rand.IntN(4) == 0
-				err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+				err := pgx.BeginFunc(ctx, e.Pool, func(tx pgx.Tx) error {
 					if err := event.Insert(ctx, tx, record(wf, i)); err != nil {
 						return err
 					}
@@ -91,7 +92,7 @@ func TestConcurrentWritersNothingLostNothingExtra(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, 30*time.Second, "every committed event", func() bool { return c.count() >= len(committed) })
+	flowtest.WaitFor(t, 30*time.Second, "every committed event", func() bool { return c.count() >= len(committed) })
 	time.Sleep(100 * time.Millisecond)
 	evs, _ := c.snapshot()
 	seen := map[string]bool{}
@@ -118,7 +119,7 @@ func TestForwarderTakeOver(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	start := func(c *collector) *event.Forwarder {
-		f, err := event.NewForwarder(e.pool, event.ForwarderConfig{Name: "shared", Sink: c, Logger: testLogger(),
+		f, err := event.NewForwarder(e.Pool, event.ForwarderConfig{Name: "shared", Sink: c, Logger: testLogger(),
 			PollInterval: 20 * time.Millisecond, TakeOverInterval: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -131,13 +132,13 @@ func TestForwarderTakeOver(t *testing.T) {
 	}
 	a, b := &collector{}, &collector{}
 	fa := start(a)
-	waitFor(t, 10*time.Second, "a to lead", func() bool {
-		_ = event.Insert(ctx, e.pool, record("probe", 0))
+	flowtest.WaitFor(t, 10*time.Second, "a to lead", func() bool {
+		_ = event.Insert(ctx, e.Pool, record("probe", 0))
 		return a.count() > 0
 	})
 	start(b)
 	for i := range 20 {
-		if err := event.Insert(ctx, e.pool, record("first", i)); err != nil {
+		if err := event.Insert(ctx, e.Pool, record("first", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,11 +148,11 @@ func TestForwarderTakeOver(t *testing.T) {
 	}
 	fa.Stop()
 	for i := range 20 {
-		if err := event.Insert(ctx, e.pool, record("second", i)); err != nil {
+		if err := event.Insert(ctx, e.Pool, record("second", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the follower to take over", func() bool { return a.count()+b.count() >= e.outboxSize() })
+	flowtest.WaitFor(t, 10*time.Second, "the follower to take over", func() bool { return a.count()+b.count() >= e.outboxSize() })
 	evs, _ := b.snapshot()
 	for _, ev := range evs {
 		if ev.WorkflowID != "second" {
@@ -170,18 +171,18 @@ func TestCleaner(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	for i := range 10 {
-		if err := event.Insert(ctx, e.pool, record("wf", i)); err != nil {
+		if err := event.Insert(ctx, e.Pool, record("wf", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c := e.forward("reader")
 	e.drained(c)
-	if err := event.EnsureReader(ctx, e.pool, "behind"); err != nil {
+	if err := event.EnsureReader(ctx, e.Pool, "behind"); err != nil {
 		t.Fatal(err)
 	}
 	clean := func(retention time.Duration) int64 {
 		t.Helper()
-		cl, err := event.NewCleaner(e.pool, event.CleanerConfig{Retention: retention, StaleCursor: time.Hour, Batch: 3, Logger: testLogger()})
+		cl, err := event.NewCleaner(e.Pool, event.CleanerConfig{Retention: retention, StaleCursor: time.Hour, Batch: 3, Logger: testLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +195,7 @@ func TestCleaner(t *testing.T) {
 	if n := clean(time.Millisecond); n != 0 {
 		t.Fatalf("deleted %d events a live reader has not read", n)
 	}
-	if _, err := e.pool.Exec(ctx, `UPDATE maestro_event_cursor SET updated_at = now() - interval '2 hours' WHERE name = 'behind'`); err != nil {
+	if _, err := e.Pool.Exec(ctx, `UPDATE maestro_event_cursor SET updated_at = now() - interval '2 hours' WHERE name = 'behind'`); err != nil {
 		t.Fatal(err)
 	}
 	if n := clean(time.Hour); n != 0 {

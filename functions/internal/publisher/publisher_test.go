@@ -20,14 +20,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/maestro-aws/maestro/engine/alert"
-	"github.com/maestro-aws/maestro/engine/dbtest"
-	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/event/sqssink"
-	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
-	"github.com/maestro-aws/maestro/engine/stepruntime"
-	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/functions/internal/publisher"
 	"github.com/maestro-aws/maestro/localstack"
 )
@@ -155,20 +151,6 @@ func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 	}
 }
 
-type failing struct{}
-
-func (failing) Start(context.Context, *stepruntime.Attempt) stepruntime.Result {
-	return stepruntime.Result{State: stepruntime.Done}
-}
-
-func (failing) Execute(context.Context, *stepruntime.Attempt) stepruntime.Result {
-	return stepruntime.Result{State: stepruntime.FatalError, Message: "bad input"}
-}
-
-func (failing) Terminate(context.Context, *stepruntime.Attempt) stepruntime.Result {
-	return stepruntime.Result{State: stepruntime.Stopped}
-}
-
 // The AWS path end to end, with the real clients against the emulator: the
 // engine's forwarder hands the outbox to SQS with SendMessageBatch; the
 // publisher handler publishes each event to the SNS topic with message
@@ -184,19 +166,9 @@ func TestPublisherThroughSQSAndSNS(t *testing.T) {
 	stepFailures := a.subscribe(a.alerts, "step-failures", `{"alert_type":["STEP_FAILURE"]}`)
 
 	ctx := context.Background()
-	pool := dbtest.Pool(t)
-	defs := definition.NewStore(pool)
-	runs := execution.New(pool, defs, 4)
-	rt := stepruntime.Builtins()
-	rt["Fail"] = failing{}
-	eng, err := flow.New(pool, flow.Config{Logger: quiet(), GroupCount: 4, Lease: 2 * time.Second, Runtimes: rt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(eng.Stop)
+	e := flowtest.New(t)
+	pool := e.Pool
+	e.Engine(flow.Config{})
 	sink, err := sqssink.New(sqssink.Config{Client: a.sqs, QueueURL: a.internal, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
@@ -218,43 +190,12 @@ func TestPublisherThroughSQSAndSNS(t *testing.T) {
 	}
 	t.Cleanup(alerts.Stop)
 
-	for _, def := range []string{
-		`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"orders","steps":[
-			{"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"true"}}}},{"step":{"id":"b","type":"NoOp"}}]}}`,
-		`{"properties":{"owner":"tester","alerting":{"emails":["oncall@example.com"]}},"workflow":{"id":"broken","steps":[
-			{"step":{"id":"x","type":"Fail"}}]}}`,
-	} {
-		d, err := workflow.DecodeJSON([]byte(def))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := defs.Create(ctx, d, "tester"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var started []*execution.Instance
+	e.Push(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"orders","steps":[
+		{"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"true"}}}},{"step":{"id":"b","type":"NoOp"}}]}}`, "tester")
+	e.Push(`{"properties":{"owner":"tester","alerting":{"emails":["oncall@example.com"]}},"workflow":{"id":"broken","steps":[
+		{"step":{"id":"x","type":"Fail","retry_policy":{"error_retry_limit":0}}}]}}`, "tester")
 	for _, wf := range []string{"orders", "orders", "orders", "broken"} {
-		res, err := runs.Start(ctx, execution.StartRequest{WorkflowID: wf, Version: "latest"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		started = append(started, res.Instance)
-	}
-	for _, inst := range started {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			got, err := runs.Instance(ctx, inst.WorkflowID, inst.InstanceID, inst.RunID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Status.IsTerminal() {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s/%d still %s", inst.WorkflowID, inst.InstanceID, got.Status)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		e.Wait(e.Start(wf), time.Minute)
 	}
 
 	h, err := publisher.New(publisher.Config{Client: a.sns, EventTopicARN: a.events, AlertTopicARN: a.alerts,
