@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,10 +12,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -31,21 +29,15 @@ type env struct {
 	runs *execution.Service
 }
 
-const testGroups = 4
+const testGroups = flowtest.GroupCount
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	pool := dbtest.Pool(t)
-	defs := definition.NewStore(pool)
-	return &env{t: t, pool: pool, defs: defs, runs: execution.New(pool, defs, testGroups)}
+	fe := flowtest.New(t)
+	return &env{t: t, pool: fe.Pool, defs: fe.Defs, runs: fe.Runs}
 }
 
-func testLogger() *slog.Logger {
-	if os.Getenv("MAESTRO_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+func testLogger() *slog.Logger { return flowtest.Logger() }
 
 // engine starts an engine node; it stops when the test ends.
 func (e *env) engine(cfg flow.Config) *flow.Engine {
