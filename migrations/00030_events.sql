@@ -22,9 +22,14 @@ CREATE TABLE maestro_event (
     kind        smallint    NOT NULL,
     workflow_id text        COLLATE "C" NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
-    -- The event as Maestro publishes it, without event_id, cluster_name
-    -- and send_time, which publishing adds.
-    payload     jsonb       NOT NULL,
+    -- The run's or step attempt's seq after the write, for status changes.
+    seq         bigint,
+    -- The event: for status changes a compact form (short keys, without
+    -- what the columns hold), else as Maestro publishes it without
+    -- event_id, cluster_name and send_time. json, not jsonb: it is written
+    -- on every step write and never queried by its contents, so it is kept
+    -- as text rather than converted.
+    payload     json        NOT NULL,
     PRIMARY KEY (tx, event_id)
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
 

@@ -37,7 +37,7 @@ WITH a AS (
     INSERT INTO maestro_alert (alert_key, workflow_id, alert_type) VALUES ($1, $2, $3)
     ON CONFLICT DO NOTHING RETURNING 1)
 ` + event.InsertSQL + `
-SELECT $4::smallint, $2, $5::jsonb FROM a`
+SELECT $4::smallint, $2, NULL::bigint, $5::json FROM a`
 
 const sqlArm = `
 INSERT INTO maestro_alert_timer (workflow_id, instance_id, run_id, alert_type, step_id, attempt_id, due_at, details)
@@ -314,7 +314,7 @@ func (s *Service) evaluate(ctx context.Context, tx pgx.Tx, evs []event.Event) er
 // for one that waits for signals.
 func (s *Service) onStep(ctx context.Context, tx pgx.Tx, c *config, e event.Event) error {
 	var ev event.StepInstanceStatusChangeEvent
-	if err := json.Unmarshal(e.Payload, &ev); err != nil {
+	if err := json.Unmarshal(event.Wire(e), &ev); err != nil {
 		return nil // not this build's shape: nothing to evaluate
 	}
 	r := run{workflowID: ev.WorkflowID, instanceID: ev.WorkflowInstanceID, runID: ev.WorkflowRunID, uuid: ev.WorkflowUUID}
@@ -377,7 +377,7 @@ type timerDetails struct {
 // the timer could not fire first), RUN_SUCCESS, and re-arms SUCCESS_WITHIN.
 func (s *Service) onRun(ctx context.Context, tx pgx.Tx, c *config, e event.Event) error {
 	var ev event.WorkflowInstanceStatusChangeEvent
-	if err := json.Unmarshal(e.Payload, &ev); err != nil {
+	if err := json.Unmarshal(event.Wire(e), &ev); err != nil {
 		return nil
 	}
 	r := run{workflowID: ev.WorkflowID, instanceID: ev.WorkflowInstanceID, runID: ev.WorkflowRunID, uuid: ev.WorkflowUUID}
@@ -504,7 +504,7 @@ func (s *Service) armSuccessWithin(ctx context.Context, tx pgx.Tx, workflowID st
 // workflow that has no timer yet.
 func (s *Service) onDefinition(ctx context.Context, tx pgx.Tx, c *config, e event.Event) error {
 	var ev event.WorkflowChangeEvent
-	if err := json.Unmarshal(e.Payload, &ev); err != nil {
+	if err := json.Unmarshal(event.Wire(e), &ev); err != nil {
 		return nil
 	}
 	at := time.UnixMilli(ev.EventTime)

@@ -82,7 +82,7 @@ func addActivationEvent(ctx context.Context, tx pgx.Tx, workflowID, author strin
 // sqlDeletionEvent writes the deletion event of workflow $1 with its
 // internal id, read from its row before the row is deleted.
 const sqlDeletionEvent = event.InsertSQL + `
-SELECT $2::smallint, workflow_id, $3::jsonb || jsonb_build_object('internal_id', internal_id)
+SELECT $2::smallint, workflow_id, NULL, ($3::jsonb || jsonb_build_object('internal_id', internal_id))::json
 FROM workflow WHERE workflow_id = $1`
 
 // addDeletionEvent writes the event of a workflow's deletion in tx; it

@@ -19,7 +19,7 @@ WHERE name = $1 FOR UPDATE SKIP LOCKED`
 // readBelowSQL is readSQL with the horizon given ($4), without the
 // payloads (Payloads reads those a consumer wants).
 const readBelowSQL = `
-SELECT tx, event_id, kind, workflow_id, created_at, NULL::jsonb FROM maestro_event
+SELECT tx, event_id, kind, workflow_id, created_at, COALESCE(seq, 0), NULL::json FROM maestro_event
 WHERE (tx, event_id) > ($1::xid8, $2::bigint) AND tx < $4::xid8
 ORDER BY tx, event_id LIMIT $3`
 

@@ -12,17 +12,27 @@ import (
 const DefaultClusterName = "maestro"
 
 // Wire is a stored event as it travels to a publisher (the SQS message
-// body): the payload with its event_id. Render turns it into the external
-// event.
+// body): the external event with its event_id, without cluster_name and
+// send_time. Render turns it into the external event. A payload this build
+// cannot read is passed on as stored (Render refuses it).
 func Wire(e Event) []byte {
-	p := bytes.TrimSpace(e.Payload)
+	b, err := Expand(e)
+	if err != nil {
+		return e.Payload
+	}
+	return b
+}
+
+// withID adds an event_id to a JSON object.
+func withID(payload []byte, id string) []byte {
+	p := bytes.TrimSpace(payload)
 	if len(p) < 2 || p[0] != '{' {
 		return p
 	}
 	var b bytes.Buffer
 	b.Grow(len(p) + 40)
 	b.WriteString(`{"event_id":"`)
-	b.WriteString(e.EventID())
+	b.WriteString(id)
 	b.WriteByte('"')
 	if rest := bytes.TrimSpace(p[1:]); len(rest) > 0 && rest[0] != '}' {
 		b.WriteByte(',')

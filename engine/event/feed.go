@@ -113,7 +113,7 @@ func (f *Feed) read(ctx context.Context, filter Filter, after Position, limit in
 		var e Event
 		var n int64
 		var payload []byte
-		if err := rows.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &payload, &n); err != nil {
+		if err := rows.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &e.Seq, &payload, &n); err != nil {
 			rows.Close()
 			return nil, after, false, fmt.Errorf("read events after %s: %w", after, err)
 		}

@@ -170,7 +170,7 @@ func (f *Forwarder) lead(ctx context.Context) (led bool, err error) {
 	touched := time.Now()
 	for {
 		read := time.Now()
-		evs, err := readAfter(ctx, conn, pos, f.cfg.Batch)
+		evs, err := ReadAfter(ctx, conn, pos, f.cfg.Batch)
 		if err != nil {
 			return true, err
 		}

@@ -19,16 +19,19 @@ import (
 // InsertSQL is the head of an insert of event rows. A writer that records
 // an event in the statement that makes its change (engine/flow: a
 // data-modifying CTE) builds on it, so that the columns are named here.
-const InsertSQL = `INSERT INTO maestro_event (kind, workflow_id, payload)`
+const InsertSQL = `INSERT INTO maestro_event (kind, workflow_id, seq, payload)`
 
 const insertBatchSQL = InsertSQL + `
-SELECT k, w, p FROM unnest($1::smallint[], $2::text[], $3::jsonb[]) AS e(k, w, p)`
+SELECT k, w, NULLIF(s, 0), p FROM unnest($1::smallint[], $2::text[], $3::bigint[], $4::json[]) AS e(k, w, s, p)`
+
+// eventColumns are what a read of events returns (scanEvent).
+const eventColumns = `tx, event_id, kind, workflow_id, created_at, COALESCE(seq, 0), payload`
 
 // readSQL reads the events after a position, below the oldest transaction
 // still running: a transaction that commits later has a larger id than any
 // row read here, so it can never add a row behind the reader.
 const readSQL = `
-SELECT tx, event_id, kind, workflow_id, created_at, payload FROM maestro_event
+SELECT ` + eventColumns + ` FROM maestro_event
 WHERE (tx, event_id) > ($1::xid8, $2::bigint) AND tx < pg_snapshot_xmin(pg_current_snapshot())
 ORDER BY tx, event_id LIMIT $3`
 
@@ -39,16 +42,16 @@ ORDER BY tx, event_id LIMIT $3`
 // $7: an instance id.
 const readFilteredSQL = `
 WITH scanned AS MATERIALIZED (
-    SELECT tx, event_id, kind, workflow_id, created_at, payload FROM maestro_event
+    SELECT tx, event_id, kind, workflow_id, created_at, seq, payload FROM maestro_event
     WHERE (tx, event_id) > ($1::xid8, $2::bigint) AND tx < pg_snapshot_xmin(pg_current_snapshot())
     ORDER BY tx, event_id LIMIT $3)
-(SELECT tx, event_id, kind, workflow_id, created_at, payload, 0::bigint AS scanned FROM scanned
+(SELECT tx, event_id, kind, workflow_id, created_at, COALESCE(seq, 0), payload, 0::bigint AS scanned FROM scanned
  WHERE ($5::smallint[] IS NULL OR kind = ANY ($5::smallint[]))
    AND ($6::text IS NULL OR workflow_id = $6::text OR (workflow_id > $6::text || ':' AND workflow_id < $6::text || ';'))
-   AND ($7::bigint IS NULL OR (payload->>'workflow_instance_id')::bigint = $7::bigint)
+   AND ($7::bigint IS NULL OR COALESCE(payload->>'i', payload->>'workflow_instance_id')::bigint = $7::bigint)
  ORDER BY tx, event_id LIMIT $4)
 UNION ALL
-(SELECT tx, event_id, 0, '', now(), NULL, (SELECT count(*) FROM scanned) FROM scanned
+(SELECT tx, event_id, 0, '', now(), 0, NULL, (SELECT count(*) FROM scanned) FROM scanned
  ORDER BY tx DESC, event_id DESC LIMIT 1)`
 
 const ensureCursorSQL = `INSERT INTO maestro_event_cursor (name) VALUES ($1) ON CONFLICT DO NOTHING`
@@ -72,7 +75,7 @@ const unlockCursorSQL = `SELECT pg_advisory_unlock(727001, hashtext($1))`
 
 // findSQL reads one event.
 const findSQL = `
-SELECT tx, event_id, kind, workflow_id, created_at, payload FROM maestro_event
+SELECT ` + eventColumns + ` FROM maestro_event
 WHERE tx = $1::xid8 AND event_id = $2::bigint`
 
 // cleanSQL deletes, from the oldest, up to $2 events older than the
@@ -134,8 +137,11 @@ type Event struct {
 	Kind       Kind
 	WorkflowID string
 	CreatedAt  time.Time
-	// Payload is the event as stored: the external event without event_id,
-	// cluster_name and send_time.
+	// Seq is the run's or attempt's seq of a status change, else 0.
+	Seq int64
+	// Payload is the event as stored: compact for status changes, else the
+	// external event without event_id, cluster_name and send_time (Expand
+	// gives the external shape).
 	Payload json.RawMessage
 }
 
@@ -158,7 +164,9 @@ var typesByKind = Types()
 type Record struct {
 	Kind       Kind
 	WorkflowID string
-	Payload    []byte
+	// Seq is a status change's seq (0: none).
+	Seq     int64
+	Payload []byte
 }
 
 // Payload is an event value that can be written.
@@ -183,9 +191,9 @@ func (e *AlertEvent) header() (Type, string) {
 	return e.Type, e.WorkflowID
 }
 
-// NewRecord encodes an event for the outbox; it sets the event's type
-// field (a WorkflowChangeEvent's must be set by the caller). SyncTime is
-// set to now when zero.
+// NewRecord encodes an event for the outbox (status changes in their
+// compact form); it sets the event's type field (a WorkflowChangeEvent's
+// must be set by the caller). SyncTime is set to now when zero.
 func NewRecord(p Payload) Record {
 	t, wf := p.header()
 	now := time.Now().UnixMilli()
@@ -207,12 +215,20 @@ func NewRecord(p Payload) Record {
 			e.SyncTime = now
 		}
 	}
-	b, err := json.Marshal(p)
+	var v any = p
+	var seq int64
+	switch e := p.(type) {
+	case *StepInstanceStatusChangeEvent:
+		v, seq = compactStepOf(e), e.Seq
+	case *WorkflowInstanceStatusChangeEvent:
+		v, seq = compactRunOf(e), e.Seq
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
 		// The event types hold strings, numbers and slices of them.
 		panic(fmt.Sprintf("event: encode %s: %v", t, err))
 	}
-	return Record{Kind: kinds[t], WorkflowID: wf, Payload: b}
+	return Record{Kind: kinds[t], WorkflowID: wf, Seq: seq, Payload: b}
 }
 
 // Execer is what writing events needs: a transaction in practice, so that
@@ -243,11 +259,12 @@ func Queue(b *pgx.Batch, recs ...Record) {
 func batchArgs(recs []Record) []any {
 	kinds := make([]int16, len(recs))
 	wfs := make([]string, len(recs))
+	seqs := make([]int64, len(recs))
 	payloads := make([]string, len(recs))
 	for i, r := range recs {
-		kinds[i], wfs[i], payloads[i] = int16(r.Kind), r.WorkflowID, string(r.Payload)
+		kinds[i], wfs[i], seqs[i], payloads[i] = int16(r.Kind), r.WorkflowID, r.Seq, string(r.Payload)
 	}
-	return []any{kinds, wfs, payloads}
+	return []any{kinds, wfs, seqs, payloads}
 }
 
 // querier is what reading events needs.
@@ -263,13 +280,13 @@ type querier interface {
 func scanEvent(r pgx.CollectableRow) (Event, error) {
 	var e Event
 	var payload []byte
-	err := r.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &payload)
+	err := r.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &e.Seq, &payload)
 	e.Payload = payload
 	return e, err
 }
 
-// readAfter reads up to limit events after p.
-func readAfter(ctx context.Context, q querier, p Position, limit int) ([]Event, error) {
+// ReadAfter reads up to limit events after p, in position order.
+func ReadAfter(ctx context.Context, q querier, p Position, limit int) ([]Event, error) {
 	rows, err := q.Query(ctx, readSQL, p.TX, p.ID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events after %s: %w", p, err)

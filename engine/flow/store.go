@@ -210,8 +210,8 @@ w AS (
     RETURNING ` + instanceColumns + `, prev.prev_status),
 e AS (
     ` + event.InsertSQL + `
-    SELECT $10::smallint, w.workflow_id, $9::jsonb || jsonb_build_object('seq', w.seq) FROM w
-    WHERE w.prev_status = 'CREATED' AND $9::jsonb IS NOT NULL)
+    SELECT $10::smallint, w.workflow_id, w.seq, $9::json FROM w
+    WHERE w.prev_status = 'CREATED' AND $9::json IS NOT NULL)
 SELECT ` + instanceColumnNames + ` FROM w`
 
 // startFlow moves a CREATED instance to IN_PROGRESS under this node's
@@ -312,7 +312,7 @@ const updateInstanceEventSQL = `
 WITH w AS (` + updateInstanceSQL + `
 RETURNING workflow_id, seq)
 ` + event.InsertSQL + `
-SELECT $11::smallint, w.workflow_id, $10::jsonb || jsonb_build_object('seq', w.seq) FROM w`
+SELECT $11::smallint, w.workflow_id, w.seq, $10::json FROM w`
 
 func (s *store) updateInstance(ctx context.Context, ref Ref, gen int64, u instanceUpdate) error {
 	return execInstanceUpdate(ctx, s.db, ref, gen, u)
@@ -438,7 +438,7 @@ const insertStepEventSQL = insertStepFence + `,
 w AS (` + insertStepBody + `
 RETURNING 1)
 ` + event.InsertSQL + `
-SELECT $18::smallint, $1, $19::jsonb FROM w`
+SELECT $18::smallint, $1, $9, $19::json FROM w`
 
 func (s *store) insertStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, uuid, stepType string, w stepWrite) error {
 	ev, _ := json.Marshal(orEmpty(w.Timeline))
@@ -487,7 +487,7 @@ const updateStepEventSQL = `
 WITH w AS (` + updateStepSQL + `
 RETURNING 1)
 ` + event.InsertSQL + `
-SELECT $16::smallint, $1, $17::jsonb FROM w`
+SELECT $16::smallint, $1, $8, $17::json FROM w`
 
 func (s *store) updateStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, w stepWrite) error {
 	ev, _ := json.Marshal(orEmpty(w.Timeline))

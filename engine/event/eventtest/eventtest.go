@@ -244,22 +244,34 @@ func ofWorkflows(id string, ids []string) bool {
 // FromOutbox collects every event still in the outbox, as a consumer would
 // receive them.
 func FromOutbox(ctx context.Context, db *pgxpool.Pool) (*Collected, error) {
-	rows, err := db.Query(ctx, `SELECT tx, event_id, kind, workflow_id, created_at, payload FROM maestro_event ORDER BY tx, event_id`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	c := &Collected{}
-	for rows.Next() {
-		var e event.Event
-		if err := rows.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &e.Payload); err != nil {
-			return nil, err
-		}
-		b, _, err := event.Render(event.Wire(e), "", "", time.Now())
+	var pos event.Position
+	for {
+		// Every writer of the test has finished: nothing is left behind
+		// the horizon but other tests' short transactions.
+		evs, err := event.ReadAfter(ctx, db, pos, 1000)
 		if err != nil {
 			return nil, err
 		}
-		c.Add(b)
+		if len(evs) == 0 {
+			var pending bool
+			if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM maestro_event WHERE (tx, event_id) > ($1::xid8, $2::bigint))`,
+				pos.TX, pos.ID).Scan(&pending); err != nil {
+				return nil, err
+			}
+			if !pending {
+				return c, nil
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		for _, e := range evs {
+			b, _, err := event.Render(event.Wire(e), "", "", time.Now())
+			if err != nil {
+				return nil, err
+			}
+			c.Add(b)
+		}
+		pos = evs[len(evs)-1].Position
 	}
-	return c, rows.Err()
 }
