@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/maestro-aws/maestro/engine/instance"
 )
@@ -81,6 +83,64 @@ func compactStepOf(e *StepInstanceStatusChangeEvent) compactStep {
 		c.Changes[i] = change{Status: r.NewStatus, Time: r.EventTime}
 	}
 	return c
+}
+
+// appendJSON encodes the event as encoding/json would, without
+// reflection: it is built on every step write.
+func (c *compactStep) appendJSON(b []byte) []byte {
+	b = append(b, `{"i":`...)
+	b = strconv.AppendInt(b, c.InstanceID, 10)
+	b = append(b, `,"r":`...)
+	b = strconv.AppendInt(b, c.RunID, 10)
+	b = append(b, `,"s":`...)
+	b = appendString(b, c.StepID)
+	b = append(b, `,"a":`...)
+	b = strconv.AppendInt(b, c.AttemptID, 10)
+	b = append(b, `,"u":`...)
+	b = appendString(b, c.UUID)
+	b = append(b, `,"v":`...)
+	b = appendString(b, c.StepUUID)
+	b = append(b, `,"c":`...)
+	b = appendString(b, c.Correlation)
+	b = append(b, `,"x":`...)
+	b = strconv.AppendInt(b, c.StepIndex, 10)
+	b = append(b, `,"f":`...)
+	b = appendString(b, string(c.From))
+	b = append(b, `,"t":[`...)
+	for i, ch := range c.Changes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendString(b, string(ch.Status))
+		b = append(b, ',')
+		b = strconv.AppendInt(b, ch.Time, 10)
+		b = append(b, ']')
+	}
+	b = append(b, `],"y":`...)
+	b = strconv.AppendInt(b, c.SyncTime, 10)
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string as encoding/json writes it: the
+// ASCII ids and statuses of status changes directly, anything that needs
+// escaping beyond quotes and backslashes through encoding/json.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\', c)
+		} else {
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 func (c compactStep) expand(workflowID string, seq int64) *StepInstanceStatusChangeEvent {

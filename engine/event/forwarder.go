@@ -80,6 +80,10 @@ func (c *ForwarderConfig) defaults() error {
 // does not move, so that the cleaner keeps waiting for it (see Cleaner).
 const cursorTouchInterval = time.Minute
 
+// cursorMoveInterval is how often a leader writes its position while
+// events keep coming.
+const cursorMoveInterval = 250 * time.Millisecond
+
 // Forwarder moves events from the outbox to a sink in position order. It
 // moves its cursor past events only once the sink has accepted them, so a
 // crash repeats a batch rather than losing it.
@@ -167,7 +171,16 @@ func (f *Forwarder) lead(ctx context.Context) (led bool, err error) {
 	if err != nil {
 		return true, err
 	}
-	touched := time.Now()
+	// The cursor is moved at most every cursorMoveInterval while events
+	// flow, and whenever they stop: a crash sends at most that much again.
+	moved, movedAt, touched := pos, time.Now(), time.Now()
+	defer func() {
+		if moved != pos {
+			saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = moveCursor(saveCtx, conn, f.cfg.Name, pos)
+		}
+	}()
 	for {
 		read := time.Now()
 		evs, err := ReadAfter(ctx, conn, pos, f.cfg.Batch)
@@ -179,13 +192,15 @@ func (f *Forwarder) lead(ctx context.Context) (led bool, err error) {
 				return true, err
 			}
 			pos = evs[len(evs)-1].Position
+		}
+		if pos != moved && (len(evs) == 0 || time.Since(movedAt) >= cursorMoveInterval) {
 			if err := moveCursor(ctx, conn, f.cfg.Name, pos); err != nil {
 				return true, err
 			}
-			touched = time.Now()
-			if len(evs) == f.cfg.Batch {
-				continue
-			}
+			moved, movedAt, touched = pos, time.Now(), time.Now()
+		}
+		if len(evs) == f.cfg.Batch {
+			continue
 		}
 		if time.Since(touched) > cursorTouchInterval {
 			if _, err := conn.Exec(ctx, touchCursorSQL, f.cfg.Name); err != nil {

@@ -219,7 +219,8 @@ func NewRecord(p Payload) Record {
 	var seq int64
 	switch e := p.(type) {
 	case *StepInstanceStatusChangeEvent:
-		v, seq = compactStepOf(e), e.Seq
+		c := compactStepOf(e)
+		return Record{Kind: kinds[t], WorkflowID: wf, Seq: e.Seq, Payload: c.appendJSON(make([]byte, 0, 256))}
 	case *WorkflowInstanceStatusChangeEvent:
 		v, seq = compactRunOf(e), e.Seq
 	}

@@ -3,8 +3,11 @@ package flow_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/alert"
+	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
@@ -124,6 +128,8 @@ func BenchmarkWorkflowStartOverhead(b *testing.B) {
 //     runs, and the tail, when few runs are left, are excluded);
 //   - steps/s: end to end, from the first start request to the last step;
 //   - cpu-s/1k-steps: CPU of this process (engine and API) per 1,000 steps;
+//   - db-cpu-s/1k-steps: CPU of the PostgreSQL server per 1,000 steps (on
+//     a 2-core machine both share, the sum bounds the throughput);
 //   - events/s: events the forwarder delivered per second (events=on).
 func BenchmarkThroughput(b *testing.B) {
 	b.Run("events=off", func(b *testing.B) { benchThroughput(b, false) })
@@ -174,7 +180,7 @@ func benchThroughput(b *testing.B, events bool) {
 	// PARALLEL: the runs are meant to run at once (SEQUENTIAL is the default).
 	e.push(withStrategy(chainJSON("tput", steps), `{"rule":"PARALLEL","workflow_concurrency":1000}`))
 	var total, busy time.Duration
-	var cpu time.Duration
+	var cpu, dbCPU time.Duration
 	var sustainedSteps float64
 	delivered.Store(0)
 	b.ResetTimer()
@@ -182,7 +188,7 @@ func benchThroughput(b *testing.B, events bool) {
 		mu.Lock()
 		done = done[:0]
 		mu.Unlock()
-		cpu0 := cpuTime()
+		cpu0, db0 := cpuTime(), dbCPUTime()
 		start := time.Now()
 		insts := make([]*execution.Instance, runs)
 		var wg sync.WaitGroup
@@ -199,6 +205,7 @@ func benchThroughput(b *testing.B, events bool) {
 		}
 		total += time.Since(start)
 		cpu += cpuTime() - cpu0
+		dbCPU += dbCPUTime() - db0
 		mu.Lock()
 		ts := slices.Clone(done)
 		mu.Unlock()
@@ -211,6 +218,7 @@ func benchThroughput(b *testing.B, events bool) {
 	b.ReportMetric(sustainedSteps/busy.Seconds(), "sustained-steps/s")
 	b.ReportMetric(n/total.Seconds(), "steps/s")
 	b.ReportMetric(cpu.Seconds()/n*1000, "cpu-s/1k-steps")
+	b.ReportMetric(dbCPU.Seconds()/n*1000, "db-cpu-s/1k-steps")
 	if events {
 		b.ReportMetric(float64(delivered.Load())/total.Seconds(), "events/s")
 	}
@@ -256,6 +264,50 @@ func BenchmarkInFlightMemory(b *testing.B) {
 	}
 	b.ReportMetric(perK, "heap-MiB/1k-runs")
 	b.ReportMetric(idleCPU, "idle-cpu-%/1k-runs")
+}
+
+// dbCPUTime is the CPU the test cluster's PostgreSQL has used: its
+// postmaster's and every backend's, from /proc (0 where there is none).
+func dbCPUTime() time.Duration {
+	b, err := os.ReadFile(filepath.Join(dbtest.ClusterDir(), "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _, _ := strings.Cut(string(b), "\n")
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, p := range procs {
+		st, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// Fields after the command (which may hold spaces): state ppid ...
+		// utime is the 14th field, stime the 15th, cutime and cstime the
+		// 16th and 17th.
+		i := strings.LastIndexByte(string(st), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(st[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		self := strings.HasPrefix(p, "/proc/"+pid+"/")
+		if f[1] != pid && !self {
+			continue
+		}
+		for _, k := range []int{11, 12} {
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			ticks += v
+		}
+		if self { // backends that have exited
+			for _, k := range []int{13, 14} {
+				v, _ := strconv.ParseInt(f[k], 10, 64)
+				ticks += v
+			}
+		}
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond // CLK_TCK = 100
 }
 
 func cpuTime() time.Duration {
