@@ -175,10 +175,16 @@ func (f *Forwarder) lead(ctx context.Context) (led bool, err error) {
 	// flow, and whenever they stop: a crash sends at most that much again.
 	moved, movedAt, touched := pos, time.Now(), time.Now()
 	defer func() {
-		if moved != pos {
-			saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = moveCursor(saveCtx, conn, f.cfg.Name, pos)
+		if moved == pos {
+			return
+		}
+		// A stop (or a failure) hands over where this leader got to; the
+		// session may have gone with a cancelled query, so another one is
+		// tried. The cursor only moves forward, whoever leads by then.
+		saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := moveCursor(saveCtx, conn, f.cfg.Name, pos); err != nil {
+			_ = moveCursor(saveCtx, f.db, f.cfg.Name, pos)
 		}
 	}()
 	for {

@@ -177,6 +177,13 @@ func TestCleaner(t *testing.T) {
 	}
 	c := e.forward("reader")
 	e.drained(c)
+	// The reader writes its position once it is idle.
+	flowtest.WaitFor(t, 10*time.Second, "the reader's cursor to pass every event", func() bool {
+		var passed bool
+		err := e.Pool.QueryRow(ctx, `SELECT (c.tx, c.event_id) >= (e.tx, e.event_id) FROM maestro_event_cursor c,
+            (SELECT tx, event_id FROM maestro_event ORDER BY tx DESC, event_id DESC LIMIT 1) e WHERE c.name = 'reader'`).Scan(&passed)
+		return err == nil && passed
+	})
 	if err := event.EnsureReader(ctx, e.Pool, "behind"); err != nil {
 		t.Fatal(err)
 	}
