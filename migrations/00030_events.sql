@@ -15,7 +15,9 @@
 -- window and until every cursor has passed them.
 CREATE TABLE maestro_event (
     tx          xid8        NOT NULL DEFAULT pg_current_xact_id(),
-    event_id    bigint      GENERATED ALWAYS AS IDENTITY,
+    -- Cached per session: ids need only be unique and, within one
+    -- transaction (one session), increasing.
+    event_id    bigint      GENERATED ALWAYS AS IDENTITY (CACHE 64),
     -- 1 step status, 2 instance status, 3 definition, 4 version,
     -- 5 properties, 6 activation, 7 deactivation, 8 deletion, 9 alert
     -- (engine/event kind.go).
@@ -31,7 +33,7 @@ CREATE TABLE maestro_event (
     -- as text rather than converted.
     payload     json        NOT NULL,
     PRIMARY KEY (tx, event_id)
-) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.02);
+);
 
 -- Where each reader of maestro_event is: the last (tx, event_id) it has
 -- handled. One row per reader ('sqs', 'local', 'webhook', 'alerting').

@@ -31,7 +31,7 @@ type Config struct {
 	// http://127.0.0.1:8080); empty leaves the links as paths.
 	LinkBase string
 	// PollInterval is how often new events are read when there were none
-	// (default 200ms).
+	// (default 500ms).
 	PollInterval time.Duration
 	// TimerInterval is how often due timers are fired (default 1s).
 	TimerInterval time.Duration
@@ -53,7 +53,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Service, error) {
 		return nil, errors.New("alert: Config.Logger is required")
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 200 * time.Millisecond
+		cfg.PollInterval = 500 * time.Millisecond
 	}
 	if cfg.TimerInterval <= 0 {
 		cfg.TimerInterval = time.Second

@@ -237,7 +237,15 @@ func (s *Service) raise(ctx context.Context, tx pgx.Tx, a alert) error {
 	if err != nil {
 		return fmt.Errorf("raise %s alert of %s: %w", a.ev.AlertType, a.ev.WorkflowID, err)
 	}
-	if tag.RowsAffected() == 0 || !a.cancel || !a.tc.HasAction("cancel") {
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	// A forwarder may publish the alert as soon as this commits: a crash
+	// must not lose it then and raise it again under another event id.
+	if err := event.Durable(ctx, tx); err != nil {
+		return err
+	}
+	if !a.cancel || !a.tc.HasAction("cancel") {
 		return nil
 	}
 	ref := flow.Ref{WorkflowID: a.ev.WorkflowID, InstanceID: a.ev.WorkflowInstanceID, RunID: a.ev.WorkflowRunID}

@@ -59,6 +59,22 @@ func Payloads(ctx context.Context, tx pgx.Tx, evs []*Event) error {
 	return rows.Err()
 }
 
+// consumeTxOptions commit a consumer's batch without waiting for the WAL
+// flush: a batch lost in a crash, its cursor move with it, is handled
+// again. A handler that writes what must not be handled twice calls
+// Durable.
+var consumeTxOptions = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+
+// Durable makes a Consume transaction commit synchronously: its writes are
+// seen by others as soon as it commits (a forwarder may publish them at
+// once), so a crash must not lose them after that.
+func Durable(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+		return fmt.Errorf("make the transaction durable: %w", err)
+	}
+	return nil
+}
+
 // EnsureReader creates a reader's cursor at the start of the outbox unless
 // it exists.
 func EnsureReader(ctx context.Context, db *pgxpool.Pool, name string) error {
@@ -76,7 +92,7 @@ func EnsureReader(ctx context.Context, db *pgxpool.Pool, name string) error {
 func Consume(ctx context.Context, db *pgxpool.Pool, name string, limit int,
 	handle func(ctx context.Context, tx pgx.Tx, evs []Event) error) (int, error) {
 	n := 0
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, db, consumeTxOptions, func(tx pgx.Tx) error {
 		var pos Position
 		var horizon uint64
 		err := tx.QueryRow(ctx, lockReaderSQL, name).Scan(&pos.TX, &pos.ID, &horizon)

@@ -78,6 +78,9 @@ const findSQL = `
 SELECT ` + eventColumns + ` FROM maestro_event
 WHERE tx = $1::xid8 AND event_id = $2::bigint`
 
+// dueSQL reports whether the oldest event is past the retention ($1).
+const dueSQL = `SELECT created_at < now() - $1::interval FROM maestro_event ORDER BY tx, event_id LIMIT 1`
+
 // cleanSQL deletes, from the oldest, up to $2 events older than the
 // retention ($1) that every live cursor (moved or touched within $3) has
 // passed. It looks at the first $2 rows only, so that a table with nothing
