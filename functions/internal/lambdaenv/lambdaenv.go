@@ -16,6 +16,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/groupcount"
 	"github.com/maestro-aws/maestro/engine/scheduler"
@@ -64,6 +65,7 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
 		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
+		Events: event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
 	})
 }
 
