@@ -49,7 +49,7 @@ func (a *stepActor) awaitSignals(ctx context.Context) (wait bool, err error) {
 	var res signal.CheckResult
 	err = a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = signal.NewStore(a.f.eng.store.db).Check(ctx, key, a.f.grp.id, deps)
+		res, err = signal.NewStore(a.f.eng.db).Check(ctx, key, a.f.grp.id, deps)
 		return err
 	})
 	if err != nil {

@@ -8,6 +8,9 @@ import (
 	"maps"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+
 	"github.com/google/uuid"
 
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -148,7 +151,7 @@ func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry inst
 }
 
 // resumeAttempt rebuilds an attempt that was live when its flow was adopted.
-func resumeAttempt(f *flowActor, node *workflow.StepNode, row stepRow) *stepActor {
+func resumeAttempt(f *flowActor, node *workflow.StepNode, row flowstore.StepRow) *stepActor {
 	a := &stepActor{
 		runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing,
 		f:              f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
@@ -238,9 +241,9 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 // persist writes the attempt's state and the transitions since the last
 // write in one statement, fenced by the flow's generation.
 func (a *stepActor) persist(ctx context.Context, start, end bool) error {
-	w := stepWrite{
+	w := flowstore.StepWrite{
 		Status: a.status, Seq: a.seq + 1, Retry: a.retry, Timeline: a.pending, Start: start, End: end,
-		Runtime: runtimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
+		Runtime: flowstore.RuntimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
 	}
 	if a.params != nil {
 		w.Params, _ = json.Marshal(a.params)
@@ -253,9 +256,9 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	}
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
 		if !a.inserted {
-			return a.f.eng.store.insertStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
+			return a.f.eng.store.InsertStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
 		}
-		return a.f.eng.store.updateStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, w)
+		return a.f.eng.store.UpdateStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, w)
 	})
 	if err != nil {
 		return err
@@ -318,7 +321,7 @@ func (a *stepActor) advance(ctx context.Context) error {
 				return err
 			}
 		case instance.StepPaused:
-			paused, err := a.f.eng.store.stillPaused(ctx, a.f.ref, a.id, a.attempt)
+			paused, err := a.f.eng.store.StillPaused(ctx, a.f.ref, a.id, a.attempt)
 			if err != nil {
 				return err
 			}
@@ -451,7 +454,7 @@ func (a *stepActor) lookupUpstream(step, name string) (any, bool) {
 // loadUpstream builds the upstream view from the database, for an attempt
 // rebuilt after a takeover.
 func (a *stepActor) loadUpstream(ctx context.Context) error {
-	rows, err := a.f.eng.store.loadLatestAttempts(ctx, a.f.ref)
+	rows, err := a.f.eng.store.LoadLatestAttempts(ctx, a.f.ref)
 	if err != nil {
 		return err
 	}
@@ -486,7 +489,7 @@ func (a *stepActor) atBreakpoint(ctx context.Context) (bool, error) {
 	if !eng.breakpoints.mayHave(wf) {
 		return false, nil
 	}
-	paused, err := eng.store.pauseAtBreakpoint(ctx, a.f.ref, a.id, a.attempt)
+	paused, err := eng.store.PauseAtBreakpoint(ctx, a.f.ref, a.id, a.attempt)
 	if err != nil || paused {
 		return paused, err
 	}
@@ -506,7 +509,7 @@ func (a *stepActor) mergeOutputs(ctx context.Context, fromRuntime map[string]any
 	var stored []byte
 	if a.runningDurable {
 		var err error
-		if stored, err = a.f.eng.store.readOutputData(ctx, a.uuid); err != nil {
+		if stored, err = a.f.eng.store.ReadOutputData(ctx, a.uuid); err != nil {
 			return err
 		}
 	}
@@ -550,14 +553,14 @@ func (e *outputError) Error() string { return "invalid output params: " + e.err.
 func (e *outputError) Unwrap() error { return e.err }
 
 // permitTags returns the step's tags, each with the limit written on it.
-func (a *stepActor) permitTags() []tagLimit {
+func (a *stepActor) permitTags() []flowstore.TagLimit {
 	tags := a.node.Common().Tags
 	if len(tags) == 0 {
 		return nil
 	}
-	out := make([]tagLimit, 0, len(tags))
+	out := make([]flowstore.TagLimit, 0, len(tags))
 	for _, t := range tags {
-		l := tagLimit{Tag: t.Name}
+		l := flowstore.TagLimit{Tag: t.Name}
 		if t.Permit != nil {
 			l.Inline = *t.Permit
 		}
@@ -581,7 +584,7 @@ func (a *stepActor) acquirePermits(ctx context.Context) (waiting bool, err error
 			return false, err
 		}
 	}
-	ok, blocked, err := a.f.eng.store.acquirePermits(ctx, a.f.ref, a.id, a.attempt, a.uuid, tags)
+	ok, blocked, err := a.f.eng.store.AcquirePermits(ctx, a.f.ref, a.id, a.attempt, a.uuid, tags)
 	if err != nil {
 		return false, err
 	}
@@ -610,7 +613,7 @@ func (a *stepActor) releasePermits(ctx context.Context) {
 	if len(tags) == 0 || !a.status.IsTerminal() || ctx.Err() != nil {
 		return
 	}
-	if err := a.f.eng.store.releasePermits(ctx, a.uuid); err != nil {
+	if err := a.f.eng.store.ReleasePermits(ctx, a.uuid); err != nil {
 		a.f.eng.cfg.Logger.Warn("release tag permits", append(a.log(), "error", err.Error())...)
 	}
 	names := make([]string, len(tags))
@@ -666,15 +669,9 @@ func (a *stepActor) paramTimeout(text string) (time.Duration, error) {
 }
 
 func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
-	var cfg map[string]json.RawMessage
+	cfg := composite.StepConfig(a.node, a.stopWith != nil && a.stopWith.kill)
 	if a.node.Step != nil {
 		cfg = a.node.Step.Config
-	} else if a.node.Subworkflow != nil {
-		cfg = subworkflowConfig(a.node.Subworkflow, a.stopWith != nil && a.stopWith.kill)
-	} else if a.node.While != nil {
-		cfg = whileConfig(a.node.While, a.stopWith != nil && a.stopWith.kill)
-	} else if a.node.Foreach != nil {
-		cfg = foreachConfig(a.node.Foreach, a.stopWith != nil && a.stopWith.kill)
 	}
 	return &stepruntime.Attempt{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
@@ -972,4 +969,10 @@ func (a *stepActor) fail(ctx context.Context, r stepruntime.Result) error {
 		reason = fmt.Sprintf("%s (retries exhausted)", r.Message)
 	}
 	return a.finish(ctx, final, reason)
+}
+
+// stepEvent is the event of the attempt's write of seq: the status changes
+// in timeline since the status last written. nil when it changes none.
+func (a *stepActor) stepEvent(seq int64, timeline []instance.TimelineEvent) []byte {
+	return a.f.info.StepEvent(a.f.ref, a.id, a.attempt, a.uuid, a.durable, seq, timeline)
 }
