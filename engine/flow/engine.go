@@ -134,6 +134,7 @@ type Engine struct {
 	db      *pgxpool.Pool
 	relaxed *pgxpool.Pool // queue bookkeeping, synchronous_commit off
 	store   *flowstore.Store
+	writer  *flowstore.Writer
 	pool    *workerPool
 	worker  *queue.Worker
 
@@ -272,6 +273,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open queue pool: %w", err)
 	}
 	e.relaxed = relaxed
+	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
 	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger}) {
@@ -328,6 +330,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	// Every expression the engine evaluates draws from its memory budget.
 	ctx = sel.WithMemoryPool(ctx, e.mem)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := e.writer.Start(e.ctx); err != nil {
+		return err
+	}
 	if err := e.store.EnsureGroups(ctx, e.cfg.GroupCount); err != nil {
 		return err
 	}
@@ -353,6 +358,7 @@ func (e *Engine) Stop() {
 		e.cancel()
 		e.worker.Stop()
 		e.wg.Wait()
+		e.writer.Stop()
 		e.mu.Lock()
 		held := make([]flowstore.GroupClaim, 0, len(e.groups))
 		for _, g := range e.groups {

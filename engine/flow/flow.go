@@ -8,7 +8,10 @@ import (
 	"maps"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/queue"
 
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
@@ -544,10 +547,15 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 		u.Event = f.info.InstanceEvent(f.ref, f.status, status, time.UnixMilli(tl.Timestamp))
 	}
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
+		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u)
 		if f.parent != nil && !wakeHere {
-			return f.eng.store.UpdateInstanceNotifyParent(ctx, f.ref, f.gen, u, f.parent)
+			p := *f.parent
+			op.Then(func(ctx context.Context, tx pgx.Tx) error {
+				_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
+				return err
+			})
 		}
-		return f.eng.store.UpdateInstance(ctx, f.ref, f.gen, u)
+		return f.eng.writer.Write(ctx, op)
 	})
 	if err != nil {
 		return err

@@ -239,7 +239,8 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 }
 
 // persist writes the attempt's state and the transitions since the last
-// write in one statement, fenced by the flow's generation.
+// write, fenced by the flow's generation, through the node's writer (one
+// row of a multi-row statement, one commit shared with other runs).
 func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	w := flowstore.StepWrite{
 		Status: a.status, Seq: a.seq + 1, Retry: a.retry, Timeline: a.pending, Start: start, End: end,
@@ -255,10 +256,11 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 		w.Event = a.stepEvent(w.Seq, a.pending)
 	}
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
+		op := flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
 		if !a.inserted {
-			return a.f.eng.store.InsertStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
+			op = flowstore.InsertStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
 		}
-		return a.f.eng.store.UpdateStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, w)
+		return a.f.eng.writer.Write(ctx, op)
 	})
 	if err != nil {
 		return err

@@ -18,7 +18,6 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/queue"
 )
 
 // ErrFenced reports a write refused because this node no longer holds the
@@ -306,52 +305,6 @@ type InstanceUpdate struct {
 	Event []byte
 }
 
-const updateInstanceSQL = `
-UPDATE workflow_instance SET
-    status = $5, seq = seq + 1,
-    params = COALESCE($6::jsonb, params),
-    timeline = timeline || $7::jsonb,
-    end_time = CASE WHEN $8 THEN now() ELSE end_time END,
-    modify_time = now()
-WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 AND status = $9`
-
-// updateInstanceEventSQL is updateInstanceSQL that also writes the status
-// change's event ($10, completed with the run's new seq): one row per
-// updated run, so the rows affected are the runs updated.
-const updateInstanceEventSQL = `
-WITH w AS (` + updateInstanceSQL + `
-RETURNING workflow_id, seq)
-` + event.InsertSQL + `
-SELECT $11::smallint, w.workflow_id, w.seq, $10::json FROM w`
-
-func (s *Store) UpdateInstance(ctx context.Context, ref Ref, gen int64, u InstanceUpdate) error {
-	return execInstanceUpdate(ctx, s.db, ref, gen, u)
-}
-
-// execInstanceUpdate writes u in q (the pool, or a transaction that
-// writes more with it).
-func execInstanceUpdate(ctx context.Context, q queue.Execer, ref Ref, gen int64, u InstanceUpdate) error {
-	ev, _ := json.Marshal(orEmpty(u.Timeline))
-	var params any
-	if u.Params != nil {
-		params = u.Params
-	}
-	args := []any{ref.WorkflowID, ref.InstanceID, ref.RunID, gen, u.Status, params, ev, u.End, u.From}
-	sql := updateInstanceSQL
-	if u.Event != nil {
-		sql = updateInstanceEventSQL
-		args = append(args, u.Event, InstanceStatusKind)
-	}
-	tag, err := q.Exec(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("update flow %s: %w", ref, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrFenced
-	}
-	return nil
-}
-
 func orEmpty(ev []instance.TimelineEvent) []instance.TimelineEvent {
 	if ev == nil {
 		return []instance.TimelineEvent{}
@@ -425,106 +378,6 @@ type StepWrite struct {
 	Event []byte
 }
 
-// Step writes, each with or without its event. With the event the write
-// is a data-modifying CTE whose rows feed the event insert: one event row
-// per step row written, in the same statement, so the rows affected are
-// still the step rows written (expressible per row, for group commit).
-
-const insertStepFence = `
-WITH fence AS (
-    SELECT 1 FROM workflow_instance
-    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 FOR SHARE)`
-
-const insertStepBody = `
-INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
-    params, outputs, runtime_state, retry, timeline, start_time, end_time)
-SELECT $1, $2, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-    CASE WHEN $16 THEN now() END, CASE WHEN $17 THEN now() END
-FROM fence`
-
-const insertStepSQL = insertStepFence + insertStepBody
-
-const insertStepEventSQL = insertStepFence + `,
-w AS (` + insertStepBody + `
-RETURNING 1)
-` + event.InsertSQL + `
-SELECT $18::smallint, $1, $9, $19::json FROM w`
-
-func (s *Store) InsertStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, uuid, stepType string, w StepWrite) error {
-	ev, _ := json.Marshal(orEmpty(w.Timeline))
-	args := []any{ref.WorkflowID, ref.InstanceID, ref.RunID, gen,
-		stepID, attempt, uuid, w.Status, w.Seq, stepType, jsonOr(w.Params), jsonOr(w.Outputs), w.Runtime, w.Retry, ev, w.Start, w.End}
-	sql := insertStepSQL
-	if w.Event != nil {
-		sql = insertStepEventSQL
-		args = append(args, StepStatusKind, w.Event)
-	}
-	tag, err := s.db.Exec(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("insert step %s attempt %d of %s: %w", stepID, attempt, ref, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrFenced
-	}
-	return nil
-}
-
-// updateStepSQL checks the generation without locking the run's row: the
-// seq guard makes a write based on state another node has changed fail, so
-// a stale owner's late write can only make the new owner reload, never
-// roll state back. Inserts (new attempts) keep the share lock, since there
-// is no row yet for the seq guard to protect. The seq guard also makes a
-// write repeated after a lost acknowledgement fail instead of writing its
-// event twice.
-const updateStepSQL = `
-WITH fence AS (
-    SELECT 1 FROM workflow_instance
-    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 )
-UPDATE step_instance SET
-    status = $7, seq = $8,
-    params = COALESCE($9::jsonb, params),
-    outputs = COALESCE($10::jsonb, outputs),
-    runtime_state = $11, retry = $12,
-    timeline = timeline || $13::jsonb,
-    start_time = CASE WHEN $14 THEN now() ELSE start_time END,
-    end_time = CASE WHEN $15 THEN now() ELSE end_time END,
-    modify_time = now()
-WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $5 AND attempt_id = $6
-  AND seq = $8 - 1
-  AND EXISTS (SELECT 1 FROM fence)`
-
-const updateStepEventSQL = `
-WITH w AS (` + updateStepSQL + `
-RETURNING 1)
-` + event.InsertSQL + `
-SELECT $16::smallint, $1, $8, $17::json FROM w`
-
-func (s *Store) UpdateStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, w StepWrite) error {
-	ev, _ := json.Marshal(orEmpty(w.Timeline))
-	var params, outputs any
-	if w.Params != nil {
-		params = w.Params
-	}
-	if w.Outputs != nil {
-		outputs = w.Outputs
-	}
-	args := []any{ref.WorkflowID, ref.InstanceID, ref.RunID, gen, stepID, attempt,
-		w.Status, w.Seq, params, outputs, w.Runtime, w.Retry, ev, w.Start, w.End}
-	sql := updateStepSQL
-	if w.Event != nil {
-		sql = updateStepEventSQL
-		args = append(args, StepStatusKind, w.Event)
-	}
-	tag, err := s.db.Exec(ctx, sql, args...)
-	if err != nil {
-		return fmt.Errorf("update step %s attempt %d of %s: %w", stepID, attempt, ref, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrFenced
-	}
-	return nil
-}
-
 func jsonOr(b []byte) []byte {
 	if b == nil {
 		return []byte("{}")
@@ -542,19 +395,6 @@ func (s *Store) IsLive(ctx context.Context, ref Ref) (bool, error) {
 		return false, fmt.Errorf("check run %s: %w", ref, err)
 	}
 	return live, nil
-}
-
-// UpdateInstanceNotifyParent writes a child run's update and, in the same
-// transaction, a step_update for its parent's group, so the parent step
-// waiting for it looks again at once.
-func (s *Store) UpdateInstanceNotifyParent(ctx context.Context, ref Ref, gen int64, u InstanceUpdate, p *Parent) error {
-	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if err := execInstanceUpdate(ctx, tx, ref, gen, u); err != nil {
-			return err
-		}
-		_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
-		return err
-	})
 }
 
 const reclaimOwnGroupsSQL = `

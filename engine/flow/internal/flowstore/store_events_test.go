@@ -70,48 +70,48 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 	expect("a stale start")
 
 	w := StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: []instance.TimelineEvent{}, Event: ev}
-	if err := s.InsertStep(ctx, ref, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w); err != nil {
+	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w)); err != nil {
 		t.Fatal(err)
 	}
 	want++
 	expect("a step insert")
-	if err := s.InsertStep(ctx, ref, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w); err == nil {
+	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w)); err == nil {
 		t.Fatal("a repeated insert succeeded")
 	}
 	expect("a repeated insert")
-	if err := s.InsertStep(ctx, ref, 4, "s", 2, "00000000-0000-0000-0000-000000000002", "NoOp", w); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 4, "s", 2, "00000000-0000-0000-0000-000000000002", "NoOp", w)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("insert by a stale generation: %v", err)
 	}
 	expect("a stale insert")
 
 	w.Status, w.Seq = instance.StepSucceeded, 2
-	if err := s.UpdateStep(ctx, ref, 5, "s", 1, w); err != nil {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); err != nil {
 		t.Fatal(err)
 	}
 	want++
 	expect("a step update")
-	if err := s.UpdateStep(ctx, ref, 5, "s", 1, w); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("repeated update: %v", err)
 	}
 	expect("a repeated update")
 	w.Seq = 3
-	if err := s.UpdateStep(ctx, ref, 4, "s", 1, w); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 4, "s", 1, w)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("update by a stale generation: %v", err)
 	}
 	expect("a stale update")
 	w.Event = nil
-	if err := s.UpdateStep(ctx, ref, 5, "s", 1, w); err != nil {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); err != nil {
 		t.Fatalf("update without a status change: %v", err)
 	}
 	expect("an update without a status change")
 
 	u := InstanceUpdate{From: instance.WorkflowInProgress, Status: instance.WorkflowSucceeded, End: true, Event: ev}
-	if err := s.UpdateInstance(ctx, ref, 5, u); err != nil {
+	if err := s.Write(ctx, UpdateInstanceOp(ctx, ref, 0, 5, u)); err != nil {
 		t.Fatal(err)
 	}
 	want++
 	expect("the end")
-	if err := s.UpdateInstance(ctx, ref, 5, u); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateInstanceOp(ctx, ref, 0, 5, u)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("repeated end: %v", err)
 	}
 	expect("a repeated end")
@@ -159,7 +159,7 @@ func BenchmarkStepWrites(b *testing.B) {
 				if events {
 					w.Event = ri.StepEvent(ref, id, 1, stepUUID, instance.StepNotCreated, 1, tl)
 				}
-				if err := s.InsertStep(ctx, ref, 1, id, 1, stepUUID, "NoOp", w); err != nil {
+				if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 1, id, 1, stepUUID, "NoOp", w)); err != nil {
 					b.Fatal(err)
 				}
 				tl = []instance.TimelineEvent{instance.StatusEvent("RUNNING", ""), instance.StatusEvent("FINISHING", ""),
@@ -168,7 +168,7 @@ func BenchmarkStepWrites(b *testing.B) {
 				if events {
 					w.Event = ri.StepEvent(ref, id, 1, stepUUID, instance.StepStarting, 2, tl)
 				}
-				if err := s.UpdateStep(ctx, ref, 1, id, 1, w); err != nil {
+				if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 1, id, 1, w)); err != nil {
 					b.Fatal(err)
 				}
 			}

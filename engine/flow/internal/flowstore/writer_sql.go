@@ -1,0 +1,110 @@
+package flowstore
+
+import "github.com/maestro-aws/maestro/engine/event"
+
+// The Writer's statements: one per kind of write, each writing any number
+// of rows given as column arrays, each row fenced on its own and recording
+// its event in the same statement. Each returns the keys of the rows it
+// wrote; a row it did not write was refused by its fence or guard.
+
+// stepColumns unnests the column arrays of step writes ($2 ... $18; $1 is
+// the event kind); insertColumns adds an insert's uuids and step types
+// ($19, $20).
+const (
+	stepColumnList = `u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.step_id,
+        u.attempt_id, u.status, u.seq, u.params, u.outputs, u.runtime_state, u.retry, u.timeline, u.start, u.fin, u.ev`
+	stepArrays = `$2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::bigint[],
+        $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::jsonb[], $15::jsonb[],
+        $16::boolean[], $17::boolean[], $18::json[]`
+	stepNames = `workflow_id, instance_id, run_id, group_id, gen, step_id, attempt_id, status, seq, params, outputs,
+        runtime_state, retry, timeline, start, fin, ev`
+	stepColumns = `
+    SELECT ` + stepColumnList + `
+    FROM unnest(` + stepArrays + `) AS u(` + stepNames + `)`
+	insertColumns = `
+    SELECT ` + stepColumnList + `, u.uuid, u.step_type
+    FROM unnest(` + stepArrays + `, $19::uuid[], $20::text[]) AS u(` + stepNames + `, uuid, step_type)`
+)
+
+// insertStepsSQL inserts new attempts. The run's row is share-locked and
+// must carry the writer's generation, so a takeover's adoption waits for
+// the insert. A row that exists already is refused (ON CONFLICT), not an
+// error: a write repeated after a lost acknowledgement.
+const insertStepsSQL = `
+WITH u AS (` + insertColumns + `),
+fence AS (
+    SELECT i.workflow_id, i.instance_id, i.run_id, i.generation FROM workflow_instance i
+    WHERE (i.workflow_id, i.instance_id, i.run_id) IN (SELECT workflow_id, instance_id, run_id FROM u)
+    FOR SHARE),
+w AS (
+    INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
+        params, outputs, runtime_state, retry, timeline, start_time, end_time)
+    SELECT u.workflow_id, u.instance_id, u.run_id, u.step_id, u.attempt_id, u.uuid, u.status, u.seq, u.step_type,
+        u.params, u.outputs, u.runtime_state, u.retry, u.timeline,
+        CASE WHEN u.start THEN now() END, CASE WHEN u.fin THEN now() END
+    FROM u JOIN fence f ON f.workflow_id = u.workflow_id AND f.instance_id = u.instance_id AND f.run_id = u.run_id
+        AND f.generation = u.gen
+    ON CONFLICT DO NOTHING
+    RETURNING workflow_id, instance_id, run_id, step_id, attempt_id, seq),
+e AS (
+    ` + event.InsertSQL + `
+    SELECT $1::smallint, w.workflow_id, w.seq, u.ev FROM w JOIN u ON u.workflow_id = w.workflow_id
+        AND u.instance_id = w.instance_id AND u.run_id = w.run_id AND u.step_id = w.step_id AND u.attempt_id = w.attempt_id
+    WHERE u.ev IS NOT NULL)
+SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM w`
+
+// updateStepsSQL writes later states of attempts. It checks the run's
+// generation without locking its row, and the attempt's seq: a write based
+// on state another node has changed fails, so a stale owner's late write
+// can only make the new owner reload, never roll state back; and a write
+// repeated after a lost acknowledgement fails instead of writing its event
+// twice.
+const updateStepsSQL = `
+WITH u AS (` + stepColumns + `),
+w AS (
+    UPDATE step_instance s SET
+        status = u.status, seq = u.seq,
+        params = COALESCE(u.params, s.params),
+        outputs = COALESCE(u.outputs, s.outputs),
+        runtime_state = u.runtime_state, retry = u.retry,
+        timeline = s.timeline || u.timeline,
+        start_time = CASE WHEN u.start THEN now() ELSE s.start_time END,
+        end_time = CASE WHEN u.fin THEN now() ELSE s.end_time END,
+        modify_time = now()
+    FROM u JOIN workflow_instance i ON i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id
+        AND i.run_id = u.run_id AND i.generation = u.gen
+    WHERE s.workflow_id = u.workflow_id AND s.instance_id = u.instance_id AND s.run_id = u.run_id
+      AND s.step_id = u.step_id AND s.attempt_id = u.attempt_id AND s.seq = u.seq - 1
+    RETURNING s.workflow_id, s.instance_id, s.run_id, s.step_id, s.attempt_id, s.seq, u.ev),
+e AS (
+    ` + event.InsertSQL + `
+    SELECT $1::smallint, w.workflow_id, w.seq, w.ev FROM w WHERE w.ev IS NOT NULL)
+SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM w`
+
+// updateInstancesSQL writes runs' own states. A run is written only while
+// it carries the writer's generation and is still in the status the
+// writer knew (From), so a write repeated after a lost acknowledgement is
+// refused rather than applied (and reported) twice. The event is completed
+// with the run's new seq.
+const updateInstancesSQL = `
+WITH u AS (
+    SELECT u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.from_status,
+        u.status, u.params, u.timeline, u.fin, u.ev
+    FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::text[],
+        $9::jsonb[], $10::jsonb[], $11::boolean[], $12::json[])
+      AS u(workflow_id, instance_id, run_id, group_id, gen, from_status, status, params, timeline, fin, ev)),
+w AS (
+    UPDATE workflow_instance i SET
+        status = u.status, seq = i.seq + 1,
+        params = COALESCE(u.params, i.params),
+        timeline = i.timeline || u.timeline,
+        end_time = CASE WHEN u.fin THEN now() ELSE i.end_time END,
+        modify_time = now()
+    FROM u
+    WHERE i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id AND i.run_id = u.run_id
+      AND i.generation = u.gen AND i.status = u.from_status
+    RETURNING i.workflow_id, i.instance_id, i.run_id, i.seq, u.ev),
+e AS (
+    ` + event.InsertSQL + `
+    SELECT $1::smallint, w.workflow_id, w.seq, w.ev FROM w WHERE w.ev IS NOT NULL)
+SELECT workflow_id, instance_id, run_id FROM w`
