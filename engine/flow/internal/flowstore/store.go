@@ -85,10 +85,18 @@ func (s *Store) ClaimGroups(ctx context.Context, node string, lease time.Duratio
 	return claims, nil
 }
 
+// heartbeatSQL extends the leases of the groups a node holds, locking
+// them in group order (as the writer's batches do) so that the two never
+// deadlock.
 const heartbeatSQL = `
 UPDATE flow_group g SET heartbeat_at = now(), expires_at = now() + $2::interval
-FROM unnest($3::integer[], $4::bigint[]) AS h(group_id, generation)
-WHERE g.group_id = h.group_id AND g.generation = h.generation AND g.owner = $1
+FROM (SELECT f.group_id FROM flow_group f
+      JOIN unnest($3::integer[], $4::bigint[]) AS h(group_id, generation)
+        ON f.group_id = h.group_id AND f.generation = h.generation
+      WHERE f.owner = $1
+      ORDER BY f.group_id
+      FOR NO KEY UPDATE OF f) l
+WHERE g.group_id = l.group_id
 RETURNING g.group_id`
 
 // Heartbeat extends the lease of the held groups and returns those still held.
@@ -113,13 +121,23 @@ func (s *Store) Heartbeat(ctx context.Context, node string, lease time.Duration,
 	return out, nil
 }
 
+// releaseGroupsSQL frees groups a node holds. The generation moves on, so
+// that a write the node might still make for them is refused even before
+// another node claims them.
+const releaseGroupsSQL = `
+UPDATE flow_group SET owner = NULL, expires_at = NULL, generation = generation + 1
+WHERE group_id IN (
+    SELECT group_id FROM flow_group WHERE owner = $1 AND group_id = ANY ($2::integer[])
+    ORDER BY group_id
+    FOR NO KEY UPDATE)`
+
 // ReleaseGroups hands groups back so another node can take them at once.
 func (s *Store) ReleaseGroups(ctx context.Context, node string, held []GroupClaim) error {
 	ids := make([]int32, len(held))
 	for i, c := range held {
 		ids[i] = c.ID
 	}
-	_, err := s.db.Exec(ctx, `UPDATE flow_group SET owner = NULL, expires_at = NULL WHERE owner = $1 AND group_id = ANY ($2::integer[])`, node, ids)
+	_, err := s.db.Exec(ctx, releaseGroupsSQL, node, ids)
 	if err != nil {
 		return fmt.Errorf("release flow groups: %w", err)
 	}

@@ -431,6 +431,12 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 	}
 	b := &pgx.Batch{}
 	var reads []func(pgx.Rows, map[*Op]bool) error
+	gids, gens := batchGroups(batch)
+	b.Queue(lockGroupsSQL, gids, gens)
+	reads = append(reads, func(rows pgx.Rows, _ map[*Op]bool) error {
+		rows.Close()
+		return rows.Err()
+	})
 	if len(ins) > 0 {
 		b.Queue(insertStepsSQL, stepArgs(StepStatusKind, ins, true)...)
 		reads = append(reads, readStepKeys(ins))
@@ -573,4 +579,21 @@ func readInstanceKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
 		})
 		return err
 	}
+}
+
+// batchGroups lists the distinct (group, generation) pairs of a batch.
+func batchGroups(batch []*Op) (gids []int32, gens []int64) {
+	type gg struct {
+		id  int32
+		gen int64
+	}
+	seen := make(map[gg]bool, 4)
+	for _, op := range batch {
+		k := gg{op.group, op.gen}
+		if !seen[k] {
+			seen[k] = true
+			gids, gens = append(gids, op.group), append(gens, op.gen)
+		}
+	}
+	return gids, gens
 }

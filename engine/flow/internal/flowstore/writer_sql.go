@@ -6,6 +6,15 @@ import "github.com/maestro-aws/maestro/engine/event"
 // of rows given as column arrays, each row fenced on its own and recording
 // its event in the same statement. Each returns the keys of the rows it
 // wrote; a row it did not write was refused by its fence or guard.
+//
+// The fence is the flow group's row. A batch first share-locks the rows of
+// the groups it writes for, at the generations its ops carry, in group
+// order (lockGroupsSQL); every row of its statements then checks its
+// group's generation. A node claiming a group bumps its generation, which
+// waits for the batches holding the lock: so a batch's writes either
+// commit before the new owner's claim (and its adoption, which reads the
+// runs afterwards, sees them) or are refused. A run's own row is neither
+// locked nor read to fence a step write.
 
 // stepColumns unnests the column arrays of step writes ($2 ... $18; $1 is
 // the event kind); insertColumns adds an insert's uuids and step types
@@ -26,24 +35,32 @@ const (
     FROM unnest(` + stepArrays + `, $19::uuid[], $20::text[]) AS u(` + stepNames + `, uuid, step_type)`
 )
 
-// insertStepsSQL inserts new attempts. The run's row is share-locked and
-// must carry the writer's generation, so a takeover's adoption waits for
-// the insert. A row that exists already is refused (ON CONFLICT), not an
-// error: a write repeated after a lost acknowledgement.
+// lockGroupsSQL share-locks the flow group rows of a batch ($1 groups, $2
+// generations), in group order so that batches and heartbeats never
+// deadlock. A group another node has claimed since (a new generation) is
+// not locked, and the rows for it are refused.
+const lockGroupsSQL = `
+SELECT group_id FROM flow_group
+WHERE (group_id, generation) IN (SELECT * FROM unnest($1::integer[], $2::bigint[]))
+ORDER BY group_id
+FOR SHARE`
+
+// groupFence joins a batch's rows (u) to their locked group at their
+// generation.
+const groupFence = `JOIN flow_group g ON g.group_id = u.group_id AND g.generation = u.gen`
+
+// insertStepsSQL inserts new attempts. A row that exists already is
+// refused (ON CONFLICT), not an error: a write repeated after a lost
+// acknowledgement.
 const insertStepsSQL = `
 WITH u AS (` + insertColumns + `),
-fence AS (
-    SELECT i.workflow_id, i.instance_id, i.run_id, i.generation FROM workflow_instance i
-    WHERE (i.workflow_id, i.instance_id, i.run_id) IN (SELECT workflow_id, instance_id, run_id FROM u)
-    FOR SHARE),
 w AS (
     INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
         params, outputs, runtime_state, retry, timeline, start_time, end_time)
     SELECT u.workflow_id, u.instance_id, u.run_id, u.step_id, u.attempt_id, u.uuid, u.status, u.seq, u.step_type,
         u.params, u.outputs, u.runtime_state, u.retry, u.timeline,
         CASE WHEN u.start THEN now() END, CASE WHEN u.fin THEN now() END
-    FROM u JOIN fence f ON f.workflow_id = u.workflow_id AND f.instance_id = u.instance_id AND f.run_id = u.run_id
-        AND f.generation = u.gen
+    FROM u ` + groupFence + `
     ON CONFLICT DO NOTHING
     RETURNING workflow_id, instance_id, run_id, step_id, attempt_id, seq),
 e AS (
@@ -53,12 +70,9 @@ e AS (
     WHERE u.ev IS NOT NULL)
 SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM w`
 
-// updateStepsSQL writes later states of attempts. It checks the run's
-// generation without locking its row, and the attempt's seq: a write based
-// on state another node has changed fails, so a stale owner's late write
-// can only make the new owner reload, never roll state back; and a write
-// repeated after a lost acknowledgement fails instead of writing its event
-// twice.
+// updateStepsSQL writes later states of attempts. Besides the group's
+// generation it checks the attempt's seq, so a write repeated after a lost
+// acknowledgement fails instead of writing its event twice.
 const updateStepsSQL = `
 WITH u AS (` + stepColumns + `),
 w AS (
@@ -71,8 +85,7 @@ w AS (
         start_time = CASE WHEN u.start THEN now() ELSE s.start_time END,
         end_time = CASE WHEN u.fin THEN now() ELSE s.end_time END,
         modify_time = now()
-    FROM u JOIN workflow_instance i ON i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id
-        AND i.run_id = u.run_id AND i.generation = u.gen
+    FROM u ` + groupFence + `
     WHERE s.workflow_id = u.workflow_id AND s.instance_id = u.instance_id AND s.run_id = u.run_id
       AND s.step_id = u.step_id AND s.attempt_id = u.attempt_id AND s.seq = u.seq - 1
     RETURNING s.workflow_id, s.instance_id, s.run_id, s.step_id, s.attempt_id, s.seq, u.ev),
@@ -82,10 +95,9 @@ e AS (
 SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM w`
 
 // updateInstancesSQL writes runs' own states. A run is written only while
-// it carries the writer's generation and is still in the status the
-// writer knew (From), so a write repeated after a lost acknowledgement is
-// refused rather than applied (and reported) twice. The event is completed
-// with the run's new seq.
+// it is still in the status the writer knew (From), so a write repeated
+// after a lost acknowledgement is refused rather than applied (and
+// reported) twice. The event is completed with the run's new seq.
 const updateInstancesSQL = `
 WITH u AS (
     SELECT u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.from_status,
@@ -100,9 +112,9 @@ w AS (
         timeline = i.timeline || u.timeline,
         end_time = CASE WHEN u.fin THEN now() ELSE i.end_time END,
         modify_time = now()
-    FROM u
+    FROM u ` + groupFence + `
     WHERE i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id AND i.run_id = u.run_id
-      AND i.generation = u.gen AND i.status = u.from_status
+      AND i.group_id = u.group_id AND i.status = u.from_status
     RETURNING i.workflow_id, i.instance_id, i.run_id, i.seq, u.ev),
 e AS (
     ` + event.InsertSQL + `
