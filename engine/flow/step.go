@@ -81,6 +81,9 @@ type stepActor struct {
 	// pendingAt holds when each pending transition happened, for Observer.
 	pendingAt []time.Time
 	inserted  bool
+	// startUnwritten: the attempt entered STARTING without a write (an
+	// inline runtime); its first write sets its start time.
+	startUnwritten bool
 	// runningDurable: RUNNING has been written, so an external job may
 	// have set output params (see mergeOutputs).
 	runningDurable bool
@@ -242,6 +245,7 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 // write, fenced by the flow's generation, through the node's writer (one
 // row of a multi-row statement, one commit shared with other runs).
 func (a *stepActor) persist(ctx context.Context, start, end bool) error {
+	start = start || a.startUnwritten
 	w := flowstore.StepWrite{
 		Status: a.status, Seq: a.seq + 1, Retry: a.retry, Timeline: a.pending, Start: start, End: end,
 		Runtime: flowstore.RuntimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
@@ -265,7 +269,7 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	if err != nil {
 		return err
 	}
-	a.inserted = true
+	a.inserted, a.startUnwritten = true, false
 	a.durable = a.status
 	a.f.eng.wroteEvent(w.Event)
 	if a.status == instance.StepRunning {
@@ -369,6 +373,12 @@ func (a *stepActor) advance(ctx context.Context) error {
 			if err := a.transition(instance.StepStarting, ""); err != nil {
 				return err
 			}
+			if a.inline() {
+				// Nothing outside the engine happens: the attempt is written
+				// once, with its final state (stepruntime.Inline).
+				a.startUnwritten = true
+				return a.call(ctx, phaseStart)
+			}
 			// STARTING is durable before the runtime is called, so a restarted
 			// engine knows the call may have happened and repeats it (Start is
 			// idempotent).
@@ -376,16 +386,13 @@ func (a *stepActor) advance(ctx context.Context) error {
 				return err
 			}
 			a.armTimeout()
-			a.call(ctx, phaseStart)
-			return nil
+			return a.call(ctx, phaseStart)
 		case instance.StepStarting:
 			a.armTimeout()
-			a.call(ctx, phaseStart)
-			return nil
+			return a.call(ctx, phaseStart)
 		case instance.StepRunning:
 			a.armTimeout()
-			a.call(ctx, phaseExecute)
-			return nil
+			return a.call(ctx, phaseExecute)
 		case instance.StepFinishing:
 			return a.finish(ctx, instance.StepSucceeded, "")
 		default:
@@ -753,9 +760,31 @@ func (a *stepActor) record(ctx context.Context, data map[string]any) (reply, err
 	return nil, nil
 }
 
+// inline reports an attempt whose runtime runs on the actor itself
+// (stepruntime.Inline).
+func (a *stepActor) inline() bool {
+	_, ok := a.rt.(stepruntime.Inline)
+	return ok
+}
+
 // call runs one runtime call on the worker pool; its result comes back
-// through the mailbox.
-func (a *stepActor) call(ctx context.Context, p phase) {
+// through the mailbox. An inline runtime's call runs here, at once, and
+// its result is handled before call returns.
+func (a *stepActor) call(ctx context.Context, p phase) error {
+	if a.inline() {
+		res := safeCall(func() stepruntime.Result {
+			att := a.runtimeAttempt()
+			switch p {
+			case phaseStart:
+				return a.rt.Start(ctx, att)
+			case phaseExecute:
+				return a.rt.Execute(ctx, att)
+			default:
+				return a.rt.Terminate(ctx, att)
+			}
+		})
+		return a.handle(ctx, stepMsg{kind: msgResult, phase: p, result: res})
+	}
 	a.inFlight, a.rewake = true, false
 	if p != phaseTerminate && a.wakesOnUpdate() {
 		// Registered before the call, so that a child ending (or a report
@@ -782,6 +811,7 @@ func (a *stepActor) call(ctx context.Context, p phase) {
 	}, func(r stepruntime.Result) {
 		a.inbox.send(stepMsg{kind: msgResult, phase: p, result: r})
 	})
+	return nil
 }
 
 func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
@@ -812,8 +842,7 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			return a.stopped(ctx)
 		}
 		if a.stopWith != nil {
-			a.call(ctx, phaseTerminate)
-			return nil
+			return a.call(ctx, phaseTerminate)
 		}
 		return a.onResult(ctx, m.phase, m.result)
 	case msgRecheck:
@@ -833,11 +862,9 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			return nil
 		}
 		if a.status == instance.StepStarting {
-			a.call(ctx, phaseStart)
-		} else {
-			a.call(ctx, phaseExecute)
+			return a.call(ctx, phaseStart)
 		}
-		return nil
+		return a.call(ctx, phaseExecute)
 	case msgStop, msgTimeout:
 		if a.stopWith != nil {
 			return nil
@@ -852,7 +879,7 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			return a.stopped(ctx)
 		}
 		if !a.inFlight {
-			a.call(ctx, phaseTerminate)
+			return a.call(ctx, phaseTerminate)
 		} else if a.cancelCall != nil {
 			// A leaf step's call in flight (an HTTP request, an AWS call)
 			// ends now; Terminate follows when it has returned.
@@ -895,8 +922,7 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			if err := a.transition(instance.StepRunning, r.Message); err != nil {
 				return err
 			}
-			a.call(ctx, phaseExecute)
-			return nil
+			return a.call(ctx, phaseExecute)
 		}
 		if err := a.mergeOutputs(ctx, r.Outputs); err != nil {
 			var bad *outputError
