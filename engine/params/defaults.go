@@ -27,8 +27,19 @@ const (
 
 // Fields params.getFromInstance reads, as Maestro names them.
 const (
-	InitiatorTimezone = "INITIATOR_TIMEZONE"
-	InitiatorType     = "INITIATOR_TYPE"
+	InitiatorTimezone   = "INITIATOR_TIMEZONE"
+	InitiatorType       = "INITIATOR_TYPE"
+	InitiatorRunnerName = "INITIATOR_RUNNER_NAME"
+	RunPolicy           = "RUN_POLICY"
+	// Owner is also the default param holding the workflow's owner.
+	Owner = "owner"
+)
+
+// Run policies params.getFromInstance("RUN_POLICY") answers, as Maestro's.
+const (
+	PolicyStartFresh = "START_FRESH_NEW_RUN"
+	// dryRunInitiator is INITIATOR_TYPE during the dry run at push.
+	dryRunInitiator = "VALIDATION"
 )
 
 // localDate is Maestro's expression for a date or an hour of a time param
@@ -67,6 +78,8 @@ var defaultExpressions = map[string]string{
 	// same.
 	"RUN_DATE_MINUS_1": localDate("RUN_TS", `"UTC"`, ".minusDays(1)", "yyyyMMdd"),
 	"RUN_DATE_MINUS_7": localDate("RUN_TS", `"UTC"`, ".minusDays(7)", "yyyyMMdd"),
+	// owner is RESERVED: the workflow's owner, set by Maestro.
+	Owner: `return params.getFromInstance("owner");`,
 }
 
 // defaultParams returns the default workflow params with expressions.
@@ -78,7 +91,11 @@ func defaultParams() workflow.Params {
 			typ = workflow.ParamTypeLong
 		}
 		e := expr
-		out[name] = workflow.Param{Type: typ, Expression: &e, Mode: workflow.ParamModeMutableOnStart}
+		mode := workflow.ParamModeMutableOnStart
+		if name == Owner {
+			mode = workflow.ParamModeConstant
+		}
+		out[name] = workflow.Param{Type: typ, Expression: &e, Mode: mode}
 	}
 	return out
 }
@@ -103,6 +120,15 @@ var defaultPrograms = sync.OnceValue(func() map[string]*sel.Program {
 	}
 	return out
 })
+
+// runPolicy is Maestro's name of a run's policy: a start is
+// START_FRESH_NEW_RUN, a restart its restart policy.
+func runPolicy(p string) string {
+	if p == "" || p == "START" {
+		return PolicyStartFresh
+	}
+	return p
+}
 
 // precompiled returns the compiled program of a default param that still
 // has its default expression, else nil.
@@ -138,10 +164,23 @@ func getFromInstance(ctx context.Context, args []any) (any, error) {
 		}
 		return "", nil
 	case InitiatorType:
-		if initiatorType == "" {
+		switch {
+		case in.DryRun:
+			return dryRunInitiator, nil
+		case initiatorType == "":
 			return "MANUAL", nil
 		}
-		return initiatorType, nil
+		return strings.ToUpper(initiatorType), nil
+	case InitiatorRunnerName:
+		if initiatorType != "" && !strings.EqualFold(initiatorType, "MANUAL") {
+			return nil, fmt.Errorf("params.getFromInstance(%q) is only for a MANUAL run, not a %s one", name, initiatorType)
+		}
+		user, _ := in.Initiator["user"].(string)
+		return user, nil
+	case RunPolicy:
+		return runPolicy(in.RunPolicy), nil
+	case Owner:
+		return in.Owner, nil
 	case FirstTimeTriggerTimezone:
 		if len(in.Workflow.TimeTriggers) > 0 {
 			return in.Workflow.TimeTriggers[0].Timezone, nil

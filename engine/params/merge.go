@@ -36,7 +36,7 @@ const (
 // reserved are the names users cannot set.
 var reserved = map[string]bool{
 	WorkflowID: true, WorkflowInstanceID: true, WorkflowRunID: true,
-	StepID: true, StepInstanceUUID: true, StepAttemptID: true,
+	StepID: true, StepInstanceUUID: true, StepAttemptID: true, Owner: true,
 }
 
 // Reserved reports whether name is a param Maestro sets and users cannot.
@@ -142,6 +142,14 @@ type WorkflowInput struct {
 	// Initiator is the run's initiator as Maestro's JSON has it ({"type":
 	// "TIME", "timezone": ...}); nil is a manual run.
 	Initiator map[string]any
+	// RunPolicy is how the run was started: START (or "") for a fresh
+	// start, else the restart policy (params.getFromInstance("RUN_POLICY")).
+	RunPolicy string
+	// Owner is the workflow's owner (the owner param).
+	Owner string
+	// DryRun: the evaluation is the dry run at push (INITIATOR_TYPE is
+	// VALIDATION).
+	DryRun bool
 }
 
 // WorkflowDefs returns the merged defs of a run's workflow params, in
@@ -255,9 +263,13 @@ func StepDefs(in StepInput) (workflow.Params, error) {
 		}
 	}
 	for name, p := range in.Defs {
-		if !reserved[name] {
-			defs[name] = p
+		if reserved[name] {
+			continue
 		}
+		if d, ok := in.Typed[name]; ok && p.Mode == "" {
+			p.Mode = d.Mode // a default's mode holds unless the step sets one
+		}
+		defs[name] = p
 	}
 	defined := workflow.Params{}
 	for name, p := range in.RunParams {
