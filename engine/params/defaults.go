@@ -105,7 +105,112 @@ func defaultParams() workflow.Params {
 type instanceKey struct{}
 
 // workflowFuncs are the functions workflow params may call.
-var workflowFuncs = map[string]sel.Func{"params.getFromInstance": getFromInstance}
+var workflowFuncs = map[string]sel.Func{
+	"params.getFromInstance":        getFromInstance,
+	"params.getFromSignal":          getFromSignal,
+	"params.getFromSignalOrDefault": getFromSignalOrDefault,
+}
+
+// DryRunSignalValue is what params.getFromSignal answers in the dry run at
+// push (Maestro's DUMMY_VALIDATION_VALUE): a signal param is a STRING or a
+// LONG, and this is both a date and a number.
+const DryRunSignalValue = int64(20220101)
+
+// getFromSignal answers params.getFromSignal for a run a signal trigger
+// started: (param) a param of the trigger, (signal, param) a param of a
+// signal that matched. In the dry run it checks the names against the
+// workflow's signal triggers and answers DryRunSignalValue; any other run
+// has no signal to read.
+func getFromSignal(ctx context.Context, args []any) (any, error) {
+	in, _ := ctx.Value(instanceKey{}).(*WorkflowInput)
+	if in == nil {
+		return nil, fmt.Errorf("params.getFromSignal is available to workflow params only")
+	}
+	names := make([]string, 0, len(args))
+	for _, a := range args {
+		s, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("params.getFromSignal takes strings")
+		}
+		names = append(names, s)
+	}
+	if len(names) != 1 && len(names) != 2 {
+		return nil, fmt.Errorf("params.getFromSignal takes (paramName) or (signalName, paramName), got %d arguments", len(args))
+	}
+	if in.DryRun {
+		if !signalNameDefined(in.Workflow, names) {
+			return nil, fmt.Errorf("params.getFromSignal(%s): no signal trigger of the workflow defines it", strings.Join(names, ", "))
+		}
+		return DryRunSignalValue, nil
+	}
+	initiatorType, _ := in.Initiator["type"].(string)
+	if !strings.EqualFold(initiatorType, "SIGNAL") {
+		return nil, fmt.Errorf("initiator %s is not a signal trigger and cannot get the param %s from a signal",
+			orManual(initiatorType), names[len(names)-1])
+	}
+	var v any
+	if len(names) == 1 {
+		v = paramValueOf(in.Initiator["params"], names[0])
+	} else if sigs, ok := in.Initiator["signal_params"].(map[string]any); ok {
+		v = paramValueOf(sigs[names[0]], names[1])
+	}
+	if v == nil {
+		return nil, fmt.Errorf("cannot find the param %s in the signals that started the run", strings.Join(names, "."))
+	}
+	return v, nil
+}
+
+// getFromSignalOrDefault is params.getFromSignalOrDefault(signal, param,
+// default): getFromSignal, or the default when that fails.
+func getFromSignalOrDefault(ctx context.Context, args []any) (any, error) {
+	if len(args) != 3 {
+		return nil, fmt.Errorf("params.getFromSignalOrDefault takes (signalName, paramName, default), got %d arguments", len(args))
+	}
+	if v, err := getFromSignal(ctx, args[:2]); err == nil {
+		return v, nil
+	}
+	return args[2], nil
+}
+
+// signalNameDefined reports whether a signal trigger of wf defines the
+// param (names: one name) or the signal (names: signal and param).
+func signalNameDefined(wf *workflow.Workflow, names []string) bool {
+	for _, t := range wf.SignalTriggers {
+		if len(names) == 1 {
+			if _, ok := t.Params[names[0]]; ok {
+				return true
+			}
+		} else if _, ok := t.Definitions[names[0]]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// paramValueOf reads name from a map of params, each a value or an
+// evaluated Parameter ({"value"} or {"evaluated_result"}).
+func paramValueOf(m any, name string) any {
+	ps, ok := m.(map[string]any)
+	if !ok {
+		return nil
+	}
+	switch p := ps[name].(type) {
+	case map[string]any:
+		if v, ok := p["evaluated_result"]; ok {
+			return v
+		}
+		return p["value"]
+	default:
+		return p
+	}
+}
+
+func orManual(t string) string {
+	if t == "" {
+		return "MANUAL"
+	}
+	return strings.ToUpper(t)
+}
 
 // defaultPrograms are the default params' expressions, compiled once: every
 // run evaluates them, and compiling them each time cost about 200 µs a run.

@@ -30,8 +30,6 @@ const dryRunTimeout = 5 * time.Second
 //   - the workflow params evaluate (validators included) for a manual run 1
 //     of instance 1 started now, with FROM_DATE and TO_DATE given as
 //     Maestro's dry run gives them;
-//   - every step defines the params its kind requires (a foreach's and a
-//     while's loop_params, a subworkflow's subworkflow_id);
 //   - every validator compiles, and a step param given as a plain literal
 //     (no expression, nothing interpolated) satisfies its validator when
 //     that can be decided from the literal alone.
@@ -59,17 +57,12 @@ func DryRun(ctx context.Context, wf *workflow.Workflow) error {
 	return errors.Join(errs...)
 }
 
-// checkStepParams reports a step's missing required params and literal
-// values its validators refuse.
+// checkStepParams reports a step's literal param values its validators
+// refuse (the params a step kind requires are the validator's to check:
+// workflow.Validator).
 func checkStepParams(ctx context.Context, at string, n *workflow.StepNode) []error {
 	var errs []error
 	own := n.Common().Params
-	for _, name := range slices.Sorted(maps.Keys(requiredParams[n.Kind()])) {
-		p, ok := own[name]
-		if !ok || (p.Expression == nil && p.Value == nil) {
-			errs = append(errs, fmt.Errorf("%s: a %s step requires the param %s", at, n.Kind(), name))
-		}
-	}
 	for _, name := range slices.Sorted(maps.Keys(own)) {
 		errs = append(errs, checkValidators(ctx, at+".params."+name, own[name])...)
 	}

@@ -104,8 +104,8 @@ func CheckOverrides(defs, overrides workflow.Params, phase Phase) error {
 			continue
 		}
 		def, ok := defs[name]
-		if !ok {
-			continue
+		if !ok || sameDefinition(def, o) {
+			continue // as in Maestro, repeating a definition unchanged changes nothing
 		}
 		if !Mutable(def.Mode, phase) {
 			errs = append(errs, fmt.Errorf("%w: %s has mode %s and cannot be changed on %s", ErrNotOverridable, name, def.EffectiveMode(), phase))
@@ -116,6 +116,21 @@ func CheckOverrides(defs, overrides workflow.Params, phase Phase) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sameDefinition reports whether an override repeats a definition: the
+// same value or expression (JSON-equal) and, when it names one, the same
+// type.
+func sameDefinition(def, o workflow.Param) bool {
+	if o.Type != "" && def.Type != "" && o.Type != def.Type {
+		return false
+	}
+	if (def.Expression == nil) != (o.Expression == nil) || (def.Expression != nil && *def.Expression != *o.Expression) {
+		return false
+	}
+	a, errA := json.Marshal(def.Value)
+	b, errB := json.Marshal(o.Value)
+	return errA == nil && errB == nil && string(a) == string(b)
 }
 
 // override merges overrides into defs: an override keeps the def's mode
