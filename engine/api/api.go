@@ -129,6 +129,8 @@ func (s *Server) routes() {
 	s.patternRoutes()
 	s.signalRoutes()
 	s.timeTriggerRoutes()
+	s.jobTemplateRoutes()
+	s.flattenRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))

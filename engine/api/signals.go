@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
+	"github.com/google/uuid"
+
 	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/wire"
 )
 
 // signalRoutes registers the signal endpoints (docs/signals.md).
@@ -16,45 +20,86 @@ func (s *Server) signalRoutes() {
 	s.handle("GET /api/v3/signals/{name}/instances/{seq}", s.getSignal)
 }
 
-// signalBody is a signal announcement, as Maestro's SignalCreateRequest.
-type signalBody struct {
-	Name      string                     `json:"name"`
-	Params    map[string]json.RawMessage `json:"params"`
-	Payload   json.RawMessage            `json:"payload"`
-	RequestID string                     `json:"request_id"`
-}
+// signalFields are the fields of Maestro's SignalCreateRequest; any other
+// top-level field (Maestro's "extra", ...) goes into the payload, as
+// Maestro keeps it.
+var signalFields = map[string]bool{"name": true, "params": true, "payload": true, "request_id": true, "request_time": true}
 
-// announceSignal answers 201 with the new signal instance, or 200 with the
-// stored one when the request id was announced before.
+// announceSignal stores a signal and answers Maestro's SignalInstance
+// (200); an announcement that repeats a request id answers the stored one
+// ("duplicated": true).
 func (s *Server) announceSignal(w http.ResponseWriter, r *http.Request) error {
-	var body signalBody
-	if err := decodeStrict(r, &body); err != nil {
+	var fields map[string]json.RawMessage
+	if err := decodeStrict(r, &fields); err != nil {
 		return err
 	}
-	req := signal.Request{Name: body.Name, RequestID: body.RequestID, Params: make(map[string]any, len(body.Params))}
-	// Numbers are kept exact (json.Number): a LONG param may use all 64 bits.
-	for k, raw := range body.Params {
-		var v any
-		if err := decodeExact(raw, &v); err != nil {
-			return badRequest("malformed request body", "params."+k+": "+err.Error())
-		}
-		req.Params[k] = v
+	req := signal.Request{Params: map[string]any{}, Payload: map[string]any{}}
+	if raw, ok := fields["name"]; ok && json.Unmarshal(raw, &req.Name) != nil {
+		return badRequest("malformed request body", "name must be a string")
 	}
-	if len(body.Payload) > 0 && !bytes.Equal(body.Payload, []byte("null")) {
-		if err := decodeExact(body.Payload, &req.Payload); err != nil {
+	if raw, ok := fields["request_id"]; ok && string(raw) != "null" && json.Unmarshal(raw, &req.RequestID) != nil {
+		return badRequest("malformed request body", "request_id must be a string")
+	}
+	if raw, ok := fields["request_time"]; ok && string(raw) != "null" && json.Unmarshal(raw, &req.RequestTime) != nil {
+		return badRequest("malformed request body", "request_time must be epoch milliseconds")
+	}
+	if raw, ok := fields["params"]; ok && string(raw) != "null" {
+		var ps map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &ps); err != nil {
+			return badRequest("malformed request body", "params must be a JSON object")
+		}
+		// Numbers are kept exact (json.Number): a LONG param may use all 64 bits.
+		for k, v := range ps {
+			var x any
+			if err := decodeExact(v, &x); err != nil {
+				return badRequest("malformed request body", "params."+k+": "+err.Error())
+			}
+			req.Params[k] = x
+		}
+	}
+	if raw, ok := fields["payload"]; ok && !bytes.Equal(raw, []byte("null")) {
+		if err := decodeExact(raw, &req.Payload); err != nil {
 			return badRequest("malformed request body", "payload must be a JSON object: "+err.Error())
 		}
+	}
+	for k, raw := range fields {
+		if signalFields[k] {
+			continue
+		}
+		var x any
+		if err := decodeExact(raw, &x); err != nil {
+			return badRequest("malformed request body", k+": "+err.Error())
+		}
+		req.Payload[k] = x
 	}
 	res, err := s.cfg.Runs.AnnounceSignal(r.Context(), req)
 	if err != nil {
 		return signalError(err)
 	}
-	code, status := http.StatusCreated, "CREATED"
-	if res.Duplicate {
-		code, status = http.StatusOK, "DUPLICATED"
-	}
-	writeJSON(w, code, map[string]any{"status": status, "signal_instance": res.Signal})
+	view := signalView(res.Signal)
+	view.Duplicated = res.Duplicate
+	writeJSON(w, http.StatusOK, view)
 	return nil
+}
+
+// signalNamespace names the instance ids of signals (name-based UUIDs).
+var signalNamespace = uuid.MustParse("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+
+// signalView is a signal as Maestro's SignalInstance: its instance id is
+// a UUID of its name and request id (else its seq id); its request time is
+// the announcer's, else its create time.
+func signalView(sig *signal.Signal) *wire.SignalInstance {
+	key := fmt.Sprintf("%s\x00%d", sig.Name, sig.Seq)
+	if sig.RequestID != "" {
+		key = sig.Name + "\x00" + sig.RequestID
+	}
+	v := &wire.SignalInstance{Name: sig.Name, SeqID: sig.Seq, InstanceID: uuid.NewMD5(signalNamespace, []byte(key)).String(),
+		Params: sig.Params, Payload: sig.Payload, RequestID: sig.RequestID, RequestTime: sig.RequestTime,
+		CreateTime: wire.Millis(sig.CreateTime)}
+	if v.RequestTime == 0 {
+		v.RequestTime = v.CreateTime
+	}
+	return v
 }
 
 func (s *Server) latestSignal(w http.ResponseWriter, r *http.Request) error {
@@ -62,7 +107,7 @@ func (s *Server) latestSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return signalError(err)
 	}
-	writeJSON(w, http.StatusOK, sig)
+	writeJSON(w, http.StatusOK, signalView(sig))
 	return nil
 }
 
@@ -75,23 +120,7 @@ func (s *Server) getSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return signalError(err)
 	}
-	writeJSON(w, http.StatusOK, sig)
-	return nil
-}
-
-// bypassDependencies is the bypass-dependencies step action; the caller is
-// recorded on the step's timeline.
-func (s *Server) bypassDependencies(w http.ResponseWriter, r *http.Request) error {
-	iid, run, err := pathRunOrLatest(r)
-	if err != nil {
-		return err
-	}
-	res, err := s.cfg.Runs.BypassDependencies(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"),
-		CallerFrom(r.Context()))
-	if err != nil {
-		return controlError(err)
-	}
-	writeJSON(w, http.StatusAccepted, res)
+	writeJSON(w, http.StatusOK, signalView(sig))
 	return nil
 }
 

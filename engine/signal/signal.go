@@ -48,6 +48,9 @@ type Signal struct {
 	Payload    map[string]any `json:"payload"`
 	RequestID  string         `json:"request_id,omitempty"`
 	CreateTime time.Time      `json:"create_time"`
+	// RequestTime is the announcer's request time in epoch milliseconds
+	// (Maestro's request_time); 0 when it gave none.
+	RequestTime int64 `json:"request_time,omitempty"`
 }
 
 // Request announces a signal. RequestID, when set, makes the announcement
@@ -58,6 +61,9 @@ type Request struct {
 	Params    map[string]any
 	Payload   map[string]any
 	RequestID string
+	// RequestTime is the announcer's request time in epoch milliseconds;
+	// 0 for none.
+	RequestTime int64
 }
 
 // Check validates a request and normalises its params: every value must be

@@ -27,11 +27,11 @@ const sqlLockExclusive = `SELECT pg_advisory_xact_lock($1, hashtext($2))`
 const sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1, hashtext($2))`
 
 const sqlInsertSignal = `
-INSERT INTO signal_instance (name, params, payload, request_id) VALUES ($1, $2, $3, NULLIF($4, ''))
+INSERT INTO signal_instance (name, params, payload, request_id, request_time) VALUES ($1, $2, $3, NULLIF($4, ''), NULLIF($5, 0))
 ON CONFLICT (name, request_id) WHERE request_id IS NOT NULL DO NOTHING
 RETURNING seq, create_time`
 
-const signalColumns = `seq, name, params, payload, COALESCE(request_id, ''), create_time`
+const signalColumns = `seq, name, params, payload, COALESCE(request_id, ''), create_time, COALESCE(request_time, 0)`
 
 const sqlSignalByRequest = `SELECT ` + signalColumns + ` FROM signal_instance WHERE name = $1 AND request_id = $2`
 
@@ -108,8 +108,8 @@ func Insert(ctx context.Context, tx pgx.Tx, r Request) (s *Signal, dup bool, err
 		return nil, false, fmt.Errorf("lock signal name %q: %w", r.Name, err)
 	}
 	params, payload := orEmpty(r.Params), orEmpty(r.Payload)
-	s = &Signal{Name: r.Name, Params: params, Payload: payload, RequestID: r.RequestID}
-	err = tx.QueryRow(ctx, sqlInsertSignal, r.Name, params, payload, r.RequestID).Scan(&s.Seq, &s.CreateTime)
+	s = &Signal{Name: r.Name, Params: params, Payload: payload, RequestID: r.RequestID, RequestTime: r.RequestTime}
+	err = tx.QueryRow(ctx, sqlInsertSignal, r.Name, params, payload, r.RequestID, r.RequestTime).Scan(&s.Seq, &s.CreateTime)
 	if errors.Is(err, pgx.ErrNoRows) {
 		s, err = scanSignal(tx.QueryRow(ctx, sqlSignalByRequest, r.Name, r.RequestID))
 		if err != nil {
@@ -265,7 +265,7 @@ func scanSignal(row pgx.Row) (*Signal, error) {
 		s               Signal
 		params, payload []byte
 	)
-	if err := row.Scan(&s.Seq, &s.Name, &params, &payload, &s.RequestID, &s.CreateTime); err != nil {
+	if err := row.Scan(&s.Seq, &s.Name, &params, &payload, &s.RequestID, &s.CreateTime, &s.RequestTime); err != nil {
 		return nil, err
 	}
 	var err error
