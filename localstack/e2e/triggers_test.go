@@ -39,6 +39,7 @@ func scenarioTimeTrigger(t *testing.T, d *Deployment) {
 			t.Errorf("TriggerLag %+v: want seconds, under the alarm's %d", m, triggerLagThreshold)
 		}
 	}
+	t.Logf("TriggerLag written: %+v", lags)
 	alarm := d.alarmedAs(t, lags[0])
 	if aws.ToFloat64(alarm.Threshold) != triggerLagThreshold || alarm.ComparisonOperator != "GreaterThanThreshold" {
 		t.Errorf("the TriggerLag alarm: threshold %v %s", aws.ToFloat64(alarm.Threshold), alarm.ComparisonOperator)
