@@ -215,8 +215,8 @@ func TestTriggersStack(t *testing.T) {
 			tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::Schedule"), map[string]any{
 				"ScheduleExpression":         "cron(* * * * ? *)",
 				"ScheduleExpressionTimezone": "UTC",
-				"State":              "ENABLED",
-				"FlexibleTimeWindow": map[string]any{"Mode": "OFF"},
+				"State":                      "ENABLED",
+				"FlexibleTimeWindow":         map[string]any{"Mode": "OFF"},
 				"Target": map[string]any{
 					"Arn":              map[string]any{"Fn::GetAtt": []any{fn, "Arn"}},
 					"RoleArn":          map[string]any{"Fn::GetAtt": []any{role, "Arn"}},
