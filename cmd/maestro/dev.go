@@ -18,6 +18,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/eventsvc"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/groupcount"
@@ -72,7 +74,13 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 	}
 	defer pool.Close()
 
-	eng, err := startEngine(ctx, pool, logger, nil)
+	events, err := eventsvc.Start(ctx, pool, eventsvc.Options{Logger: logger, Getenv: os.Getenv, Local: true,
+		LinkBase: "http://" + *hf.addr, Retention: 24 * time.Hour})
+	if err != nil {
+		return err
+	}
+	defer events.Stop()
+	eng, err := startEngine(ctx, pool, logger, nil, events.Wake)
 	if err != nil {
 		return err
 	}
@@ -82,12 +90,12 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 	// names the caller.
 	defs := definition.NewStore(pool)
 	runs := execution.New(pool, defs, eng.GroupCount())
-	handler, err := apiHandler(pool, logger, true, defs, runs)
+	handler, err := apiHandler(pool, logger, true, defs, runs, events.Feed)
 	if err != nil {
 		return err
 	}
 	// The time-trigger loop (the time-trigger Lambda's work, in-process).
-	sched, err := scheduler.FromEnv(pool, runs, logger, os.Getenv)
+	sched, err := scheduler.FromEnv(pool, runs, scheduler.Config{Logger: logger}, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -128,7 +136,9 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		defs := definition.NewStore(pool)
-		handler, err := apiHandler(pool, logger, *trust, defs, execution.New(pool, defs, groups))
+		// A feed of JSON pages: the live stream is maestro dev's.
+		feed := event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME"))
+		handler, err := apiHandler(pool, logger, *trust, defs, execution.New(pool, defs, groups), feed)
 		if err != nil {
 			return err
 		}
@@ -143,9 +153,10 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // apiHandler builds the REST API over pool; MAESTRO_ADMINS names the
 // administrators (docs/security.md).
-func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, defs *definition.Store, runs *execution.Service) (*api.Server, error) {
+func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, defs *definition.Store, runs *execution.Service,
+	events *event.Feed) (*api.Server, error) {
 	return api.New(api.Config{
-		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader,
+		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader, Events: events,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 		Definitions: defs, Runs: runs,
 	})
@@ -159,6 +170,8 @@ func serveAPI(ctx context.Context, hf *httpFlags, handler http.Handler, stdout i
 		return fmt.Errorf("listen on %s: %w", *hf.addr, err)
 	}
 	srv := api.NewHTTPServer(handler, hf.timeouts)
+	// Requests live in ctx, so that live event streams end on shutdown.
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "%s: REST API on http://%s/api/v3 (health: http://%s/api/v3/health)\n", name, ln.Addr(), ln.Addr())

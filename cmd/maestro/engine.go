@@ -15,6 +15,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/eventsvc"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/groupcount"
 	"github.com/maestro-aws/maestro/engine/health"
@@ -57,7 +58,12 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 	// CloudWatch embedded-metric-format lines on stdout, once a period
 	// (MAESTRO_METRICS_INTERVAL, default 1m; engine/metrics).
 	rec := metrics.NewRecorder(metrics.New(os.Stdout, metrics.ServiceEngine))
-	eng, err := startEngine(ctx, pool, logger, rec)
+	events, err := eventsvc.Start(ctx, pool, eventsvc.Options{Logger: logger, Getenv: os.Getenv})
+	if err != nil {
+		return err
+	}
+	defer events.Stop()
+	eng, err := startEngine(ctx, pool, logger, rec, events.Wake)
 	if err != nil {
 		return err
 	}
@@ -113,8 +119,10 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // e.g. 10s), MAESTRO_NODE_ID, MAESTRO_WORKERS (concurrent step runtime
 // calls), and the step runtimes' settings (engine/stepruntime/registry:
 // AWS_REGION, MAESTRO_AWS_ENDPOINT, MAESTRO_HTTP_ALLOWED_HOSTS,
-// MAESTRO_ECS_*), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go). rec, when set, receives the engine's metrics.
-func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder) (*flow.Engine, error) {
+// MAESTRO_ECS_*), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go). rec, when
+// set, receives the engine's metrics; eventsWritten is told of committed
+// writes that recorded events.
+func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder, eventsWritten func()) (*flow.Engine, error) {
 	groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "engine "+hostname())
 	if err != nil {
 		return nil, err
@@ -137,13 +145,14 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r
 				return err
 			},
 		}},
-		NodeID:       os.Getenv("MAESTRO_NODE_ID"),
-		GroupCount:   groups,
-		Metrics:      rec,
-		MaxGroups:    envInt("MAESTRO_MAX_GROUPS", 0),
-		Lease:        envDuration("MAESTRO_LEASE", 0),
-		MemoryBudget: memoryBudget(logger),
-		Logger:       logger,
+		NodeID:        os.Getenv("MAESTRO_NODE_ID"),
+		GroupCount:    groups,
+		Metrics:       rec,
+		MaxGroups:     envInt("MAESTRO_MAX_GROUPS", 0),
+		Lease:         envDuration("MAESTRO_LEASE", 0),
+		MemoryBudget:  memoryBudget(logger),
+		Logger:        logger,
+		EventsWritten: eventsWritten,
 	})
 	if err != nil {
 		return nil, err

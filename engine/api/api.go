@@ -19,6 +19,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 )
 
@@ -48,6 +49,8 @@ type Config struct {
 	// database that stops answering makes a request fail with 503 instead
 	// of holding it.
 	RequestTimeout time.Duration
+	// Events serves GET /api/v3/events; nil answers 404.
+	Events *event.Feed
 }
 
 // Server routes and serves the API.
@@ -108,6 +111,10 @@ type statusWriter struct {
 	status int
 }
 
+// Unwrap lets http.ResponseController reach the connection's writer: the
+// live event stream flushes and lifts the write deadline through it.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
@@ -129,6 +136,7 @@ func (s *Server) routes() {
 	s.patternRoutes()
 	s.signalRoutes()
 	s.timeTriggerRoutes()
+	s.eventRoutes()
 	s.jobTemplateRoutes()
 	s.flattenRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -151,9 +159,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	r = r.WithContext(ctx)
+	if !liveStream(r) {
+		// A live event stream lasts as long as its client stays; every
+		// other request's work is bounded.
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
 	if err := checkText(r); err != nil {
 		writeError(w, err)
 		return
@@ -170,6 +182,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(WithCaller(r.Context(), u))
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// liveStream reports whether r asks for the live event stream (Server-Sent
+// Events), which is exempt from the request timeout.
+func liveStream(r *http.Request) bool {
+	return r.Method == http.MethodGet && r.URL.Path == "/api/v3/events" &&
+		strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
 // checkText refuses a path or query that PostgreSQL could not store: NUL

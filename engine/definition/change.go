@@ -79,6 +79,7 @@ func (s *Store) UpdateProperties(ctx context.Context, workflowID string, change 
 		queueSnapshot(b, snap, m.owner(st.createdBy))
 		queueTimeline(b, workflowID, TimelineEvent{Type: EventUpdateProperties, Author: actor.Who(), SnapshotVersion: snap.Version,
 			Message: fmt.Sprintf("added properties snapshot %d", snap.Version)})
+		queuePropertiesEvent(b, workflowID, actor.Who(), snap.Version)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("store workflow %s properties snapshot %d: %w", workflowID, snap.Version, err)
 		}
@@ -151,6 +152,9 @@ func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor
 		if err := syncTriggers(ctx, tx, workflowID); err != nil {
 			return err
 		}
+		if err := addActivationEvent(ctx, tx, workflowID, actor.Who(), &version, st.active); err != nil {
+			return err
+		}
 		return addTimeline(ctx, tx, workflowID, TimelineEvent{Type: EventActivate, Author: actor.Who(), Version: version,
 			Message: fmt.Sprintf("activated version %d", version)})
 	})
@@ -178,6 +182,9 @@ func (s *Store) Deactivate(ctx context.Context, workflowID string, actor Actor) 
 			return fmt.Errorf("deactivate workflow %s: %w", workflowID, err)
 		}
 		if err := syncTriggers(ctx, tx, workflowID); err != nil {
+			return err
+		}
+		if err := addActivationEvent(ctx, tx, workflowID, actor.Who(), nil, st.active); err != nil {
 			return err
 		}
 		return addTimeline(ctx, tx, workflowID, TimelineEvent{Type: EventDeactivate, Author: actor.Who(), Version: *st.active,

@@ -94,6 +94,9 @@ func (s *Store) Delete(ctx context.Context, workflowID string, actor Actor) (*De
 		}
 		event.Details["versions"] = st.latest
 		event.Details["status"] = out.Status
+		if err := addDeletionEvent(ctx, tx, workflowID, actor.Who()); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, sqlDeleteWorkflow, workflowID); err != nil {
 			return fmt.Errorf("delete workflow %s: %w", workflowID, err)
 		}

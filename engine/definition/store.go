@@ -306,6 +306,8 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 		if c.New || c.Activated {
 			b.Queue(sqlSetVersions, id, version, active, author, c.Activated)
 		}
+		queuePushEvents(b, pushed{workflowID: id, name: d.Workflow.Name, author: author, created: c, version: version,
+			snapshot: snap.Version, active: active, previous: st.active})
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("store workflow %s version %d: %w", id, version, err)
 		}

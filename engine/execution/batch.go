@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
@@ -123,6 +124,7 @@ JOIN workflow_version v ON v.workflow_id = r.id AND v.version = r.version`
 // pending is a start of the batch that passed its checks and gets a run.
 type pending struct {
 	i         int // index in the batch
+	wf        *workflow.Workflow
 	runParams []byte
 	initiator map[string]any
 	timeout   int64
@@ -182,7 +184,7 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 		if _, seen := byWorkflow[st.WorkflowID]; !seen {
 			order = append(order, st.WorkflowID)
 		}
-		byWorkflow[st.WorkflowID] = append(byWorkflow[st.WorkflowID], pending{i: i, runParams: rp, initiator: initiator, timeout: timeout})
+		byWorkflow[st.WorkflowID] = append(byWorkflow[st.WorkflowID], pending{i: i, wf: &v.wf, runParams: rp, initiator: initiator, timeout: timeout})
 		if st.RequestID != "" {
 			// A later start with this request id duplicates this one.
 			existing[requestKey{st.WorkflowID, st.RequestID}] = BatchResult{WorkflowID: st.WorkflowID, Duplicated: true, Err: errPendingDuplicate(i)}
@@ -436,6 +438,7 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 		queued     = make([]bool, 0, n)
 		msgGroups  []int32
 		msgs       []flow.StartMessage
+		dropped    []event.Record
 	)
 	for _, p := range round {
 		st := starts[p.i]
@@ -443,9 +446,13 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 		group := instance.GroupFor(st.WorkflowID, res.InstanceID, s.groupCount)
 		timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated), createdReason(p.initiator))}
 		res.Status = instance.WorkflowCreated
-		if reason, dropped := drops[st.WorkflowID]; dropped {
+		runUUID := uuid.New()
+		if reason, drop := drops[st.WorkflowID]; drop {
 			res.Status = instance.WorkflowStopped
 			timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), reason))
+			// Its status change is an event like any other (docs/events.md).
+			ref := flow.Ref{WorkflowID: st.WorkflowID, InstanceID: res.InstanceID, RunID: 1}
+			dropped = append(dropped, flow.DroppedRunEventOf(ref, p.wf, runUUID.String(), 0, flow.RootCorrelation(ref)))
 		} else {
 			strategy := strategies[st.WorkflowID]
 			res.Queued = !strategy.HasRoom(rooms[st.WorkflowID])
@@ -462,7 +469,7 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 			rid = &st.RequestID
 		}
 		wfIDs, iids, versions = append(wfIDs, st.WorkflowID), append(iids, res.InstanceID), append(versions, st.Version)
-		uuids, requestIDs, groups = append(uuids, uuid.New()), append(requestIDs, rid), append(groups, group)
+		uuids, requestIDs, groups = append(uuids, runUUID), append(requestIDs, rid), append(groups, group)
 		statuses, runParams, initiators = append(statuses, string(res.Status)), append(runParams, p.runParams), append(initiators, p.initiator)
 		timelines, timeouts, queued = append(timelines, timeline), append(timeouts, p.timeout), append(queued, res.Queued)
 	}
@@ -473,6 +480,9 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 	}
 	if tag.RowsAffected() != int64(n) {
 		return fmt.Errorf("insert %d instances: %d inserted", n, tag.RowsAffected())
+	}
+	if err := event.Insert(ctx, tx, dropped...); err != nil {
+		return err
 	}
 	return queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, msgGroups, msgs)
 }

@@ -64,6 +64,7 @@ func newBatchWorld(t *testing.T) *batchWorld {
 		`UPDATE workflow_instance SET status = 'IN_PROGRESS', seq = seq + 1 WHERE workflow_id IN ('first', 'last') AND instance_id = 1`,
 		`UPDATE workflow_instance SET status = 'SUCCEEDED', seq = seq + 1, end_time = now() WHERE workflow_id = 'seq'`,
 		`DELETE FROM maestro_queue`,
+		`DELETE FROM maestro_event`,
 	} {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -238,6 +239,22 @@ func snapshot(t *testing.T, pool *pgxpool.Pool) map[string]string {
 		out[fmt.Sprintf("queue %d g%d %s", q, g, b)] = strconv.Itoa(n)
 	}
 	if err := msgs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Events: a dropped run's status change is one, by either path.
+	evs, err := pool.Query(ctx, `SELECT workflow_id, kind, count(*) FROM maestro_event GROUP BY 1, 2`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for evs.Next() {
+		var id string
+		var kind, n int
+		if err := evs.Scan(&id, &kind, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprintf("events of %s kind %d", id, kind)] = strconv.Itoa(n)
+	}
+	if err := evs.Err(); err != nil {
 		t.Fatal(err)
 	}
 	ids, err := pool.Query(ctx, `SELECT workflow_id, latest_instance_id FROM workflow`)

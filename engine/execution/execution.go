@@ -19,6 +19,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -209,16 +210,21 @@ func (s *Service) insertRun(ctx context.Context, tx pgx.Tx, r newRun, props []by
 				fmt.Sprintf("queued by the %s run strategy", flow.ParseStrategy(props).Rule)))
 		}
 	}
+	runUUID := uuid.New()
 	if _, err := tx.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
             request_id, group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
             queued, run_config, end_time)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                 CASE WHEN $9 = 'STOPPED' THEN now() END)`,
-		r.ref.WorkflowID, r.ref.InstanceID, r.ref.RunID, r.version, uuid.New(), r.requestID, s.groupCount, group,
+		r.ref.WorkflowID, r.ref.InstanceID, r.ref.RunID, r.version, runUUID, r.requestID, s.groupCount, group,
 		status, r.definition, r.runParams, r.initiator, timeline, r.timeoutSeconds, queued, r.runConfig); err != nil {
 		return false, fmt.Errorf("insert instance: %w", err)
 	}
-	if r.dropReason != "" || queued {
+	if r.dropReason != "" {
+		// Its status change is an event like any other (docs/events.md).
+		return false, event.Insert(ctx, tx, flow.DroppedRunEvent(r.ref, r.definition, runUUID.String(), 0, flow.RootCorrelation(r.ref)))
+	}
+	if queued {
 		return queued, nil
 	}
 	_, err = queue.Enqueue(ctx, tx, queue.StartWorkflow, group, flow.StartMessage{Ref: r.ref, Group: group})

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/authz"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
@@ -201,7 +202,7 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		if policy == RestartFromBeginning || drop != "" {
 			return nil
 		}
-		return carrySteps(ctx, tx, ref, prev.runID, rerun, req.SkipStepID, authz.CallerFrom(ctx))
+		return carrySteps(ctx, tx, ref, &wf, prev.runID, rerun, req.SkipStepID, authz.CallerFrom(ctx))
 	})
 	if err != nil {
 		return nil, err
@@ -290,11 +291,14 @@ SELECT workflow_id, instance_id, $4, step_id, attempt_id, gen_random_uuid(),
 FROM (SELECT DISTINCT ON (step_id) * FROM step_instance
       WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
       ORDER BY step_id, attempt_id DESC) latest
-WHERE (status = ANY ($6::text[]) OR step_id = $8) AND NOT (step_id = ANY ($7::text[]))`
+WHERE (status = ANY ($6::text[]) OR step_id = $8) AND NOT (step_id = ANY ($7::text[]))
+RETURNING step_id, attempt_id, uuid::text, seq`
 
 // carrySteps copies the completed steps of run from into the new run, and
-// records skipStep (if set) SKIPPED.
-func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, from int64, rerun map[string]bool, skipStep, by string) error {
+// records skipStep (if set) SKIPPED, with its event: the carried steps
+// change no status in the new run, the skipped one does. by names who
+// asked for the skip.
+func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, wf *workflow.Workflow, from int64, rerun map[string]bool, skipStep, by string) error {
 	if by == "" {
 		by = "user"
 	}
@@ -306,9 +310,34 @@ func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, from int64, rerun 
 	for id := range rerun {
 		skip = append(skip, id)
 	}
-	if _, err := tx.Exec(ctx, carryStepsSQL, ref.WorkflowID, ref.InstanceID, from, ref.RunID, ev, carriedStatuses, skip,
-		skipStep, skipped); err != nil {
+	rows, err := tx.Query(ctx, carryStepsSQL, ref.WorkflowID, ref.InstanceID, from, ref.RunID, ev, carriedStatuses, skip,
+		skipStep, skipped)
+	if err != nil {
 		return fmt.Errorf("carry steps of run %d into %s: %w", from, ref, err)
+	}
+	type carried struct {
+		step, uuid string
+		attempt    int64
+		seq        int64
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (carried, error) {
+		var c carried
+		err := r.Scan(&c.step, &c.attempt, &c.uuid, &c.seq)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("carry steps of run %d into %s: %w", from, ref, err)
+	}
+	for _, c := range all {
+		if c.step != skipStep {
+			continue
+		}
+		var runUUID string
+		if err := tx.QueryRow(ctx, `SELECT uuid::text FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+			ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&runUUID); err != nil {
+			return fmt.Errorf("read run %s: %w", ref, err)
+		}
+		return event.Insert(ctx, tx, flow.SkippedStepEvent(ref, wf, runUUID, flow.RootCorrelation(ref), c.step, c.attempt, c.uuid, c.seq))
 	}
 	return nil
 }

@@ -82,6 +82,10 @@ type Config struct {
 	// process's memory limit: a run that needs more fails, runs that do
 	// not fit now wait.
 	MemoryBudget int64
+	// EventsWritten, when set, is called (and must not block) after a write
+	// that recorded an event has committed: an event forwarder in the same
+	// process reads the outbox at once instead of at its next poll.
+	EventsWritten func()
 }
 
 func (c *Config) defaults() error {
@@ -150,6 +154,9 @@ type Engine struct {
 	// startWaits counts, per run, the starts that waited for it.
 	mem        *memoryBudget
 	startWaits sync.Map
+	// events is set when the engine records the events of its writes
+	// (always, but for benchmarks that measure their cost).
+	events bool
 }
 
 // group is a flow group this node owns, with its live flows.
@@ -250,7 +257,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	mem := newMemoryBudget(cfg.MemoryBudget)
 	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
-		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem}
+		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem, events: true}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
 	// idempotent. Engine state writes stay synchronous.
@@ -672,7 +679,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	if err != nil {
 		return err
 	}
-	var paramsJSON []byte
+	var paramsJSON, ev []byte
 	var paramErr error
 	var held int64
 	if created {
@@ -708,12 +715,17 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			_, err := e.store.stopCreated(ctx, msg.Ref, instance.WorkflowFailed, "run failed: "+paramErr.Error())
 			return err
 		}
+		if ev, err = e.startEvent(msg.Ref, pending); err != nil {
+			e.mem.Release(held)
+			return err
+		}
 	}
-	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON)
+	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev)
 	if err != nil || !ok {
 		e.mem.Release(held)
 		return err
 	}
+	e.wroteEvent(ev)
 	// A run that was CREATED when read and had no steps then has none now:
 	// only its flow writes steps, and it is starting here.
 	return e.runFlow(ctx, g, row, paramErr, !created || pending.HasSteps, held)
@@ -729,6 +741,28 @@ func (e *Engine) waitForMemory(ref Ref) bool {
 	}
 	e.startWaits.Delete(ref)
 	return false
+}
+
+// startEvent is the CREATED -> IN_PROGRESS event of a run being started;
+// nil when the engine records no events.
+func (e *Engine) startEvent(ref Ref, row createdRow) ([]byte, error) {
+	if !e.events {
+		return nil, nil
+	}
+	def, err := e.defs.acquire(row.Definition, true)
+	if err != nil {
+		return nil, err
+	}
+	defer e.defs.release(def)
+	ri := newRunInfo(&def.wf, row.UUID, row.Correlation, row.Depth)
+	return ri.instanceEvent(ref, instance.WorkflowCreated, instance.WorkflowInProgress, time.Now()), nil
+}
+
+// wroteEvent tells the EventsWritten hook that ev was committed.
+func (e *Engine) wroteEvent(ev []byte) {
+	if ev != nil && e.cfg.EventsWritten != nil {
+		e.cfg.EventsWritten()
+	}
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.

@@ -78,6 +78,8 @@ type flowActor struct {
 	timeout     time.Duration
 	// parent is the subworkflow step that created the run, if one did.
 	parent *Parent
+	// info is what the run's events carry.
+	info runInfo
 
 	steps    map[string]*stepSummary
 	running  map[string]*stepActor
@@ -119,6 +121,7 @@ func newFlow(eng *Engine, grp *group, row instanceRow, held int64) (*flowActor, 
 	for i := range wf.Steps {
 		f.nodes[wf.Steps[i].ID()] = &wf.Steps[i]
 	}
+	f.info = newRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
 	if row.StartTime != nil {
 		f.started = *row.StartTime
 	}
@@ -539,11 +542,15 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	// A parent waiting in this process is woken in memory after the
 	// commit; one elsewhere through a step_update written with the end.
 	wakeHere := f.parent != nil && f.eng.waitsHere(f.parent.Ref, f.parent.StepID)
+	tl := instance.StatusEvent(string(status), reason)
+	u := instanceUpdate{
+		From: f.status, Status: status, Params: params, End: true,
+		Timeline: []instance.TimelineEvent{tl},
+	}
+	if f.eng.events {
+		u.Event = f.info.instanceEvent(f.ref, f.status, status, time.UnixMilli(tl.Timestamp))
+	}
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
-		u := instanceUpdate{
-			Status: status, Params: params, End: true,
-			Timeline: []instance.TimelineEvent{instance.StatusEvent(string(status), reason)},
-		}
 		if f.parent != nil && !wakeHere {
 			return f.eng.store.updateInstanceNotifyParent(ctx, f.ref, f.gen, u, f.parent)
 		}
@@ -555,6 +562,7 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	if wakeHere {
 		f.eng.wakeChildWaiter(f.parent.Ref, f.parent.StepID)
 	}
+	f.eng.wroteEvent(u.Event)
 	f.status = status
 	if f.timer != nil {
 		f.timer.Stop()

@@ -423,9 +423,9 @@ ORDER BY g LIMIT $4`
 const insertIterationsSQL = `
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
     group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
-    queued, run_config, parent, parent_key, depth)
+    queued, run_config, parent, parent_key, depth, correlation_id)
 SELECT $1, it.instance_id, $2, 0, it.uuid, $3, it.group_id, 'CREATED', $4, it.run_params, it.initiator, it.timeline,
-    $5, false, '{"policy": "START"}'::jsonb, it.parent, it.parent_key, $6
+    $5, false, '{"policy": "START"}'::jsonb, it.parent, it.parent_key, $6, $15
 FROM unnest($7::bigint[], $8::uuid[], $9::integer[], $10::jsonb[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::text[])
     AS it(instance_id, uuid, group_id, run_params, initiator, timeline, parent, parent_key)
 ON CONFLICT DO NOTHING
@@ -495,7 +495,7 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 		}
 		if len(iters) > 0 {
 			rows, err := tx.Query(ctx, insertIterationsSQL, st.workflowID, st.run, groupCount, def, iterationTimeout, depth+1,
-				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys)
+				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys, fp.correlation)
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/event/eventtest"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -29,6 +30,7 @@ func exclusiveRuntimes(x *exclusive) stepruntime.Registry {
 // checkExactlyOnce asserts every run succeeded with one attempt per step.
 func checkExactlyOnce(t *testing.T, e *env, insts []*execution.Instance) {
 	t.Helper()
+	defer checkEvents(t, e, insts[0].WorkflowID)
 	for _, inst := range insts {
 		got := e.wait(inst, 30*time.Second)
 		if got.Status != instance.WorkflowSucceeded {
@@ -183,5 +185,19 @@ func TestStopRacingExecution(t *testing.T) {
 			t.Fatalf("%d queue messages left unprocessed", left)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkEvents asserts that the outbox holds exactly one event per status
+// change the database holds for the workflows' runs and steps, stale
+// owners' refused writes included (docs/events.md).
+func checkEvents(t *testing.T, e *env, workflowIDs ...string) {
+	t.Helper()
+	got, err := eventtest.FromOutbox(context.Background(), e.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := got.Verify(context.Background(), e.pool, workflowIDs...); err != nil {
+		t.Error(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,7 +31,7 @@ type env struct {
 	runs *execution.Service
 }
 
-const testGroups = flowtest.Groups
+const testGroups = flowtest.GroupCount
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
@@ -47,6 +48,38 @@ func (e *env) engine(cfg flow.Config) *flow.Engine {
 		rts = testRuntimes()
 	}
 	return e.Engine(rts, cfg)
+}
+
+func testLogger() *slog.Logger { return flowtest.Logger() }
+
+// engineBefore is engine with a hook that runs before the engine starts.
+func (e *env) engineBefore(cfg flow.Config, before func(*flow.Engine)) *flow.Engine {
+	e.t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger()
+	}
+	if cfg.GroupCount == 0 {
+		cfg.GroupCount = testGroups
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 2 * time.Second
+	}
+	if cfg.Runtimes == nil {
+		cfg.Runtimes = testRuntimes()
+	}
+	cfg.Queue.SweepInterval = 200 * time.Millisecond
+	eng, err := flow.New(e.pool, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if before != nil {
+		before(eng)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(eng.Stop)
+	return eng
 }
 
 // push stores a workflow definition given as JSON.

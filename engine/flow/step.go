@@ -63,7 +63,10 @@ type stepActor struct {
 	attempt int64
 	uuid    string
 
-	status  instance.StepStatus
+	status instance.StepStatus
+	// durable is the status last written (NOT_CREATED before the first
+	// write): where the next write's status changes start from.
+	durable instance.StepStatus
 	seq     int64
 	retry   instance.RetryInfo
 	params  params.Values
@@ -129,7 +132,8 @@ const (
 func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry instance.RetryInfo) *stepActor {
 	a := &stepActor{
 		f: f, node: node, id: node.ID(), attempt: attempt, uuid: uuid.NewString(),
-		status: instance.StepNotCreated, retry: retry, inbox: newMailbox[stepMsg](), done: make(chan struct{}),
+		status: instance.StepNotCreated, durable: instance.StepNotCreated, retry: retry, inbox: newMailbox[stepMsg](),
+		done: make(chan struct{}),
 	}
 	// Called on the flow's goroutine: the flow's step summaries may be read.
 	if c := node.Common(); c != nil && params.ReadsUpstream(c.Params) {
@@ -148,7 +152,7 @@ func resumeAttempt(f *flowActor, node *workflow.StepNode, row stepRow) *stepActo
 	a := &stepActor{
 		runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing,
 		f:              f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
-		status: row.Status, seq: row.Seq, retry: row.Retry, data: row.Runtime.Data,
+		status: row.Status, durable: row.Status, seq: row.Seq, retry: row.Retry, data: row.Runtime.Data,
 		inserted: true, inbox: newMailbox[stepMsg](), done: make(chan struct{}),
 	}
 	if len(row.Params) > 0 {
@@ -244,6 +248,9 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	if a.outputs != nil {
 		w.Outputs, _ = json.Marshal(a.outputs)
 	}
+	if a.f.eng.events {
+		w.Event = a.stepEvent(w.Seq, a.pending)
+	}
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
 		if !a.inserted {
 			return a.f.eng.store.insertStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
@@ -254,6 +261,8 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 		return err
 	}
 	a.inserted = true
+	a.durable = a.status
+	a.f.eng.wroteEvent(w.Event)
 	if a.status == instance.StepRunning {
 		a.runningDurable = true
 	}

@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/queue"
 )
 
 // ErrFenced reports a write refused because this node no longer holds the
@@ -132,15 +134,29 @@ type instanceRow struct {
 	// Parent is the workflow_instance.parent column: set on a subworkflow's
 	// child run (subworkflow.go).
 	Parent []byte
+	// UUID, Correlation and Depth are what the run's events carry.
+	UUID        string
+	Correlation string
+	Depth       int
 }
 
+// correlationSQL is a run's correlation id: its root run's identity
+// (docs/events.md).
+const correlationSQL = `COALESCE(correlation_id, workflow_id || ':' || instance_id || ':' || run_id)`
+
 const instanceColumns = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
-    definition, run_params, params, timeout_seconds, start_time, parent`
+    definition, run_params, params, timeout_seconds, start_time, parent, uuid::text AS uuid_text,
+    ` + correlationSQL + ` AS correlation, depth`
+
+// instanceColumnNames names instanceColumns, for a query reading them from
+// a CTE.
+const instanceColumnNames = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
+    definition, run_params, params, timeout_seconds, start_time, parent, uuid_text, correlation, depth`
 
 func scanInstance(r pgx.CollectableRow) (instanceRow, error) {
 	var i instanceRow
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq,
-		&i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime, &i.Parent)
+		&i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth)
 	return i, err
 }
 
@@ -166,34 +182,55 @@ func (s *store) adoptFlows(ctx context.Context, group int32, gen int64) ([]insta
 	return flows, nil
 }
 
+// startFlowSQL moves a CREATED run to IN_PROGRESS, or re-stamps a running
+// one with this node's generation, and records the CREATED -> IN_PROGRESS
+// status change ($9, without its seq) in the same statement. prev locks
+// the run and reads its status before the update, so exactly the write
+// that ends CREATED writes the event, whoever else tries.
 const startFlowSQL = `
 WITH owned AS (
-    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR SHARE)
-UPDATE workflow_instance SET
-    generation = $5,
-    status = CASE WHEN status = 'CREATED' THEN 'IN_PROGRESS' ELSE status END,
-    start_time = COALESCE(start_time, now()),
-    seq = seq + 1,
-    timeline = CASE WHEN status = 'CREATED' THEN timeline || $7::jsonb ELSE timeline END,
-    params = CASE WHEN status = 'CREATED' THEN COALESCE($8::jsonb, params) ELSE params END,
-    modify_time = now()
-WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
-  AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
-  AND EXISTS (SELECT 1 FROM owned)
-RETURNING ` + instanceColumns
+    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR SHARE),
+prev AS (
+    SELECT status AS prev_status FROM workflow_instance
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+      AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
+      AND EXISTS (SELECT 1 FROM owned)
+    FOR UPDATE),
+w AS (
+    UPDATE workflow_instance SET
+        generation = $5,
+        status = CASE WHEN status = 'CREATED' THEN 'IN_PROGRESS' ELSE status END,
+        start_time = COALESCE(start_time, now()),
+        seq = seq + 1,
+        timeline = CASE WHEN status = 'CREATED' THEN timeline || $7::jsonb ELSE timeline END,
+        params = CASE WHEN status = 'CREATED' THEN COALESCE($8::jsonb, params) ELSE params END,
+        modify_time = now()
+    FROM prev
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
+    RETURNING ` + instanceColumns + `, prev.prev_status),
+e AS (
+    ` + event.InsertSQL + `
+    SELECT $10::smallint, w.workflow_id, w.seq, $9::json FROM w
+    WHERE w.prev_status = 'CREATED' AND $9::json IS NOT NULL)
+SELECT ` + instanceColumnNames + ` FROM w`
 
 // startFlow moves a CREATED instance to IN_PROGRESS under this node's
 // generation (or re-stamps one already running) and returns it. ok is false
 // when the instance is over or unknown. The share lock on the group row
 // makes a concurrent takeover wait for this write, so the new owner's
-// adoption sees it.
-func (s *store) startFlow(ctx context.Context, ref Ref, group int32, gen int64, node string, params []byte) (instanceRow, bool, error) {
-	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)})
-	var p any
+// adoption sees it. ev, when set, is the run's CREATED -> IN_PROGRESS event
+// (written only if this write makes that change).
+func (s *store) startFlow(ctx context.Context, ref Ref, group int32, gen int64, node string, params, ev []byte) (instanceRow, bool, error) {
+	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)})
+	var p, e any
 	if params != nil {
 		p = params
 	}
-	rows, err := s.db.Query(ctx, startFlowSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node, ev, p)
+	if ev != nil {
+		e = ev
+	}
+	rows, err := s.db.Query(ctx, startFlowSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node, tl, p, e,
+		instanceStatusKind)
 	if err != nil {
 		return instanceRow{}, false, fmt.Errorf("start flow %s: %w", ref, err)
 	}
@@ -224,16 +261,21 @@ type createdRow struct {
 	HasSteps bool
 	// RunConfig says how the run was started ({"policy": ...}).
 	RunConfig []byte
+	// UUID, Correlation and Depth are what the run's events carry.
+	UUID        string
+	Correlation string
+	Depth       int
 }
 
 // readCreated reads a run that is still CREATED; ok is false otherwise.
 func (s *store) readCreated(ctx context.Context, ref Ref) (createdRow, bool, error) {
 	var r createdRow
 	err := s.db.QueryRow(ctx, `SELECT definition, run_params, initiator, EXISTS (SELECT 1 FROM step_instance s
-            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config
+            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id),
+            uuid::text, `+correlationSQL+`, depth, run_config
         FROM workflow_instance i
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams, &r.Initiator, &r.HasSteps, &r.RunConfig)
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams, &r.Initiator, &r.HasSteps, &r.UUID, &r.Correlation, &r.Depth, &r.RunConfig)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return createdRow{}, false, nil
 	}
@@ -245,10 +287,16 @@ func (s *store) readCreated(ctx context.Context, ref Ref) (createdRow, bool, err
 
 // instanceUpdate is one write-through of a flow's own state.
 type instanceUpdate struct {
+	// From is the status the run has now: the write applies only to a run
+	// still in it, so a write repeated after a lost acknowledgement is
+	// refused rather than applied (and reported) twice.
+	From     instance.WorkflowStatus
 	Status   instance.WorkflowStatus
 	Params   []byte // nil keeps the stored params
 	Timeline []instance.TimelineEvent
 	End      bool
+	// Event is the status change's event without its seq; nil writes none.
+	Event []byte
 }
 
 const updateInstanceSQL = `
@@ -258,15 +306,36 @@ UPDATE workflow_instance SET
     timeline = timeline || $7::jsonb,
     end_time = CASE WHEN $8 THEN now() ELSE end_time END,
     modify_time = now()
-WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4`
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 AND status = $9`
+
+// updateInstanceEventSQL is updateInstanceSQL that also writes the status
+// change's event ($10, completed with the run's new seq): one row per
+// updated run, so the rows affected are the runs updated.
+const updateInstanceEventSQL = `
+WITH w AS (` + updateInstanceSQL + `
+RETURNING workflow_id, seq)
+` + event.InsertSQL + `
+SELECT $11::smallint, w.workflow_id, w.seq, $10::json FROM w`
 
 func (s *store) updateInstance(ctx context.Context, ref Ref, gen int64, u instanceUpdate) error {
+	return execInstanceUpdate(ctx, s.db, ref, gen, u)
+}
+
+// execInstanceUpdate writes u in q (the pool, or a transaction that
+// writes more with it).
+func execInstanceUpdate(ctx context.Context, q queue.Execer, ref Ref, gen int64, u instanceUpdate) error {
 	ev, _ := json.Marshal(orEmpty(u.Timeline))
 	var params any
 	if u.Params != nil {
 		params = u.Params
 	}
-	tag, err := s.db.Exec(ctx, updateInstanceSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen, u.Status, params, ev, u.End)
+	args := []any{ref.WorkflowID, ref.InstanceID, ref.RunID, gen, u.Status, params, ev, u.End, u.From}
+	sql := updateInstanceSQL
+	if u.Event != nil {
+		sql = updateInstanceEventSQL
+		args = append(args, u.Event, instanceStatusKind)
+	}
+	tag, err := q.Exec(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("update flow %s: %w", ref, err)
 	}
@@ -344,22 +413,46 @@ type stepWrite struct {
 	Timeline []instance.TimelineEvent
 	Start    bool // set start_time now
 	End      bool // set end_time now
+	// Event is the event of the status changes the write makes; nil when
+	// it makes none.
+	Event []byte
 }
 
-const insertStepSQL = `
+// Step writes, each with or without its event. With the event the write
+// is a data-modifying CTE whose rows feed the event insert: one event row
+// per step row written, in the same statement, so the rows affected are
+// still the step rows written (expressible per row, for group commit).
+
+const insertStepFence = `
 WITH fence AS (
     SELECT 1 FROM workflow_instance
-    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 FOR SHARE)
+    WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND generation = $4 FOR SHARE)`
+
+const insertStepBody = `
 INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
     params, outputs, runtime_state, retry, timeline, start_time, end_time)
 SELECT $1, $2, $3, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
     CASE WHEN $16 THEN now() END, CASE WHEN $17 THEN now() END
 FROM fence`
 
+const insertStepSQL = insertStepFence + insertStepBody
+
+const insertStepEventSQL = insertStepFence + `,
+w AS (` + insertStepBody + `
+RETURNING 1)
+` + event.InsertSQL + `
+SELECT $18::smallint, $1, $9, $19::json FROM w`
+
 func (s *store) insertStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, uuid, stepType string, w stepWrite) error {
 	ev, _ := json.Marshal(orEmpty(w.Timeline))
-	tag, err := s.db.Exec(ctx, insertStepSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen,
-		stepID, attempt, uuid, w.Status, w.Seq, stepType, jsonOr(w.Params), jsonOr(w.Outputs), w.Runtime, w.Retry, ev, w.Start, w.End)
+	args := []any{ref.WorkflowID, ref.InstanceID, ref.RunID, gen,
+		stepID, attempt, uuid, w.Status, w.Seq, stepType, jsonOr(w.Params), jsonOr(w.Outputs), w.Runtime, w.Retry, ev, w.Start, w.End}
+	sql := insertStepSQL
+	if w.Event != nil {
+		sql = insertStepEventSQL
+		args = append(args, stepStatusKind, w.Event)
+	}
+	tag, err := s.db.Exec(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("insert step %s attempt %d of %s: %w", stepID, attempt, ref, err)
 	}
@@ -373,7 +466,9 @@ func (s *store) insertStep(ctx context.Context, ref Ref, gen int64, stepID strin
 // seq guard makes a write based on state another node has changed fail, so
 // a stale owner's late write can only make the new owner reload, never
 // roll state back. Inserts (new attempts) keep the share lock, since there
-// is no row yet for the seq guard to protect.
+// is no row yet for the seq guard to protect. The seq guard also makes a
+// write repeated after a lost acknowledgement fail instead of writing its
+// event twice.
 const updateStepSQL = `
 WITH fence AS (
     SELECT 1 FROM workflow_instance
@@ -391,6 +486,12 @@ WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $5 AND
   AND seq = $8 - 1
   AND EXISTS (SELECT 1 FROM fence)`
 
+const updateStepEventSQL = `
+WITH w AS (` + updateStepSQL + `
+RETURNING 1)
+` + event.InsertSQL + `
+SELECT $16::smallint, $1, $8, $17::json FROM w`
+
 func (s *store) updateStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, w stepWrite) error {
 	ev, _ := json.Marshal(orEmpty(w.Timeline))
 	var params, outputs any
@@ -400,8 +501,14 @@ func (s *store) updateStep(ctx context.Context, ref Ref, gen int64, stepID strin
 	if w.Outputs != nil {
 		outputs = w.Outputs
 	}
-	tag, err := s.db.Exec(ctx, updateStepSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen, stepID, attempt,
-		w.Status, w.Seq, params, outputs, w.Runtime, w.Retry, ev, w.Start, w.End)
+	args := []any{ref.WorkflowID, ref.InstanceID, ref.RunID, gen, stepID, attempt,
+		w.Status, w.Seq, params, outputs, w.Runtime, w.Retry, ev, w.Start, w.End}
+	sql := updateStepSQL
+	if w.Event != nil {
+		sql = updateStepEventSQL
+		args = append(args, stepStatusKind, w.Event)
+	}
+	tag, err := s.db.Exec(ctx, sql, args...)
 	if err != nil {
 		return fmt.Errorf("update step %s attempt %d of %s: %w", stepID, attempt, ref, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -130,7 +131,32 @@ UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1, 
     timeline = timeline || $2::jsonb
 WHERE workflow_id = $1 AND queued
   AND (instance_id, run_id) <> (SELECT instance_id, run_id FROM workflow_instance
-      WHERE workflow_id = $1 AND queued ORDER BY instance_id DESC, run_id DESC LIMIT 1)`
+      WHERE workflow_id = $1 AND queued ORDER BY instance_id DESC, run_id DESC LIMIT 1)
+RETURNING ` + stoppedColumns
+
+// supersedeAllQueuedSQL stops every queued run (LAST_ONLY, before a new
+// run is queued).
+const supersedeAllQueuedSQL = `
+UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1,
+    end_time = now(), modify_time = now(), timeline = timeline || $2::jsonb
+WHERE workflow_id = $1 AND queued
+RETURNING ` + stoppedColumns
+
+// supersede stops queued runs of a workflow (LAST_ONLY) with sql, and
+// records their CREATED -> STOPPED events in tx.
+func supersede(ctx context.Context, tx Tx, sql, workflowID string) error {
+	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowStopped),
+		"superseded by a newer run under the LAST_ONLY run strategy")})
+	rows, err := tx.Query(ctx, sql, workflowID, tl)
+	if err != nil {
+		return fmt.Errorf("supersede queued runs of %s: %w", workflowID, err)
+	}
+	evs, err := stoppedEvents(rows, workflowID, instance.WorkflowCreated, instance.WorkflowStopped)
+	if err != nil {
+		return fmt.Errorf("supersede queued runs of %s: %w", workflowID, err)
+	}
+	return event.Insert(ctx, tx, evs...)
+}
 
 // AdmitQueued admits the queued runs of a workflow that its run strategy
 // allows now, oldest trigger first, and enqueues their start messages. The
@@ -138,10 +164,8 @@ WHERE workflow_id = $1 AND queued
 func AdmitQueued(ctx context.Context, tx Tx, workflowID string, props []byte) ([]Ref, error) {
 	s := ParseStrategy(props)
 	if s.Rule == workflow.RunStrategyLastOnly {
-		ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowStopped),
-			"superseded by a newer run under the LAST_ONLY run strategy")})
-		if _, err := tx.Exec(ctx, supersedeQueuedSQL, workflowID, ev); err != nil {
-			return nil, fmt.Errorf("supersede queued runs of %s: %w", workflowID, err)
+		if err := supersede(ctx, tx, supersedeQueuedSQL, workflowID); err != nil {
+			return nil, err
 		}
 	}
 	if s.Concurrency <= 0 {
@@ -227,12 +251,8 @@ func PrepareStart(ctx context.Context, tx Tx, workflowID string, props []byte) (
 			return "dropped by the FIRST_ONLY run strategy: another run of the workflow is in progress", nil
 		}
 	case workflow.RunStrategyLastOnly:
-		ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowStopped),
-			"superseded by a newer run under the LAST_ONLY run strategy")})
-		if _, err := tx.Exec(ctx, `UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1,
-                end_time = now(), modify_time = now(), timeline = timeline || $2::jsonb
-            WHERE workflow_id = $1 AND queued`, workflowID, ev); err != nil {
-			return "", fmt.Errorf("supersede queued runs of %s: %w", workflowID, err)
+		if err := supersede(ctx, tx, supersedeAllQueuedSQL, workflowID); err != nil {
+			return "", err
 		}
 		rows, err := tx.Query(ctx, `SELECT instance_id, run_id, group_id FROM workflow_instance
             WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued`, workflowID)
@@ -327,18 +347,35 @@ func (s *store) workflowsWithQueuedRuns(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// stopCreated ends a run the engine has not started (queued or admitted)
-// and then admits the workflow's next runs.
+// stopCreatedSQL ends a run that is still CREATED.
+const stopCreatedSQL = `
+UPDATE workflow_instance SET status = $4, queued = false, seq = seq + 1, end_time = now(),
+    modify_time = now(), timeline = timeline || $5::jsonb
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED'
+RETURNING ` + stoppedColumns
+
+// stopCreated ends a run the engine has not started (queued or admitted),
+// with its status change's event, and then admits the workflow's next
+// runs.
 func (s *store) stopCreated(ctx context.Context, ref Ref, status instance.WorkflowStatus, reason string) (bool, error) {
-	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(status), reason)})
-	tag, err := s.db.Exec(ctx, `UPDATE workflow_instance SET status = $4, queued = false, seq = seq + 1, end_time = now(),
-            modify_time = now(), timeline = timeline || $5::jsonb
-        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED'`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID, status, ev)
+	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(status), reason)})
+	stopped := false
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, stopCreatedSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, status, tl)
+		if err != nil {
+			return err
+		}
+		evs, err := stoppedEvents(rows, ref.WorkflowID, instance.WorkflowCreated, status)
+		if err != nil {
+			return err
+		}
+		stopped = len(evs) > 0
+		return event.Insert(ctx, tx, evs...)
+	})
 	if err != nil {
 		return false, fmt.Errorf("stop created instance %s: %w", ref, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !stopped {
 		return false, nil
 	}
 	s.admitIfQueued(ctx, ref.WorkflowID)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -75,7 +76,8 @@ func (s Strategy) HasRoom(r Room) bool {
 const supersedeBatchSQL = `
 UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1, end_time = now(), modify_time = now(),
     timeline = timeline || $2::jsonb
-WHERE workflow_id = ANY($1::text[]) AND queued`
+WHERE workflow_id = ANY($1::text[]) AND queued
+RETURNING workflow_id, ` + stoppedColumns
 
 // liveBatchSQL lists the admitted live runs of the workflows $1.
 const liveBatchSQL = `
@@ -113,8 +115,17 @@ func PrepareStarts(ctx context.Context, tx Tx, strategies map[string]Strategy) (
 	}
 	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowStopped),
 		"superseded by a newer run under the LAST_ONLY run strategy")})
-	if _, err := tx.Exec(ctx, supersedeBatchSQL, lastOnly, ev); err != nil {
+	superseded, err := tx.Query(ctx, supersedeBatchSQL, lastOnly, ev)
+	if err != nil {
 		return nil, fmt.Errorf("supersede queued runs of %d workflows: %w", len(lastOnly), err)
+	}
+	// Their CREATED -> STOPPED events, as supersede records them.
+	evs, err := stoppedEvents(superseded, "", instance.WorkflowCreated, instance.WorkflowStopped)
+	if err != nil {
+		return nil, fmt.Errorf("supersede queued runs of %d workflows: %w", len(lastOnly), err)
+	}
+	if err := event.Insert(ctx, tx, evs...); err != nil {
+		return nil, err
 	}
 	rows, err := tx.Query(ctx, liveBatchSQL, lastOnly)
 	if err != nil {

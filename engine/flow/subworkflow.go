@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -283,7 +284,8 @@ func childData(ref Ref, version int64, group int32) map[string]any {
 // parentFenceSQL locks the parent run (shared) while this node owns it at
 // its current generation, and reads what the child inherits.
 const parentFenceSQL = `
-SELECT i.group_count, i.group_id, i.depth, i.params, s.params
+SELECT i.group_count, i.group_id, i.depth, i.params, s.params,
+    COALESCE(i.correlation_id, i.workflow_id || ':' || i.instance_id || ':' || i.run_id)
 FROM workflow_instance i
 JOIN flow_group g ON g.group_id = i.group_id AND g.generation = i.generation AND g.owner = $6
 JOIN step_instance s ON s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id
@@ -296,6 +298,9 @@ type fencedParent struct {
 	groupCount, group    int32
 	depth                int
 	wfParams, stepParams []byte
+	// correlation is the parent's correlation id, which its children
+	// inherit (docs/events.md).
+	correlation string
 }
 
 // fenceParent share-locks the parent run in tx while node owns it at its
@@ -304,7 +309,7 @@ type fencedParent struct {
 func fenceParent(ctx context.Context, tx pgx.Tx, p Parent, node string) (fencedParent, error) {
 	var fp fencedParent
 	err := tx.QueryRow(ctx, parentFenceSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, node).
-		Scan(&fp.groupCount, &fp.group, &fp.depth, &fp.wfParams, &fp.stepParams)
+		Scan(&fp.groupCount, &fp.group, &fp.depth, &fp.wfParams, &fp.stepParams, &fp.correlation)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fp, ErrFenced
 	}
@@ -317,9 +322,9 @@ func fenceParent(ctx context.Context, tx pgx.Tx, p Parent, node string) (fencedP
 const insertChildSQL = `
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
     group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
-    queued, run_config, parent, parent_key, depth, end_time)
+    queued, run_config, parent, parent_key, depth, end_time, correlation_id)
 VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '{"policy": "START"}'::jsonb, $14, $15, $16,
-    CASE WHEN $7 = 'STOPPED' THEN now() END)`
+    CASE WHEN $7 = 'STOPPED' THEN now() END, $17)`
 
 const recordChildSQL = `
 UPDATE step_instance SET runtime_state = jsonb_set(runtime_state, '{data}', $6::jsonb), modify_time = now()
@@ -440,9 +445,18 @@ func (s *store) createChild(ctx context.Context, node string, p Parent, spec chi
 			}
 		}
 		initiator := map[string]any{"type": initiatorType, "parent": p}
-		if _, err := tx.Exec(ctx, insertChildSQL, ref.WorkflowID, iid, v.Version, uuid.New(), groupCount, group,
-			status, []byte(v.Raw), runParams, initiator, timeline, timeout, queued, p, p.key(), depth+1); err != nil {
+		runUUID := uuid.New()
+		if _, err := tx.Exec(ctx, insertChildSQL, ref.WorkflowID, iid, v.Version, runUUID, groupCount, group,
+			status, []byte(v.Raw), runParams, initiator, timeline, timeout, queued, p, p.key(), depth+1, fp.correlation); err != nil {
 			return fmt.Errorf("insert child run: %w", err)
+		}
+		if drop != "" {
+			// Dropped by its run strategy: it ends as it is created.
+			ri := newRunInfo(&v.Workflow, runUUID.String(), fp.correlation, depth+1)
+			if err := event.Insert(ctx, tx, event.Record{Kind: instanceStatusKind, WorkflowID: ref.WorkflowID,
+				Payload: ri.instanceEvent(ref, instance.WorkflowCreated, instance.WorkflowStopped, time.Now())}); err != nil {
+				return err
+			}
 		}
 		if status == instance.WorkflowCreated && !queued {
 			if _, err := queue.Enqueue(ctx, tx, queue.StartWorkflow, group, StartMessage{Ref: ref, Group: group}); err != nil {
@@ -561,19 +575,10 @@ func (s *store) childStatus(ctx context.Context, ref Ref) (instance.WorkflowStat
 // waiting for it looks again at once.
 func (s *store) updateInstanceNotifyParent(ctx context.Context, ref Ref, gen int64, u instanceUpdate, p *Parent) error {
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		ev, _ := json.Marshal(orEmpty(u.Timeline))
-		var prm any
-		if u.Params != nil {
-			prm = u.Params
+		if err := execInstanceUpdate(ctx, tx, ref, gen, u); err != nil {
+			return err
 		}
-		tag, err := tx.Exec(ctx, updateInstanceSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, gen, u.Status, prm, ev, u.End)
-		if err != nil {
-			return fmt.Errorf("update flow %s: %w", ref, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return ErrFenced
-		}
-		_, err = queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
+		_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
 		return err
 	})
 }

@@ -455,7 +455,7 @@ func (s *validation) properties(p *Properties, at *loc) {
 		s.report(op, "owner name is required")
 	}
 	s.object(p.AccessControl, at.child("access_control"))
-	s.object(p.Alerting, at.child("alerting"))
+	s.alerting(p.Alerting, at.child("alerting"))
 	if r := p.RunStrategy; r != nil {
 		rp := at.child("run_strategy")
 		rulePath, concPath := rp, rp

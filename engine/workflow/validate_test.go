@@ -273,6 +273,28 @@ func TestValidateProblems(t *testing.T) {
 		{"run strategy rule missing", `{"properties":{"run_strategy":{"workflow_concurrency":1}},"workflow":{"id":"wf","steps":[` + noop + `]}}`,
 			[]want{{"properties.run_strategy.rule", "run strategy rule is required"}}},
 		{"paused parallel is fine", `{"properties":{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":0}},"workflow":{"id":"wf","steps":[` + noop + `]}}`, nil},
+		{"alerting as Maestro's", `{"properties":{"alerting":{"emails":["a@example.com"],"slack":{"channels":["c"]},
+			"tct":{"completed_by_hour":1,"tz":"UTC"},"bypass_digest_config":{"workflow":true,"steps":["s"]},
+			"pagerduty_config":{"always_page":true,"severity":"warning"},"custom_field":{"kept":true},
+			"type_configs":{"STEP_FAILURE":{"actions":["email","page","slack"]},"LONG_RUNNING":{"disabled":true,"granularity":"ALL"},
+			"BREAKPOINT_HIT":{"granularity":"step"},"SUCCESS_WITHIN":{"duration_minutes":1440}}}},"workflow":{"id":"wf","steps":[` + noop + `]}}`, nil},
+		{"alerting mistakes", `{"properties":{"alerting":{"tct":{"completed_by_hour":72,"duration_minutes":5,"tz":"Mars/Olympus"},
+			"pagerduty_config":{"severity":"sev0"},
+			"type_configs":{"STEP_FAIL":{},"LONG_RUNNING":{"actions":["email","shout"],"granularity":"run","duration_minutes":0},
+			"DEPENDENCY_LATE":{}}}},"workflow":{"id":"wf","steps":[` + noop + `]}}`,
+			[]want{
+				{"properties.alerting.tct", "one and only one of completed_by_hour, duration_minutes and completed_by_ts has to be set"},
+				{"properties.alerting.tct.completed_by_hour", "must be between 1 and 48, got 72"},
+				{"properties.alerting.tct.tz", `unknown time zone "Mars/Olympus"`},
+				{"properties.alerting.pagerduty_config.severity", `unknown severity "sev0"`},
+				{"properties.alerting.type_configs.STEP_FAIL", `unknown alert type "STEP_FAIL"`},
+				{"properties.alerting.type_configs.LONG_RUNNING.actions[1]", `unknown action "shout"`},
+				{"properties.alerting.type_configs.LONG_RUNNING.granularity", `unknown granularity "run"`},
+				{"properties.alerting.type_configs.LONG_RUNNING.duration_minutes", "must be positive, got 0"},
+				{"properties.alerting.type_configs.DEPENDENCY_LATE.duration_minutes", "DEPENDENCY_LATE needs duration_minutes"},
+			}},
+		{"alerting of the wrong shape", `{"properties":{"alerting":{"emails":"a@example.com"}},"workflow":{"id":"wf","steps":[` + noop + `]}}`,
+			[]want{{"properties.alerting", "invalid alerting block: emails: expected []string, got string"}}},
 	}
 	v := Validator{CheckExpression: trivialCheck}
 	for _, tc := range tests {

@@ -1,5 +1,8 @@
 // Package flowtest runs workflows on a real engine over a test database
-// (engine/dbtest), for the tests of step runtimes outside engine/flow.
+// (engine/dbtest), for the tests of the packages around the engine (step
+// runtimes, events, alerting, the publisher): a migrated database of the
+// test's own, the definition store and run service over it, an engine node,
+// and a step type that fails.
 package flowtest
 
 import (
@@ -23,8 +26,15 @@ import (
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
-// Groups is the flow group count of test runs.
-const Groups = 4
+// GroupCount is the flow group count of the engines and runs of an Env.
+const GroupCount = 4
+
+// FailType is the step type whose every attempt fails with a user error
+// (message FailMessage).
+const (
+	FailType    = "Fail"
+	FailMessage = "the job failed"
+)
 
 // Env is one test's database with the services over it.
 type Env struct {
@@ -39,7 +49,7 @@ func New(t testing.TB) *Env {
 	t.Helper()
 	pool := dbtest.Pool(t)
 	defs := definition.NewStore(pool)
-	return &Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, Groups)}
+	return &Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, GroupCount)}
 }
 
 // Logger is silent unless MAESTRO_TEST_LOG is set.
@@ -50,22 +60,42 @@ func Logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// Engine starts an engine node with the built-in runtimes and runtimes
-// added; it stops when the test ends.
+type failing struct{}
+
+func (failing) Start(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.Done}
+}
+
+func (failing) Execute(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.UserError, Message: FailMessage}
+}
+
+func (failing) Terminate(context.Context, *stepruntime.Attempt) stepruntime.Result {
+	return stepruntime.Result{State: stepruntime.Stopped}
+}
+
+// Engine starts an engine node with test defaults where cfg leaves them
+// unset (short lease and sweep; the built-in runtimes and FailType, unless
+// cfg names its runtimes) and runtimes added; it stops when the test ends.
 func (e *Env) Engine(runtimes stepruntime.Registry, cfg flow.Config) *flow.Engine {
 	e.T.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = Logger()
 	}
 	if cfg.GroupCount == 0 {
-		cfg.GroupCount = Groups
+		cfg.GroupCount = GroupCount
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = 2 * time.Second
 	}
-	cfg.Runtimes = stepruntime.Builtins()
+	if cfg.Runtimes == nil {
+		cfg.Runtimes = stepruntime.Builtins()
+		cfg.Runtimes[FailType] = failing{}
+	}
 	maps.Copy(cfg.Runtimes, runtimes)
-	cfg.Queue.SweepInterval = 200 * time.Millisecond
+	if cfg.Queue.SweepInterval == 0 {
+		cfg.Queue.SweepInterval = 200 * time.Millisecond
+	}
 	eng, err := flow.New(e.Pool, cfg)
 	if err != nil {
 		e.T.Fatal(err)
@@ -77,30 +107,39 @@ func (e *Env) Engine(runtimes stepruntime.Registry, cfg flow.Config) *flow.Engin
 	return eng
 }
 
-// Push validates and stores a workflow definition given as JSON.
+// Push validates and stores a workflow definition given as JSON, as the
+// user tester.
 func (e *Env) Push(def string) {
 	e.T.Helper()
-	e.push(workflow.DecodeJSON, def)
+	e.push(workflow.DecodeJSON, def, "tester")
+}
+
+// PushAs validates and stores a definition given as JSON, as the caller.
+func (e *Env) PushAs(def, caller string) *definition.Created {
+	e.T.Helper()
+	return e.push(workflow.DecodeJSON, def, caller)
 }
 
 // PushYAML validates and stores a workflow definition in the YAML DSL.
 func (e *Env) PushYAML(def string) {
 	e.T.Helper()
-	e.push(workflow.DecodeYAML, def)
+	e.push(workflow.DecodeYAML, def, "tester")
 }
 
-func (e *Env) push(decode func([]byte) (*workflow.Definition, error), def string) {
+func (e *Env) push(decode func([]byte) (*workflow.Definition, error), def, caller string) *definition.Created {
 	e.T.Helper()
 	d, err := decode([]byte(def))
 	if err != nil {
 		e.T.Fatalf("decode definition: %v", err)
 	}
-	if err := (workflow.Validator{}).Validate(d); err != nil {
+	if err := (workflow.Validator{StepTypes: append(workflow.DefaultStepTypes(), FailType)}).Validate(d); err != nil {
 		e.T.Fatalf("validate definition: %v", err)
 	}
-	if _, err := e.Defs.Create(context.Background(), d, "tester"); err != nil {
+	c, err := e.Defs.Create(context.Background(), d, caller)
+	if err != nil {
 		e.T.Fatalf("create definition: %v", err)
 	}
+	return c
 }
 
 // Start starts a run of the latest version.
@@ -188,6 +227,18 @@ func (e *Env) WaitData(inst *execution.Instance, stepID, key string, within time
 		if time.Now().After(deadline) {
 			e.logSteps(inst)
 			e.T.Fatalf("step %s never had %s in its runtime data within %s", stepID, key, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// WaitFor polls cond until it holds or the deadline passes.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -6,6 +6,7 @@ package lambdaenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -16,8 +17,10 @@ import (
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/groupcount"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/scheduler"
 )
 
@@ -64,12 +67,15 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
 		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
+		Events: event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
 	})
 }
 
 // TimeTriggerScheduler builds the time-trigger Lambda's scheduler (see
-// scheduler.FromEnv for its optional settings).
-func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger) (*scheduler.Scheduler, error) {
+// scheduler.FromEnv for its optional settings); each invocation that starts
+// runs writes its TriggerLag to metricsOut (the function's stdout) as an
+// EMF line.
+func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger, metricsOut io.Writer) (*scheduler.Scheduler, error) {
 	pool, err := Pool(ctx, "maestro-timetrigger-lambda")
 	if err != nil {
 		return nil, err
@@ -79,5 +85,6 @@ func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger) (*scheduler.
 		return nil, err
 	}
 	runs := execution.New(pool, definition.NewStore(pool), groups)
-	return scheduler.FromEnv(pool, runs, logger, os.Getenv)
+	return scheduler.FromEnv(pool, runs, scheduler.Config{Logger: logger,
+		Metrics: metrics.New(metricsOut, metrics.ServiceTimeTrigger)}, os.Getenv)
 }

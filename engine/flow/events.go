@@ -1,0 +1,147 @@
+package flow
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// The events of the engine's own writes (docs/events.md): each status
+// change of a run or a step is recorded in the statement that writes it
+// (store.go), so it commits, or rolls back, with the change.
+
+var (
+	stepStatusKind, _     = event.KindOf(event.StepInstanceStatusChange)
+	instanceStatusKind, _ = event.KindOf(event.WorkflowInstanceStatusChange)
+)
+
+// runInfo is what a run's events carry that does not change while it runs.
+type runInfo struct {
+	uuid        string
+	correlation string
+	depth       int
+	name        string
+	tags        []event.Tag
+	// stepIndex is each step's position in the workflow, from 1 (the
+	// events' step_instance_id).
+	stepIndex map[string]int64
+}
+
+func newRunInfo(wf *workflow.Workflow, uuid, correlation string, depth int) runInfo {
+	ri := runInfo{uuid: uuid, correlation: correlation, depth: depth, name: wf.Name, stepIndex: make(map[string]int64, len(wf.Steps))}
+	if ri.name == "" {
+		ri.name = wf.ID
+	}
+	for _, t := range wf.Tags {
+		ri.tags = append(ri.tags, event.Tag{Name: t.Name, Namespace: string(t.Namespace)})
+	}
+	for i := range wf.Steps {
+		ri.stepIndex[wf.Steps[i].ID()] = int64(i + 1)
+	}
+	return ri
+}
+
+// instanceEvent is the event of a run's status change from -> to, without
+// its seq (the write adds it).
+func (ri *runInfo) instanceEvent(ref Ref, from, to instance.WorkflowStatus, at time.Time) []byte {
+	return event.NewRecord(&event.WorkflowInstanceStatusChangeEvent{
+		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
+		WorkflowUUID: ri.uuid, CorrelationID: ri.correlation, Depth: ri.depth, WorkflowName: ri.name, Tags: ri.tags,
+		OldStatus: from, NewStatus: to, EventTime: at.UnixMilli(),
+	}).Payload
+}
+
+// stepEvent is the event of a step attempt's write: the status changes in
+// its timeline events since the last write, starting from the status last
+// written. nil when the write changes no status.
+func (a *stepActor) stepEvent(seq int64, timeline []instance.TimelineEvent) []byte {
+	from := a.durable
+	var records []event.StatusChangeRecord
+	for _, ev := range timeline {
+		if ev.Type != "STATUS" {
+			continue
+		}
+		to := instance.StepStatus(ev.Status)
+		records = append(records, event.StatusChangeRecord{OldStatus: from, NewStatus: to, EventTime: ev.Timestamp})
+		from = to
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	ri := &a.f.info
+	return event.NewRecord(&event.StepInstanceStatusChangeEvent{
+		WorkflowID: a.f.ref.WorkflowID, WorkflowInstanceID: a.f.ref.InstanceID, WorkflowRunID: a.f.ref.RunID,
+		StepID: a.id, StepAttemptID: a.attempt, WorkflowUUID: ri.uuid, StepUUID: a.uuid, CorrelationID: ri.correlation,
+		StepInstanceID: ri.stepIndex[a.id], StatusChangeRecords: records, Seq: seq,
+	}).Payload
+}
+
+// stoppedColumns are what a multi-run status write (run strategies,
+// stopping runs that never started) returns of each run it changed, for
+// its event.
+const stoppedColumns = `instance_id, run_id, uuid::text, ` + correlationSQL + `, depth,
+    COALESCE(NULLIF(definition->>'name', ''), workflow_id), COALESCE(definition->'tags', '[]'::jsonb), seq`
+
+// stoppedEvents reads the rows a write RETURNING stoppedColumns changed
+// from one status to another and returns their events. With workflowID
+// empty the write spans many workflows and each row leads with its
+// workflow_id (RETURNING workflow_id, stoppedColumns).
+func stoppedEvents(rows pgx.Rows, workflowID string, from, to instance.WorkflowStatus) ([]event.Record, error) {
+	now := time.Now().UnixMilli()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (event.Record, error) {
+		e := event.WorkflowInstanceStatusChangeEvent{WorkflowID: workflowID, OldStatus: from, NewStatus: to, EventTime: now}
+		var tags []byte
+		dest := []any{&e.WorkflowInstanceID, &e.WorkflowRunID, &e.WorkflowUUID, &e.CorrelationID, &e.Depth,
+			&e.WorkflowName, &tags, &e.Seq}
+		if workflowID == "" {
+			dest = append([]any{&e.WorkflowID}, dest...)
+		}
+		if err := r.Scan(dest...); err != nil {
+			return event.Record{}, err
+		}
+		_ = json.Unmarshal(tags, &e.Tags)
+		return event.NewRecord(&e), nil
+	})
+}
+
+// DroppedRunEvent is the event of a run that ends as it is created, because
+// its run strategy dropped it (CREATED -> STOPPED): the API writes it with
+// the run. definition is the run's workflow JSON.
+func DroppedRunEvent(ref Ref, definition []byte, uuid string, depth int, correlation string) event.Record {
+	var wf workflow.Workflow
+	if err := json.Unmarshal(definition, &wf); err != nil {
+		wf = workflow.Workflow{ID: ref.WorkflowID}
+	}
+	return DroppedRunEventOf(ref, &wf, uuid, depth, correlation)
+}
+
+// DroppedRunEventOf is DroppedRunEvent for a definition already decoded.
+func DroppedRunEventOf(ref Ref, wf *workflow.Workflow, uuid string, depth int, correlation string) event.Record {
+	ri := newRunInfo(wf, uuid, correlation, depth)
+	return event.Record{Kind: instanceStatusKind, WorkflowID: ref.WorkflowID,
+		Payload: ri.instanceEvent(ref, instance.WorkflowCreated, instance.WorkflowStopped, time.Now())}
+}
+
+// RootCorrelation is the correlation id of a run that has no parent.
+func RootCorrelation(ref Ref) string {
+	return ref.WorkflowID + ":" + strconv.FormatInt(ref.InstanceID, 10) + ":" + strconv.FormatInt(ref.RunID, 10)
+}
+
+// SkippedStepEvent is the event of a step recorded SKIPPED in a new run
+// that a restart creates (a skip of a failed step of an ended run).
+func SkippedStepEvent(ref Ref, wf *workflow.Workflow, runUUID, correlation, stepID string, attempt int64, stepUUID string, seq int64) event.Record {
+	ri := newRunInfo(wf, runUUID, correlation, 0)
+	return event.NewRecord(&event.StepInstanceStatusChangeEvent{
+		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
+		StepID: stepID, StepAttemptID: attempt, WorkflowUUID: runUUID, StepUUID: stepUUID, CorrelationID: correlation,
+		StepInstanceID: ri.stepIndex[stepID], Seq: seq,
+		StatusChangeRecords: []event.StatusChangeRecord{{OldStatus: instance.StepNotCreated, NewStatus: instance.StepSkipped,
+			EventTime: time.Now().UnixMilli()}},
+	})
+}
