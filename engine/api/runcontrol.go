@@ -251,7 +251,9 @@ func (s *Server) restartStep(w http.ResponseWriter, r *http.Request) error {
 		StepID: res.StepID, Status: wire.RunCreated,
 		TimelineEvent: wire.LogEvent("User [%s] take action [RESTART] on the step", CallerFrom(r.Context()))}
 	if res.Restarted != nil {
-		resp.RunID, resp.VersionID = res.Restarted.RunID, res.Restarted.Version
+		// The new run's first attempt of the step (attempts count per run).
+		first := int64(1)
+		resp.RunID, resp.VersionID, resp.AttemptID = res.Restarted.RunID, res.Restarted.Version, &first
 	} else {
 		if latest, err := s.cfg.Runs.Run(r.Context(), res.WorkflowID, res.InstanceID, res.RunID); err == nil {
 			resp.VersionID = latest.Version

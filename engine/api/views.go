@@ -127,6 +127,9 @@ func instanceView(inst *execution.Instance) (*wire.WorkflowInstance, error) {
 		CreateTime: wire.Millis(inst.CreateTime), StartTime: wire.MillisPtr(inst.StartTime),
 		EndTime: wire.MillisPtr(inst.EndTime), ModifyTime: wire.Millis(inst.ModifyTime), Timeline: inst.Timeline,
 		RequestID: inst.RequestID, Queued: inst.Queued,
+		// Maestro's request_time is when the start was asked for: the
+		// run's create time here (the start writes the run at once).
+		RequestTime: new(wire.Millis(inst.CreateTime)),
 	}
 	if inst.TimeoutSeconds > 0 {
 		ms := inst.TimeoutSeconds * 1000
@@ -387,6 +390,7 @@ func (c *stepContext) stepView(a *execution.StepAttempt) *wire.StepInstance {
 		v.Definition, _ = wire.Marshal(n)
 		common := n.Common()
 		defs = common.Params
+		v.Tags = json.RawMessage("[]") // Maestro writes a step's tags and transition even when empty
 		if len(common.Tags) > 0 {
 			v.Tags, _ = wire.Marshal(common.Tags)
 		}
@@ -410,7 +414,7 @@ func (c *stepContext) stepView(a *execution.StepAttempt) *wire.StepInstance {
 // condition as a BOOLEAN expression.
 func transitionView(t *workflow.Transition) json.RawMessage {
 	if t == nil || len(t.Successors) == 0 {
-		return nil
+		return json.RawMessage(`{"successors":{}}`)
 	}
 	type cond struct {
 		Expression string `json:"expression"`
@@ -467,6 +471,18 @@ func runtimeStateView(a *execution.StepAttempt) *wire.StepRuntime {
 	}
 	if rs.EndTime == nil {
 		rs.EndTime = wire.MillisPtr(a.EndTime)
+	}
+	if rs.PauseTime == nil {
+		// Maestro's steps all pass PAUSED (its breakpoint check) on the
+		// way from INITIALIZED; here a step enters PAUSED only at a
+		// breakpoint, and one that went on passed the check when it
+		// entered its next status.
+		for _, next := range []*int64{rs.WaitSignalTime, rs.EvaluateParamTime, rs.WaitPermitTime, rs.StartTime} {
+			if next != nil {
+				rs.PauseTime = next
+				break
+			}
+		}
 	}
 	var own struct {
 		Data    json.RawMessage `json:"data"`

@@ -83,7 +83,9 @@ type Definition struct {
 	Version     string            `json:"version,omitempty"`
 	Description string            `json:"description,omitempty"`
 	Tags        workflow.Tags     `json:"tags,omitempty"`
-	InheritFrom map[string]string `json:"inherit_from,omitempty"`
+	// InheritFrom maps job types to the versions this template inherits
+	// from; always written, {} when none, as Maestro writes it.
+	InheritFrom map[string]string `json:"inherit_from"`
 	Params      workflow.Params   `json:"params,omitempty"`
 }
 
@@ -279,6 +281,9 @@ func decode(raw []byte) (*Template, error) {
 	}
 	if err := json.Unmarshal(stored.Definition, &t.Definition); err != nil {
 		return nil, fmt.Errorf("decode job template definition: %w", err)
+	}
+	if t.Definition.InheritFrom == nil {
+		t.Definition.InheritFrom = map[string]string{}
 	}
 	return t, nil
 }
