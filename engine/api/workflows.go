@@ -625,29 +625,6 @@ func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// workflowSummary is one workflow in GET /workflows (this API's own
-// endpoint: Maestro has no listing of workflows).
-type workflowSummary struct {
-	WorkflowID       string          `json:"workflow_id"`
-	Name             string          `json:"name,omitempty"`
-	Description      string          `json:"description,omitempty"`
-	Owner            string          `json:"owner"`
-	IsActive         bool            `json:"is_active"`
-	ActiveVersionID  *int64          `json:"active_version_id,omitempty"`
-	LatestVersionID  int64           `json:"latest_version_id"`
-	DefaultVersionID int64           `json:"default_version_id"`
-	Tags             json.RawMessage `json:"tags,omitempty"`
-	Properties       json.RawMessage `json:"properties,omitempty"`
-	LatestInstanceID int64           `json:"latest_instance_id"`
-	CreatedBy        string          `json:"created_by"`
-	CreateTime       int64           `json:"create_time"`
-	ModifyTime       int64           `json:"modify_time"`
-}
-
-type workflowsPage struct {
-	Items []workflowSummary `json:"items"`
-	Next  *string           `json:"next_cursor,omitempty"`
-}
 
 // listWorkflows lists and searches workflows in id order: prefix (an id
 // prefix), owner, q (text in the id, name or description) filter them;
@@ -672,14 +649,14 @@ func (s *Server) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := workflowsPage{Items: make([]workflowSummary, 0, len(items))}
+	out := wire.WorkflowList{Items: make([]wire.WorkflowSummary, 0, len(items))}
 	for _, it := range items {
 		props := map[string]json.RawMessage{}
 		_ = json.Unmarshal(it.Properties, &props) // stored by this API as an object
 		if rs, ok := props["run_strategy"]; ok {
 			props["run_strategy"] = runStrategyObject(rs)
 		}
-		sum := workflowSummary{WorkflowID: it.WorkflowID, Name: it.Name, Description: it.Description, Owner: it.Owner,
+		sum := wire.WorkflowSummary{WorkflowID: it.WorkflowID, Name: it.Name, Description: it.Description, Owner: it.Owner,
 			IsActive: it.ActiveVersion != nil, ActiveVersionID: it.ActiveVersion, LatestVersionID: it.LatestVersion,
 			DefaultVersionID: it.DefaultVersion(), LatestInstanceID: it.LatestInstanceID, CreatedBy: it.CreatedBy,
 			CreateTime: wire.Millis(it.CreateTime), ModifyTime: wire.Millis(it.ModifyTime)}

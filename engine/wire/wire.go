@@ -220,3 +220,30 @@ type PageInfo struct {
 func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
 	return withOrdered(v, extra, nil)
 }
+
+// WorkflowSummary is one workflow in GET /workflows, this implementation's
+// own endpoint (Maestro has no listing of workflows): its versions, owner,
+// current properties and latest instance.
+type WorkflowSummary struct {
+	WorkflowID       string          `json:"workflow_id"`
+	Name             string          `json:"name,omitempty"`
+	Description      string          `json:"description,omitempty"`
+	Owner            string          `json:"owner"`
+	IsActive         bool            `json:"is_active"`
+	ActiveVersionID  *int64          `json:"active_version_id,omitempty"`
+	LatestVersionID  int64           `json:"latest_version_id"`
+	DefaultVersionID int64           `json:"default_version_id"`
+	Tags             json.RawMessage `json:"tags,omitempty"`
+	Properties       json.RawMessage `json:"properties,omitempty"`
+	LatestInstanceID int64           `json:"latest_instance_id"`
+	CreatedBy        string          `json:"created_by"`
+	CreateTime       int64           `json:"create_time"`
+	ModifyTime       int64           `json:"modify_time"`
+}
+
+// WorkflowList is a page of GET /workflows in workflow id order; Next,
+// absent on the last page, is the cursor of the next one.
+type WorkflowList struct {
+	Items []WorkflowSummary `json:"items"`
+	Next  *string           `json:"next_cursor,omitempty"`
+}
