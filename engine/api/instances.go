@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -230,16 +231,26 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.answerInstancePage(w, r, pg, b, aggregated, func(low, high int64) ([]*execution.Instance, error) {
+		return s.cfg.Runs.InstancesBetween(r.Context(), r.PathValue("id"), low, high)
+	}, func(v *wire.WorkflowInstance) int64 { return v.InstanceID })
+}
+
+// answerInstancePage answers the page pg asks for of the ids in b as
+// Maestro's PaginationResult of WorkflowInstance: between reads the runs
+// of an id range, key is the id a run is paged by.
+func (s *Server) answerInstancePage(w http.ResponseWriter, r *http.Request, pg pagination, b execution.Bounds, aggregated bool,
+	between func(low, high int64) ([]*execution.Instance, error), key func(*wire.WorkflowInstance) int64) error {
 	if b.High == 0 {
 		writeJSON(w, http.StatusOK, emptyPage[*wire.WorkflowInstance]())
 		return nil
 	}
 	low, high := pg.rangeOf(b.Low, b.High)
-	runs, err := s.cfg.Runs.InstancesBetween(r.Context(), r.PathValue("id"), low, high)
+	runs, err := between(low, high)
 	if err != nil {
 		return err
 	}
-	page, err := s.instancePage(r, runs, aggregated, b.Low, b.High, func(v *wire.WorkflowInstance) int64 { return v.InstanceID })
+	page, err := s.instancePage(r, runs, aggregated, b.Low, b.High, key)
 	if err != nil {
 		return err
 	}
@@ -261,21 +272,9 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if b.High == 0 {
-		writeJSON(w, http.StatusOK, emptyPage[*wire.WorkflowInstance]())
-		return nil
-	}
-	low, high := pg.rangeOf(b.Low, b.High)
-	runs, err := s.cfg.Runs.RunsBetween(r.Context(), r.PathValue("id"), iid, low, high)
-	if err != nil {
-		return err
-	}
-	page, err := s.instancePage(r, runs, false, b.Low, b.High, func(v *wire.WorkflowInstance) int64 { return v.RunID })
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, page)
-	return nil
+	return s.answerInstancePage(w, r, pg, b, false, func(low, high int64) ([]*execution.Instance, error) {
+		return s.cfg.Runs.RunsBetween(r.Context(), r.PathValue("id"), iid, low, high)
+	}, func(v *wire.WorkflowInstance) int64 { return v.RunID })
 }
 
 // stepViews turns attempts into Maestro's StepInstances, sorted by step
@@ -319,10 +318,20 @@ func (s *Server) listSteps(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return s.answerSteps(w, r, iid, run, func(ctx context.Context) ([]*execution.StepAttempt, error) {
+		return s.cfg.Runs.Steps(ctx, r.PathValue("id"), iid, run)
+	})
+}
+
+// answerSteps answers the steps load reads of run (0: the latest) of an
+// instance as a JSON array of Maestro's StepInstance; 404 when there is
+// no such run.
+func (s *Server) answerSteps(w http.ResponseWriter, r *http.Request, iid, run int64,
+	load func(context.Context) ([]*execution.StepAttempt, error)) error {
 	if _, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, run); err != nil {
 		return runError(err)
 	}
-	steps, err := s.cfg.Runs.Steps(r.Context(), r.PathValue("id"), iid, run)
+	steps, err := load(r.Context())
 	if err != nil {
 		return runError(err)
 	}
@@ -341,19 +350,9 @@ func (s *Server) listLatestSteps(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0); err != nil {
-		return runError(err)
-	}
-	steps, err := s.cfg.Runs.LatestSteps(r.Context(), r.PathValue("id"), iid, "")
-	if err != nil {
-		return err
-	}
-	views, err := s.stepViews(r, steps)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, views)
-	return nil
+	return s.answerSteps(w, r, iid, 0, func(ctx context.Context) ([]*execution.StepAttempt, error) {
+		return s.cfg.Runs.LatestSteps(ctx, r.PathValue("id"), iid, "")
+	})
 }
 
 // getLatestStep is Maestro's step instance view: a step's newest attempt
@@ -415,19 +414,9 @@ func (s *Server) actOn(action flow.Action) handlerFunc {
 		if err != nil {
 			return err
 		}
-		latest, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
+		latest, err := s.latestRunToAct(r, iid, strings.ToUpper(string(action)))
 		if err != nil {
-			return runError(err)
-		}
-		if r.PathValue("run") != "" {
-			run, err := pathInt(r, "run")
-			if err != nil {
-				return err
-			}
-			if run != latest.RunID {
-				return badRequest(fmt.Sprintf("Cannot %s the workflow instance run [%d] as it is not the latest run [%d]",
-					strings.ToUpper(string(action)), run, latest.RunID))
-			}
+			return err
 		}
 		ev := wire.LogEvent("User [%s] take an action to %s the running workflow instance run",
 			CallerFrom(r.Context()), strings.ToUpper(string(action)))

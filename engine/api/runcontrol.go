@@ -173,18 +173,9 @@ func (s *Server) unblockInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	latest, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
+	latest, err := s.latestRunToAct(r, iid, "UNBLOCK")
 	if err != nil {
-		return runError(err)
-	}
-	if r.PathValue("run") != "" {
-		run, err := pathInt(r, "run")
-		if err != nil {
-			return err
-		}
-		if run != latest.RunID {
-			return badRequest(fmt.Sprintf("Cannot UNBLOCK the workflow instance run [%d] as it is not the latest run [%d]", run, latest.RunID))
-		}
+		return err
 	}
 	if latest.Status != instance.WorkflowFailed {
 		return badRequest(fmt.Sprintf("Cannot unblock a workflow instance [%s][%d][%d] from status [%s] as it is not FAILED status",
@@ -341,4 +332,25 @@ func controlError(err error) error {
 		return badRequest(err.Error())
 	}
 	return runError(err)
+}
+
+// latestRunToAct reads the latest run of instance iid for an action (verb
+// in Maestro's words); a run named in the path must be that run, as
+// Maestro acts only on an instance's latest run.
+func (s *Server) latestRunToAct(r *http.Request, iid int64, verb string) (*execution.Instance, error) {
+	latest, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
+	if err != nil {
+		return nil, runError(err)
+	}
+	if r.PathValue("run") == "" {
+		return latest, nil
+	}
+	run, err := pathInt(r, "run")
+	if err != nil {
+		return nil, err
+	}
+	if run != latest.RunID {
+		return nil, badRequest(fmt.Sprintf("Cannot %s the workflow instance run [%d] as it is not the latest run [%d]", verb, run, latest.RunID))
+	}
+	return latest, nil
 }
