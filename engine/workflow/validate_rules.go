@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -346,6 +347,12 @@ func (s *validation) signalTriggers(ts []SignalTrigger, at *loc) {
 			s.expr(t.DedupExpr, tp.child("dedup_expr"), "dedup_expr")
 		}
 		s.params(t.Params, tp.child("params"), true)
+		for j := range i {
+			if reflect.DeepEqual(ts[j], *t) {
+				s.reportf(tp, "repeats signal_triggers[%d]: a trigger would start every run twice", j)
+				break
+			}
+		}
 	}
 }
 
