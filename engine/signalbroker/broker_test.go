@@ -27,7 +27,7 @@ type env struct {
 	sweeper *signalbroker.Sweeper
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ft := flowtest.New(t)
 	return &env{Env: ft, broker: signalbroker.New(ft.Pool, ft.Runs, flowtest.Logger())}
@@ -81,7 +81,7 @@ func (e *env) count(sql string, args ...any) int {
 	return n
 }
 
-func fixture(t *testing.T, name string) string {
+func fixture(t testing.TB, name string) string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {
