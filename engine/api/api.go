@@ -81,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RequestTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), policy: authz.Policy{Admins: cfg.Admins}, signals: cfg.Signals,
-		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger}}
+		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger, Via: "api"}}
 	if s.signals == nil {
 		s.signals = signalbroker.New(cfg.DB, cfg.Runs, cfg.Logger)
 	}

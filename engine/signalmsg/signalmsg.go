@@ -52,6 +52,9 @@ type Parser struct {
 	Rules Rules
 	// Logger is told of object events no rule takes. Optional.
 	Logger *slog.Logger
+	// Via names where the messages come from, in S3 and table-update
+	// signals' payload ("sqs" when empty; "api" for the REST API).
+	Via string
 }
 
 // Parse returns the signal requests a message announces: none for a
@@ -61,7 +64,11 @@ func (p *Parser) Parse(body []byte) ([]signal.Request, error) {
 	if len(body) > MaxMessageBytes {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrUnreadable, len(body), MaxMessageBytes)
 	}
-	return p.parse(body, 0, "sqs")
+	via := p.Via
+	if via == "" {
+		via = "sqs"
+	}
+	return p.parse(body, 0, via)
 }
 
 // envelope holds the fields that tell the shapes apart.
