@@ -82,7 +82,10 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 		return err
 	}
 	defer events.Stop()
-	signals := &signalbroker.Sweeper{Logger: logger}
+	signals, err := signalbroker.SweeperFromEnv(os.Getenv, logger)
+	if err != nil {
+		return err
+	}
 	eng, err := startEngine(ctx, pool, logger, nil, events.Wake, signals.Kick)
 	if err != nil {
 		return err

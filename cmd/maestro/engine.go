@@ -65,7 +65,10 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer events.Stop()
-	signals := &signalbroker.Sweeper{Logger: logger}
+	signals, err := signalbroker.SweeperFromEnv(os.Getenv, logger)
+	if err != nil {
+		return err
+	}
 	eng, err := startEngine(ctx, pool, logger, rec, events.Wake, signals.Kick)
 	if err != nil {
 		return err

@@ -38,6 +38,9 @@ type Broker struct {
 	log      *slog.Logger
 	triggers *triggerCache
 	now      func() time.Time
+	// testPause, when set, runs inside ProcessPending's transaction once
+	// it has claimed its signals (Sweeper.TestPause).
+	testPause func()
 }
 
 // New returns a broker over db that starts runs with runs.
@@ -172,6 +175,9 @@ func (b *Broker) ProcessPending(ctx context.Context, limit int) (Stats, int, err
 				return err
 			}
 			n = len(seqs)
+			if b.testPause != nil {
+				b.testPause()
+			}
 			bySeq, err := signal.BySeq(ctx, tx, seqs)
 			if err != nil {
 				return err

@@ -28,6 +28,9 @@ type Sweeper struct {
 	// Swept, when set, is told what each sweep that matched something did
 	// (metrics, tests).
 	Swept func(Stats)
+	// TestPause, tests only, holds each sweep's transaction open this long
+	// once it has claimed its signals (EnvTestPause).
+	TestPause time.Duration
 
 	once   sync.Once
 	kick   chan struct{}
@@ -65,6 +68,12 @@ func (s *Sweeper) Start(ctx context.Context) error {
 	}
 	if s.Batch <= 0 {
 		s.Batch = DefaultSweepBatch
+	}
+	if s.TestPause > 0 {
+		s.Broker.testPause = func() {
+			s.Logger.Warn("test pause inside a signal sweep", "pause", s.TestPause.String())
+			time.Sleep(s.TestPause)
+		}
 	}
 	return s.runner.Start(ctx, s.loop)
 }
