@@ -16,6 +16,10 @@ FUZZTIME    ?= 20s
 TEST_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgtest-$(shell id -u)
 EMULATOR_DIR ?= $(or $(TMPDIR),/tmp)/maestro-ministack-$(shell id -u)
 MINISTACK_VERSION := 1.5.33
+# ministack answers CloudWatch's CBOR protocol (the SDK's for cloudwatch)
+# only with cbor2 installed beside it; without it the answers are JSON the
+# SDK cannot read.
+CBOR2_VERSION := 6.2.1
 SCHEMATHESIS_VERSION := 4.32.5
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
@@ -39,11 +43,15 @@ test: postgres emulator
 	exit $$status
 
 ## emulator: install ministack (a LocalStack drop-in that needs no Docker) into .maestro/venv
-emulator: $(VENV)/bin/ministack
+emulator: $(VENV)/bin/ministack $(VENV)/cbor2-$(CBOR2_VERSION)
 
 $(VENV)/bin/ministack:
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check ministack==$(MINISTACK_VERSION)
+
+$(VENV)/cbor2-$(CBOR2_VERSION): $(VENV)/bin/ministack
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check cbor2==$(CBOR2_VERSION)
+	touch $@
 
 ## postgres: install PostgreSQL server binaries from Debian when missing
 postgres:

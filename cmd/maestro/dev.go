@@ -109,7 +109,7 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 		return err
 	}
 	// The time-trigger loop (the time-trigger Lambda's work, in-process).
-	sched, err := scheduler.FromEnv(pool, runs, logger, os.Getenv)
+	sched, err := scheduler.FromEnv(pool, runs, scheduler.Config{Logger: logger}, os.Getenv)
 	if err != nil {
 		return err
 	}

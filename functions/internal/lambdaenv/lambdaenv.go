@@ -6,6 +6,7 @@ package lambdaenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -96,8 +97,10 @@ func SignalsHandler(ctx context.Context, logger *slog.Logger) (*signals.Handler,
 }
 
 // TimeTriggerScheduler builds the time-trigger Lambda's scheduler (see
-// scheduler.FromEnv for its optional settings).
-func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger) (*scheduler.Scheduler, error) {
+// scheduler.FromEnv for its optional settings); each invocation that starts
+// runs writes its TriggerLag to metricsOut (the function's stdout) as an
+// EMF line.
+func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger, metricsOut io.Writer) (*scheduler.Scheduler, error) {
 	pool, err := Pool(ctx, "maestro-timetrigger-lambda")
 	if err != nil {
 		return nil, err
@@ -107,5 +110,6 @@ func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger) (*scheduler.
 		return nil, err
 	}
 	runs := execution.New(pool, definition.NewStore(pool), groups)
-	return scheduler.FromEnv(pool, runs, logger, os.Getenv)
+	return scheduler.FromEnv(pool, runs, scheduler.Config{Logger: logger,
+		Metrics: metrics.New(metricsOut, metrics.ServiceTimeTrigger)}, os.Getenv)
 }
