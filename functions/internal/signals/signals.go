@@ -56,7 +56,10 @@ func New(cfg Config) (*Handler, error) {
 // messages that failed.
 func (h *Handler) Handle(ctx context.Context, in events.SQSEvent) (events.SQSEventResponse, error) {
 	var (
-		out  events.SQSEventResponse
+		// An empty list, never null: AWS takes both as "no failures",
+		// but an event source that reads the list (ministack's) fails
+		// the whole batch on null and deletes nothing.
+		out  = events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 		reqs []signal.Request
 		from []int // message index of each request
 	)

@@ -162,11 +162,16 @@ func TestHandlerReadsEveryShape(t *testing.T) {
 		t.Errorf("metrics %v", m)
 	}
 
-	// The whole batch again (SQS redelivers): nothing new.
+	// The whole batch again (SQS redelivers): nothing new, and no
+	// failures, as an empty list (not null) in the response's JSON.
 	e.metrics.Reset()
-	if _, err := e.h.Handle(context.Background(), batch(s3Event("sales/orders/part+0001.parquet", "0055AED6DCD90281E5"),
-		eventBridgeOf("sales/orders/part 0001.parquet", "0055AED6DCD90281E5"))); err != nil {
+	res, err = e.h.Handle(context.Background(), batch(s3Event("sales/orders/part+0001.parquet", "0055AED6DCD90281E5"),
+		eventBridgeOf("sales/orders/part 0001.parquet", "0055AED6DCD90281E5")))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(res); string(b) != `{"batchItemFailures":[]}` {
+		t.Errorf("response %s, want an empty batchItemFailures list", b)
 	}
 	if n := e.count(`SELECT count(*) FROM workflow_instance`); n != 4 {
 		t.Errorf("%d runs after redelivery, want 4", n)
