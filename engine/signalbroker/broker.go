@@ -281,4 +281,3 @@ func namesOf(reqs []signal.Request) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
-

@@ -229,9 +229,9 @@ func decodeTime(raw json.RawMessage) (time.Time, error) {
 // EventBridge event.
 type object struct {
 	bucket, key, etag, versionID, sequencer, event, region string
-	size                                                    int64
-	time                                                    time.Time
-	via                                                     string
+	size                                                   int64
+	time                                                   time.Time
+	via                                                    string
 }
 
 // s3Event reads an S3 event notification: its keys are URL-encoded, and

@@ -101,4 +101,3 @@ func TableUpdate(raw json.RawMessage, via string) (signal.Request, error) {
 	id := "table-" + schedule.NameUUID(name+"\x00"+string(key)).String()
 	return signal.Request{Name: name, Params: params, Payload: payload, RequestID: id, RequestTime: when}, nil
 }
-

@@ -124,8 +124,8 @@ func TestHandlerReadsEveryShape(t *testing.T) {
 		eventBridgeOf("sales/orders/part 0003.parquet", "0055AED6DCD90281E7"),
 		`{"table_update": {"table": "warehouse.sales", "snapshot_id": 42, "partition": {"dt": "2026-05-01"}}}`, // m3
 		`{"name": "plain", "params": {"n": 1}}`,
-		`not json`,                            // m5: poison
-		`{"hello": "world"}`,                  // m6: poison
+		`not json`,                             // m5: poison
+		`{"hello": "world"}`,                   // m6: poison
 		`{"name": "bad", "params": {"x": {}}}`, // m7: invalid signal
 		`{"Service":"Amazon S3","Event":"s3:TestEvent","Bucket":"landing"}`,
 		s3Event("other/x.csv", "0055AED6DCD90281E8"), // m9: no rule
@@ -215,8 +215,12 @@ func TestTenThousandMessagesExactlyOnce(t *testing.T) {
 	var distinct []func(copy int) string
 	for i := range sets {
 		distinct = append(distinct,
-			func(int) string { return fmt.Sprintf(`{"name":"orders","params":{"merchant":"m%d","total":%d}}`, i, i*10) },
-			func(int) string { return fmt.Sprintf(`{"name":"payments","params":{"payee":"m%d"},"request_id":"pay-%d"}`, i, i) },
+			func(int) string {
+				return fmt.Sprintf(`{"name":"orders","params":{"merchant":"m%d","total":%d}}`, i, i*10)
+			},
+			func(int) string {
+				return fmt.Sprintf(`{"name":"payments","params":{"payee":"m%d"},"request_id":"pay-%d"}`, i, i)
+			},
 			func(copy int) string {
 				key, seq := fmt.Sprintf("sales/events/part-%04d.json", i), fmt.Sprintf("%018X", 1000+i)
 				switch copy % 3 {
