@@ -256,23 +256,7 @@ func (s *Server) runSignals(w http.ResponseWriter, r *http.Request) error {
 // listSignalTriggers answers a workflow's signal triggers (those of its
 // active version) with their states and what they matched.
 func (s *Server) listSignalTriggers(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("id")
-	ok, err := s.exists(r.Context(), `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`, id)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return notFound(fmt.Sprintf("workflow %s does not exist", id))
-	}
-	ts, err := trigger.ListSignals(r.Context(), s.cfg.DB, id)
-	if err != nil {
-		return err
-	}
-	if ts == nil {
-		ts = []trigger.SignalTrigger{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"workflow_id": id, "signal_triggers": ts})
-	return nil
+	return listWorkflowTriggers(s, w, r, "signal_triggers", trigger.ListSignals)
 }
 
 // bypassDependencies is the bypass-dependencies step action; the caller is
