@@ -1,8 +1,8 @@
 -- What Maestro's API keeps and returns that was not stored before
 -- (docs/maestro-compatibility.md): a version's metadata (git_info and the
 -- extra fields of the push), when and by whom a version was activated, a
--- tag permit's extra fields and its timeline, a signal's request time, the
--- artifacts sent with output data, and job templates.
+-- tag permit's extra fields and its timeline, the artifacts sent with
+-- output data, and job templates.
 
 -- +goose Up
 
@@ -23,10 +23,6 @@ FROM workflow w WHERE w.workflow_id = v.workflow_id AND w.active_version = v.ver
 ALTER TABLE tag_permit
     ADD COLUMN extra_info jsonb NOT NULL DEFAULT '{}'::jsonb,
     ADD COLUMN timeline   jsonb NOT NULL DEFAULT '[]'::jsonb;
-
--- The announcer's request time (epoch milliseconds), as Maestro's
--- SignalInstance.request_time; NULL means the create time.
-ALTER TABLE signal_instance ADD COLUMN request_time bigint;
 
 -- Job templates (Maestro's JobTemplate): params a typed step of
 -- step_type with sub_type job_type inherits, one row per version tag.
@@ -50,6 +46,5 @@ ALTER TABLE step_output_data ADD COLUMN artifacts jsonb NOT NULL DEFAULT '{}'::j
 -- +goose Down
 ALTER TABLE step_output_data DROP COLUMN artifacts;
 DROP TABLE job_template;
-ALTER TABLE signal_instance DROP COLUMN request_time;
 ALTER TABLE tag_permit DROP COLUMN timeline, DROP COLUMN extra_info;
 ALTER TABLE workflow_version DROP COLUMN activated_by, DROP COLUMN activate_time, DROP COLUMN metadata;

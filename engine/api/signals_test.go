@@ -47,6 +47,18 @@ func TestSignalsOverREST(t *testing.T) {
 	e.send(http.MethodGet, "/api/v3/signals/table_updated/instances/0", "", "").expect(t, http.StatusBadRequest)
 	e.send(http.MethodGet, "/api/v3/signals/table_updated/instances/x", "", "").expect(t, http.StatusBadRequest)
 
+	// As in Maestro: fields other than the request's join the payload, and
+	// the same name and params without a request id are one signal.
+	extra := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"s","params":{"a":1},"extra":{"source":"x"},"request_time":1700000000000}`).
+		expect(t, http.StatusOK)
+	if extra.get(t, "payload.extra.source") != "x" || extra.num(t, "request_time") != 1700000000000 {
+		t.Errorf("extra fields: %s", extra.raw)
+	}
+	again := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"s","params":{"a":1}}`).expect(t, http.StatusOK)
+	if again.body["duplicated"] != true || again.num(t, "seq_id") != extra.num(t, "seq_id") {
+		t.Errorf("same name and params: %s", again.raw)
+	}
+
 	for name, body := range map[string]string{
 		"empty body":        ``,
 		"malformed":         `{"name":`,

@@ -625,7 +625,6 @@ func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-
 // listWorkflows lists and searches workflows in id order: prefix (an id
 // prefix), owner, q (text in the id, name or description) filter them;
 // cursor is the next_cursor of an earlier page.

@@ -78,11 +78,11 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 
 // Definition is what a template gives the steps of its job type.
 type Definition struct {
-	JobType     string            `json:"job_type"`
-	StepType    string            `json:"step_type"`
-	Version     string            `json:"version,omitempty"`
-	Description string            `json:"description,omitempty"`
-	Tags        workflow.Tags     `json:"tags,omitempty"`
+	JobType     string        `json:"job_type"`
+	StepType    string        `json:"step_type"`
+	Version     string        `json:"version,omitempty"`
+	Description string        `json:"description,omitempty"`
+	Tags        workflow.Tags `json:"tags,omitempty"`
 	// InheritFrom maps job types to the versions this template inherits
 	// from; always written, {} when none, as Maestro writes it.
 	InheritFrom map[string]string `json:"inherit_from"`

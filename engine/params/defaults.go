@@ -116,15 +116,15 @@ var workflowFuncs = map[string]sel.Func{
 // LONG, and this is both a date and a number.
 const DryRunSignalValue = int64(20220101)
 
-// getFromSignal answers params.getFromSignal for a run a signal trigger
-// started: (param) a param of the trigger, (signal, param) a param of a
-// signal that matched. In the dry run it checks the names against the
-// workflow's signal triggers and answers DryRunSignalValue; any other run
-// has no signal to read.
+// getFromSignal answers params.getFromSignal where no SignalSource is
+// given (a run's evaluation gets SignalFuncs instead, see
+// EvaluateWorkflow): in the dry run at push it checks the names against
+// the workflow's signal triggers and answers DryRunSignalValue; anywhere
+// else there is no signal to read.
 func getFromSignal(ctx context.Context, args []any) (any, error) {
 	in, _ := ctx.Value(instanceKey{}).(*WorkflowInput)
-	if in == nil {
-		return nil, fmt.Errorf("params.getFromSignal is available to workflow params only")
+	if in == nil || !in.DryRun {
+		return nil, fmt.Errorf("%w: no signals are available here", ErrNoSignal)
 	}
 	names := make([]string, 0, len(args))
 	for _, a := range args {
@@ -137,27 +137,10 @@ func getFromSignal(ctx context.Context, args []any) (any, error) {
 	if len(names) != 1 && len(names) != 2 {
 		return nil, fmt.Errorf("params.getFromSignal takes (paramName) or (signalName, paramName), got %d arguments", len(args))
 	}
-	if in.DryRun {
-		if !signalNameDefined(in.Workflow, names) {
-			return nil, fmt.Errorf("params.getFromSignal(%s): no signal trigger of the workflow defines it", strings.Join(names, ", "))
-		}
-		return DryRunSignalValue, nil
+	if !signalNameDefined(in.Workflow, names) {
+		return nil, fmt.Errorf("params.getFromSignal(%s): no signal trigger of the workflow defines it", strings.Join(names, ", "))
 	}
-	initiatorType, _ := in.Initiator["type"].(string)
-	if !strings.EqualFold(initiatorType, "SIGNAL") {
-		return nil, fmt.Errorf("initiator %s is not a signal trigger and cannot get the param %s from a signal",
-			orManual(initiatorType), names[len(names)-1])
-	}
-	var v any
-	if len(names) == 1 {
-		v = paramValueOf(in.Initiator["params"], names[0])
-	} else if sigs, ok := in.Initiator["signal_params"].(map[string]any); ok {
-		v = paramValueOf(sigs[names[0]], names[1])
-	}
-	if v == nil {
-		return nil, fmt.Errorf("cannot find the param %s in the signals that started the run", strings.Join(names, "."))
-	}
-	return v, nil
+	return DryRunSignalValue, nil
 }
 
 // getFromSignalOrDefault is params.getFromSignalOrDefault(signal, param,
@@ -185,31 +168,6 @@ func signalNameDefined(wf *workflow.Workflow, names []string) bool {
 		}
 	}
 	return false
-}
-
-// paramValueOf reads name from a map of params, each a value or an
-// evaluated Parameter ({"value"} or {"evaluated_result"}).
-func paramValueOf(m any, name string) any {
-	ps, ok := m.(map[string]any)
-	if !ok {
-		return nil
-	}
-	switch p := ps[name].(type) {
-	case map[string]any:
-		if v, ok := p["evaluated_result"]; ok {
-			return v
-		}
-		return p["value"]
-	default:
-		return p
-	}
-}
-
-func orManual(t string) string {
-	if t == "" {
-		return "MANUAL"
-	}
-	return strings.ToUpper(t)
 }
 
 // defaultPrograms are the default params' expressions, compiled once: every

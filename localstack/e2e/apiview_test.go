@@ -39,6 +39,8 @@ func readInstance(body map[string]any) instanceView {
 type stepView struct {
 	ID     string
 	Status string
+	// Params are the step's evaluated params: name -> value.
+	Params map[string]any
 }
 
 // readSteps reads a run's steps: a list of Maestro's StepInstance (under
@@ -52,6 +54,41 @@ func readSteps(body map[string]any) []stepView {
 		v.ID, _ = m["step_id"].(string)
 		if rs, ok := m["runtime_state"].(map[string]any); ok {
 			v.Status, _ = rs["status"].(string)
+		}
+		v.Params = map[string]any{}
+		ps, _ := m["params"].(map[string]any)
+		for name, p := range ps {
+			if pm, ok := p.(map[string]any); ok {
+				v.Params[name] = pm["value"]
+				if ev, ok := pm["evaluated_result"]; ok {
+					v.Params[name] = ev
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// lineageView is one entry of a signal lineage answer.
+type lineageView struct {
+	Relation string
+	// Name and Seq name the signal instance.
+	Name string
+	Seq  int64
+}
+
+func readLineage(body map[string]any) []lineageView {
+	list, _ := body["lineage"].([]any)
+	out := make([]lineageView, 0, len(list))
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		v := lineageView{}
+		v.Relation, _ = m["relation"].(string)
+		if s, ok := m["signal"].(map[string]any); ok {
+			v.Name, _ = s["name"].(string)
+			seq, _ := s["seq_id"].(float64)
+			v.Seq = int64(seq)
 		}
 		out = append(out, v)
 	}
