@@ -150,6 +150,8 @@ func (s *Server) routes() {
 	s.signalRoutes()
 	s.timeTriggerRoutes()
 	s.eventRoutes()
+	s.jobTemplateRoutes()
+	s.flattenRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))
