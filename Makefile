@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CDK_VERSION := 2.1148.1
 CDK_DIR     := infra/.cdk
 CDK         := $(CDK_DIR)/node_modules/.bin/cdk
-LAMBDAS     := api timetrigger publisher
+LAMBDAS     := api timetrigger publisher signals
 BUILD       ?= build
 # Architecture of the Lambda packages: arm64 for AWS (Graviton); make e2e
 # builds for this machine, since the emulator runs them as local processes.
@@ -16,6 +16,10 @@ FUZZTIME    ?= 20s
 TEST_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgtest-$(shell id -u)
 EMULATOR_DIR ?= $(or $(TMPDIR),/tmp)/maestro-ministack-$(shell id -u)
 MINISTACK_VERSION := 1.5.33
+# ministack answers CloudWatch's CBOR protocol (the SDK's for cloudwatch)
+# only with cbor2 installed beside it; without it the answers are JSON the
+# SDK cannot read.
+CBOR2_VERSION := 6.2.1
 SCHEMATHESIS_VERSION := 4.32.5
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
@@ -39,11 +43,15 @@ test: postgres emulator
 	exit $$status
 
 ## emulator: install ministack (a LocalStack drop-in that needs no Docker) into .maestro/venv
-emulator: $(VENV)/bin/ministack
+emulator: $(VENV)/bin/ministack $(VENV)/cbor2-$(CBOR2_VERSION)
 
 $(VENV)/bin/ministack:
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check ministack==$(MINISTACK_VERSION)
+
+$(VENV)/cbor2-$(CBOR2_VERSION): $(VENV)/bin/ministack
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check cbor2==$(CBOR2_VERSION)
+	touch $@
 
 ## postgres: install PostgreSQL server binaries from Debian when missing
 postgres:
@@ -92,7 +100,7 @@ e2e: postgres emulator $(CDK)
 ## bench: the hot-path benchmarks (see docs/performance.md), against a PostgreSQL with fsync and synchronous_commit on
 bench: postgres
 	@status=0; \
-	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... || status=$$?; \
+	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \

@@ -60,13 +60,14 @@ func TestAPIStack(t *testing.T) {
 		}
 	})
 
-	t.Run("DB_SECRET_ARN, the proxy and the group count", func(t *testing.T) {
+	t.Run("DB_SECRET_ARN, the proxy, the group count and the cluster name", func(t *testing.T) {
 		proxy := logicalID(t, f.stacks.Data.Stack, "Proxy")
 		_, p := tmpl.one(t, "AWS::Lambda::Function")
 		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if len(vars) != 3 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) ||
-			!importsFrom(vars["DB_PROXY_ENDPOINT"], dataStack, proxy) || vars["MAESTRO_GROUP_COUNT"] != "16" {
-			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret, DB_PROXY_ENDPOINT and MAESTRO_GROUP_COUNT 16", asJSON(vars))
+		if len(vars) != 4 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) ||
+			!importsFrom(vars["DB_PROXY_ENDPOINT"], dataStack, proxy) || vars["MAESTRO_GROUP_COUNT"] != "16" ||
+			vars["MAESTRO_CLUSTER_NAME"] != "maestro" {
+			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret, DB_PROXY_ENDPOINT, MAESTRO_GROUP_COUNT 16 and MAESTRO_CLUSTER_NAME", asJSON(vars))
 		}
 	})
 

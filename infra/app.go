@@ -72,8 +72,9 @@ type Stacks struct {
 	Signals *SignalsStack
 	// Triggers is the time-trigger function and its schedule.
 	Triggers *TriggersStack
-	// Engine is the ECS cluster and the engine service; nil on the emulator
-	// target, where `maestro engine` runs as a local process.
+	// Engine is the ECS cluster and the engine service; on the emulator
+	// target, where `maestro engine` runs as a local process, only the
+	// engine's environment.
 	Engine *EngineStack
 	// API is the API Lambda and its REST API.
 	API *APIStack
@@ -137,6 +138,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		DatabaseSecret: data.Secret,
 		ProxyEndpoint:  data.ProxyEndpoint(),
 		GroupCount:     cfg.GroupCount,
+		ClusterName:    cfg.ClusterName,
 		Architecture:   arch,
 		LogRetention:   retention,
 	}
@@ -164,25 +166,6 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ReservedConcurrency: cfg.ReservedConcurrency[FunctionTimeTrigger],
 	})
 
-	var engine *EngineStack
-	if !cfg.Emulator() {
-		engine = NewEngineStack(scope, StackPrefix+"Engine", &EngineStackProps{
-			StackProps:           props("Maestro engine: ECS Fargate service"),
-			Vpc:                  network.Vpc,
-			SecurityGroup:        network.EngineSecurityGroup,
-			DatabaseSecret:       data.Secret,
-			EventQueue:           events.Queue.Queue,
-			Image:                assets.EngineImage,
-			DesiredCount:         cfg.EngineDesiredCount,
-			MaxCount:             cfg.EngineMaxCount,
-			ScaleQueueAgeSeconds: cfg.EngineScaleQueueAgeSeconds,
-			GroupCount:           cfg.GroupCount,
-			CPU:                  cfg.EngineCPU,
-			MemoryMiB:            cfg.EngineMemoryMiB,
-			LogRetention:         retention,
-			StepTargets:          cfg.StepTargets,
-		})
-	}
 	api := NewAPIStack(scope, StackPrefix+"Api", &APIStackProps{
 		StackProps:           props("Maestro API: Lambda behind an IAM-authorized REST API"),
 		Functions:            functions,
@@ -193,6 +176,33 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ThrottlingBurstLimit: cfg.APIThrottlingBurstLimit,
 		CloudWatchRole:       cfg.APICloudWatchRole,
 	})
+	publicURL := api.RestAPI.Url()
+	if cfg.PublicURL != "" {
+		publicURL = jsii.String(cfg.PublicURL)
+	}
+	engineProps := &EngineStackProps{
+		StackProps:           props("Maestro engine: ECS Fargate service"),
+		Vpc:                  network.Vpc,
+		SecurityGroup:        network.EngineSecurityGroup,
+		DatabaseSecret:       data.Secret,
+		EventQueue:           events.Queue.Queue,
+		Image:                assets.EngineImage,
+		DesiredCount:         cfg.EngineDesiredCount,
+		MaxCount:             cfg.EngineMaxCount,
+		ScaleQueueAgeSeconds: cfg.EngineScaleQueueAgeSeconds,
+		GroupCount:           cfg.GroupCount,
+		CPU:                  cfg.EngineCPU,
+		MemoryMiB:            cfg.EngineMemoryMiB,
+		LogRetention:         retention,
+		StepTargets:          cfg.StepTargets,
+		PublicURL:            publicURL,
+		ClusterName:          cfg.ClusterName,
+	}
+	if cfg.Emulator() {
+		engineProps.StackProps = props("Maestro engine: its environment, for maestro engine run locally (emulator target)")
+		engineProps.Emulator = true
+	}
+	engine := NewEngineStack(scope, StackPrefix+"Engine", engineProps)
 
 	deployed := map[string]*Function{FunctionAPI: api.Function}
 	for name, fn := range map[string]*Function{

@@ -16,6 +16,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/signalmsg"
 )
 
 // ContextPrefix prefixes every context key the app reads, in cdk.json or
@@ -152,8 +155,20 @@ type Config struct {
 
 	// StepTargets are the Lambda functions, ECS clusters, task definitions
 	// and roles the engine's steps may use (maestro:step* keys, see
-	// StepTargets); the engine task role gets exactly their permissions.
+	// StepTargets); the engine task role gets exactly their permissions,
+	// and the engine's step settings (MAESTRO_ECS_CLUSTER, ...) follow them.
 	StepTargets StepTargets
+
+	// ClusterName is the cluster_name of every event (MAESTRO_CLUSTER_NAME
+	// of the engine and the functions), so that subscribers of several
+	// deployments tell them apart. Context key maestro:clusterName, default
+	// "maestro".
+	ClusterName string
+	// PublicURL is the base of the run links in alerts
+	// (MAESTRO_PUBLIC_URL of the engine), for a custom domain in front of
+	// the API. Empty (the default) uses the REST API's stage URL. Context
+	// key maestro:publicUrl.
+	PublicURL string
 }
 
 // DefaultConfig returns the configuration used for every key the context
@@ -188,6 +203,7 @@ func DefaultConfig() Config {
 		APIThrottlingBurstLimit: 200,
 		APICloudWatchRole:       true,
 		LogRetentionDays:        30,
+		ClusterName:             event.DefaultClusterName,
 	}
 }
 
@@ -301,6 +317,8 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	targets, err := stepTargetsFromContext(get)
 	errs = append(errs, err)
 	c.StepTargets = targets
+	str("clusterName", &c.ClusterName)
+	str("publicUrl", &c.PublicURL)
 
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
@@ -385,6 +403,9 @@ func (c Config) Validate() error {
 	}
 	if !json.Valid([]byte(c.S3SignalRules)) {
 		errs = append(errs, fmt.Errorf("s3SignalRules %q is not JSON", c.S3SignalRules))
+	} else if _, err := signalmsg.ParseRules(c.S3SignalRules); err != nil {
+		// The signals function would refuse them at its cold start.
+		errs = append(errs, fmt.Errorf("s3SignalRules: %w", err))
 	}
 	if c.APIThrottlingRateLimit <= 0 || c.APIThrottlingBurstLimit <= 0 {
 		errs = append(errs, fmt.Errorf("apiThrottlingRateLimit %v / apiThrottlingBurstLimit %d: want both above 0",
@@ -394,6 +415,51 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.StepTargets.Validate())
+	if err := checkFilterPolicy(c.ExampleSubscriberFilter); err != nil {
+		errs = append(errs, fmt.Errorf("exampleSubscriberFilter: %w", err))
+	}
+	if strings.TrimSpace(c.ClusterName) == "" {
+		errs = append(errs, errors.New("clusterName is empty"))
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("publicUrl %q: want the API's base URL, https://host[/path]", c.PublicURL))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkFilterPolicy checks that an SNS filter policy selects on message
+// attributes the publisher sets (event.AttributeNames): a policy on any
+// other attribute would silently let nothing through. "$or" takes a list of
+// policies.
+func checkFilterPolicy(policy map[string]any) error {
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(policy)) {
+		if key == "$or" {
+			alts, ok := policy[key].([]any)
+			if !ok || len(alts) == 0 {
+				errs = append(errs, errors.New(`"$or" wants a list of filter policies`))
+				continue
+			}
+			for _, alt := range alts {
+				m, ok := alt.(map[string]any)
+				if !ok {
+					errs = append(errs, errors.New(`"$or" wants a list of filter policies`))
+					continue
+				}
+				errs = append(errs, checkFilterPolicy(m))
+			}
+			continue
+		}
+		if !slices.Contains(event.AttributeNames(), key) {
+			errs = append(errs, fmt.Errorf("%q is not a message attribute of Maestro's events (%s)", key,
+				strings.Join(event.AttributeNames(), ", ")))
+		}
+		if _, ok := policy[key].([]any); !ok {
+			errs = append(errs, fmt.Errorf("%q: want a list of values or conditions", key))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -51,12 +51,12 @@ func TestConfigFromContext(t *testing.T) {
 			name: "json lists and objects",
 			ctx: map[string]any{
 				"maestro:admins": []any{"arn:aws:iam::1:user/a"}, "maestro:s3SignalBuckets": []any{"in", "out"},
-				"maestro:s3SignalRules":           []any{map[string]any{"bucket": "in"}},
+				"maestro:s3SignalRules":           []any{map[string]any{"bucket": "in", "signal": "landed"}},
 				"maestro:exampleSubscriberFilter": map[string]any{"type": []any{"STEP_INSTANCE_STATUS_CHANGE_EVENT"}},
 			},
 			want: func(c *Config) {
 				c.Admins, c.S3SignalBuckets = []string{"arn:aws:iam::1:user/a"}, []string{"in", "out"}
-				c.S3SignalRules = `[{"bucket":"in"}]`
+				c.S3SignalRules = `[{"bucket":"in","signal":"landed"}]`
 				c.ExampleSubscriberFilter = map[string]any{"type": []any{"STEP_INSTANCE_STATUS_CHANGE_EVENT"}}
 			},
 		},
@@ -72,6 +72,7 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "architecture", ctx: map[string]any{"maestro:lambdaArchitecture": "s390x"}, wantErr: "lambdaArchitecture"},
 		{name: "negative concurrency", ctx: map[string]any{"maestro:signalsReservedConcurrency": -1.0}, wantErr: "signalsReservedConcurrency"},
 		{name: "rules not json", ctx: map[string]any{"maestro:s3SignalRules": "{oops"}, wantErr: "s3SignalRules"},
+		{name: "rule without signal", ctx: map[string]any{"maestro:s3SignalRules": `[{"bucket":"in"}]`}, wantErr: "signal is required"},
 		{name: "max below desired", ctx: map[string]any{"maestro:engineMaxCount": 1.0}, wantErr: "engineMaxCount 1"},
 		{name: "proxy share", ctx: map[string]any{"maestro:dbProxyMaxConnectionsPercent": 0.0}, wantErr: "dbProxyMaxConnectionsPercent"},
 		{name: "not a number", ctx: map[string]any{"maestro:dbMaxCapacity": "lots"}, wantErr: "maestro:dbMaxCapacity"},
@@ -95,6 +96,43 @@ func TestConfigFromContext(t *testing.T) {
 					EcsClusters: []string{"jobs"}, EcsTaskDefinitions: []string{"trainer", "scorer:4"}, PassRoles: []string{"trainer-task"}}
 			},
 		},
+		{
+			name: "step network, http hosts, cluster name and public url",
+			ctx: map[string]any{
+				"maestro:stepEcsClusters": "jobs", "maestro:stepEcsTaskDefinitions": "trainer",
+				"maestro:stepEcsSubnets": "subnet-1,subnet-2", "maestro:stepEcsSecurityGroups": []any{"sg-1"},
+				"maestro:stepHttpAllowedHosts": "api.example.com, *.example.org",
+				"maestro:clusterName":          "blue", "maestro:publicUrl": "https://maestro.example.com/",
+			},
+			want: func(c *Config) {
+				c.StepTargets = StepTargets{EcsClusters: []string{"jobs"}, EcsTaskDefinitions: []string{"trainer"},
+					EcsSubnets: []string{"subnet-1", "subnet-2"}, EcsSecurityGroups: []string{"sg-1"},
+					HTTPAllowedHosts: []string{"api.example.com", "*.example.org"}}
+				c.ClusterName, c.PublicURL = "blue", "https://maestro.example.com/"
+			},
+		},
+		{
+			name: "filter policy with conditions and $or",
+			ctx: map[string]any{"maestro:exampleSubscriberFilter": `{"$or":[{"workflow_id":[{"prefix":"sales."}]},` +
+				`{"type":["WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"],"status":["FAILED"]}]}`},
+			want: func(c *Config) {
+				c.ExampleSubscriberFilter = map[string]any{"$or": []any{
+					map[string]any{"workflow_id": []any{map[string]any{"prefix": "sales."}}},
+					map[string]any{"type": []any{"WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"}, "status": []any{"FAILED"}},
+				}}
+			},
+		},
+		{name: "filter on an attribute never set", ctx: map[string]any{"maestro:exampleSubscriberFilter": `{"event_type":["X"]}`},
+			wantErr: `"event_type" is not a message attribute`},
+		{name: "filter value not a list", ctx: map[string]any{"maestro:exampleSubscriberFilter": `{"type":"X"}`}, wantErr: "want a list"},
+		{name: "filter $or not a list", ctx: map[string]any{"maestro:exampleSubscriberFilter": `{"$or":{"type":["X"]}}`}, wantErr: "$or"},
+		{name: "empty cluster name", ctx: map[string]any{"maestro:clusterName": " "}, wantErr: "clusterName"},
+		{name: "public url", ctx: map[string]any{"maestro:publicUrl": "maestro.example.com"}, wantErr: "publicUrl"},
+		{name: "step network without a cluster", ctx: map[string]any{"maestro:stepEcsSubnets": "subnet-1"}, wantErr: "set stepEcsClusters"},
+		{name: "subnet id", ctx: map[string]any{"maestro:stepEcsClusters": "jobs", "maestro:stepEcsTaskDefinitions": "t",
+			"maestro:stepEcsSubnets": "private-a"}, wantErr: "not a subnet id"},
+		{name: "security group id", ctx: map[string]any{"maestro:stepEcsClusters": "jobs", "maestro:stepEcsTaskDefinitions": "t",
+			"maestro:stepEcsSecurityGroups": "engine"}, wantErr: "not a security group id"},
 		{name: "task definitions without a cluster", ctx: map[string]any{"maestro:stepEcsTaskDefinitions": "trainer"}, wantErr: "need stepEcsClusters"},
 		{name: "step targets not strings", ctx: map[string]any{"maestro:stepLambdaFunctions": []any{1.0}}, wantErr: "maestro:stepLambdaFunctions"},
 		{name: "malformed ARN", ctx: map[string]any{"maestro:stepLambdaFunctions": "arn:aws:lambda"}, wantErr: "not an ARN"},
@@ -153,8 +191,8 @@ func TestCDKJSON(t *testing.T) {
 		}
 	}
 	// Every key but emulatorDatabaseUrl, which only the emulator target reads.
-	if keys != 34 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 34", keys)
+	if keys != 39 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 39", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

@@ -31,7 +31,7 @@ var ministackTypes = map[string]bool{
 // deploy: every resource is of a type ministack provisions.
 func TestEmulatorTarget(t *testing.T) {
 	f := loadEmulatorFixture(t)
-	if f.stacks.Engine != nil {
+	if e := f.stacks.Engine; e == nil || e.Service != nil || e.Cluster != nil || len(f.engine.ofType("AWS::ECS::Service")) != 0 {
 		t.Error("the emulator target deploys the ECS engine; it runs as a local process")
 	}
 	for _, s := range f.all() {
@@ -57,6 +57,17 @@ func TestEmulatorTarget(t *testing.T) {
 		}
 	})
 
+	t.Run("the local engine's environment is the engine stack's output", func(t *testing.T) {
+		outputs := f.engine.ToJSON()
+		raw := asJSON((*outputs)["Outputs"])
+		for _, want := range []string{`"` + EngineEnvironmentOutput + `"`, "DB_SECRET_ARN", "MAESTRO_EVENT_QUEUE_URL",
+			"MAESTRO_PUBLIC_URL", "MAESTRO_CLUSTER_NAME", "MAESTRO_GROUP_COUNT", "AWS_REGION"} {
+			if !strings.Contains(raw, want) {
+				t.Errorf("engine outputs lack %s: %s", want, raw)
+			}
+		}
+	})
+
 	t.Run("functions for the host architecture, without a proxy", func(t *testing.T) {
 		for _, tmpl := range []*stackTemplate{f.api, f.events, f.signals, f.triggers} {
 			for id, r := range tmpl.ofType("AWS::Lambda::Function") {
@@ -64,7 +75,8 @@ func TestEmulatorTarget(t *testing.T) {
 				if asJSON(p["Architectures"]) != `["x86_64"]` {
 					t.Errorf("%s architectures %s", id, asJSON(p["Architectures"]))
 				}
-				if env := p["Environment"].(map[string]any)["Variables"].(map[string]any); env["DB_PROXY_ENDPOINT"] != nil || env["DB_SECRET_ARN"] == nil {
+				env := p["Environment"].(map[string]any)["Variables"].(map[string]any)
+				if env["DB_PROXY_ENDPOINT"] != nil || (env["DB_SECRET_ARN"] == nil) != strings.HasPrefix(id, "Publisher") {
 					t.Errorf("%s environment %s", id, asJSON(env))
 				}
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsapplicationautoscaling"
@@ -59,12 +60,25 @@ type EngineStackProps struct {
 	// LogRetention applies to the engine's log group.
 	LogRetention awslogs.RetentionDays
 	// StepTargets are what the engine's steps may call; the task role gets
-	// exactly those permissions (StepRuntimeStatements).
+	// exactly those permissions (StepRuntimeStatements), and the engine's
+	// step settings follow them (EcsTask defaults, Http allowed hosts).
 	StepTargets StepTargets
+	// PublicURL is the base of alert links (MAESTRO_PUBLIC_URL): the API's
+	// URL.
+	PublicURL *string
+	// ClusterName is the events' cluster_name (MAESTRO_CLUSTER_NAME).
+	ClusterName string
+	// Emulator builds only what a local `maestro engine` needs of the stack
+	// (the emulator cannot run ECS tasks): the task's environment, as the
+	// Environment output, and the step tasks' security group; no cluster,
+	// service, roles or scaling.
+	Emulator bool
 }
 
 // EngineStack holds the ECS cluster and the Fargate service running
-// `maestro engine`.
+// `maestro engine`. On the emulator target it holds only the engine's
+// environment (and the step tasks' security group): the cluster, service,
+// task role and scaling are nil.
 type EngineStack struct {
 	awscdk.Stack
 	// Cluster is the ECS cluster; later stacks may run step tasks in it.
@@ -79,6 +93,61 @@ type EngineStack struct {
 	Scaling awsecs.ScalableTaskCount
 	// LogGroup receives the engine's JSON logs.
 	LogGroup awslogs.ILogGroup
+	// Environment is the engine container's environment (EngineEnvironment).
+	Environment map[string]*string
+	// StepTaskSecurityGroup is the default security group of EcsTask steps'
+	// tasks; nil unless step ECS clusters are configured without security
+	// groups of their own.
+	StepTaskSecurityGroup awsec2.ISecurityGroup
+}
+
+// EngineEnvironmentOutput is the engine stack's output, on the emulator
+// target, holding the engine's environment as a JSON object: `make e2e`
+// starts the local `maestro engine` with it, as ECS would start the task.
+const EngineEnvironmentOutput = "Environment"
+
+// EngineEnvironment is the engine container's environment: the database
+// secret, the group count, the event queue, alert links and cluster name,
+// the health endpoint, the region, and the step runtimes' settings from the
+// step targets. stepSG, when set, is the EcsTask steps' default security
+// group.
+func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) map[string]*string {
+	env := map[string]*string{
+		"LOG_FORMAT":           jsii.String("json"),
+		"MAESTRO_GROUP_COUNT":  jsii.String(strconv.Itoa(props.GroupCount)),
+		"DB_SECRET_ARN":        props.DatabaseSecret.SecretArn(),
+		"MAESTRO_HEALTH_ADDR":  jsii.String(EngineHealthAddr),
+		"MAESTRO_CLUSTER_NAME": jsii.String(props.ClusterName),
+		// Fargate tasks have no instance metadata to take the region from;
+		// the event queue's and the step runtimes' AWS clients need it.
+		"AWS_REGION": awscdk.Aws_REGION(),
+	}
+	if props.PublicURL != nil {
+		env["MAESTRO_PUBLIC_URL"] = props.PublicURL
+	}
+	if props.EventQueue != nil {
+		env["MAESTRO_EVENT_QUEUE_URL"] = props.EventQueue.QueueUrl()
+	}
+	t := props.StepTargets
+	if len(t.HTTPAllowedHosts) > 0 {
+		env["MAESTRO_HTTP_ALLOWED_HOSTS"] = jsii.String(strings.Join(t.HTTPAllowedHosts, ","))
+	}
+	if len(t.EcsClusters) > 0 {
+		// Steps that name no cluster run in the first one.
+		env["MAESTRO_ECS_CLUSTER"] = jsii.String(t.EcsClusters[0])
+		if len(t.EcsSubnets) > 0 {
+			env["MAESTRO_ECS_SUBNETS"] = jsii.String(strings.Join(t.EcsSubnets, ","))
+		} else {
+			private := props.Vpc.SelectSubnets(&awsec2.SubnetSelection{SubnetGroupName: jsii.String(subnetPrivate)})
+			env["MAESTRO_ECS_SUBNETS"] = awscdk.Fn_Join(jsii.String(","), private.SubnetIds)
+		}
+		if len(t.EcsSecurityGroups) > 0 {
+			env["MAESTRO_ECS_SECURITY_GROUPS"] = jsii.String(strings.Join(t.EcsSecurityGroups, ","))
+		} else if stepSG != nil {
+			env["MAESTRO_ECS_SECURITY_GROUPS"] = stepSG.SecurityGroupId()
+		}
+	}
+	return env
 }
 
 // NewEngineStack builds the ECS cluster (Container Insights on) and the
@@ -88,14 +157,29 @@ type EngineStack struct {
 func NewEngineStack(scope constructs.Construct, id string, props *EngineStackProps) *EngineStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 
+	logGroup := awslogs.NewLogGroup(stack, jsii.String("Logs"), &awslogs.LogGroupProps{
+		Retention: props.LogRetention,
+	})
+	var stepSG awsec2.ISecurityGroup
+	if t := props.StepTargets; len(t.EcsClusters) > 0 && len(t.EcsSecurityGroups) == 0 {
+		stepSG = awsec2.NewSecurityGroup(stack, jsii.String("StepTaskSecurityGroup"), &awsec2.SecurityGroupProps{
+			Vpc:              props.Vpc,
+			Description:      jsii.String("Maestro EcsTask steps' tasks: egress only"),
+			AllowAllOutbound: jsii.Bool(true),
+		})
+	}
+	env := EngineEnvironment(props, stepSG)
+	s := &EngineStack{Stack: stack, LogGroup: logGroup, Environment: env, StepTaskSecurityGroup: stepSG}
+	if props.Emulator {
+		output(stack, EngineEnvironmentOutput, stack.ToJsonString(env, nil),
+			"the engine's environment, as the ECS task would have it (the emulator target runs maestro engine locally)")
+		return s
+	}
+
 	cluster := awsecs.NewCluster(stack, jsii.String("Cluster"), &awsecs.ClusterProps{
 		Vpc:                            props.Vpc,
 		ContainerInsightsV2:            awsecs.ContainerInsights_ENABLED,
 		EnableFargateCapacityProviders: jsii.Bool(true),
-	})
-
-	logGroup := awslogs.NewLogGroup(stack, jsii.String("Logs"), &awslogs.LogGroupProps{
-		Retention: props.LogRetention,
 	})
 
 	task := awsecs.NewFargateTaskDefinition(stack, jsii.String("Task"), &awsecs.FargateTaskDefinitionProps{
@@ -107,15 +191,8 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		},
 	})
 
-	env := map[string]*string{
-		"LOG_FORMAT":          jsii.String("json"),
-		"MAESTRO_GROUP_COUNT": jsii.String(strconv.Itoa(props.GroupCount)),
-		"DB_SECRET_ARN":       props.DatabaseSecret.SecretArn(),
-		"MAESTRO_HEALTH_ADDR": jsii.String(EngineHealthAddr),
-	}
 	props.DatabaseSecret.GrantRead(task.TaskRole(), nil)
 	if props.EventQueue != nil {
-		env["MAESTRO_EVENT_QUEUE_URL"] = props.EventQueue.QueueUrl()
 		props.EventQueue.GrantSendMessages(task.TaskRole())
 	}
 	task.AddContainer(jsii.String(EngineContainerName), &awsecs.ContainerDefinitionOptions{
@@ -184,12 +261,6 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		task.AddToTaskRolePolicy(st)
 	}
 
-	return &EngineStack{
-		Stack:    stack,
-		Cluster:  cluster,
-		Service:  service,
-		TaskRole: task.TaskRole(),
-		LogGroup: logGroup,
-		Scaling:  scaling,
-	}
+	s.Cluster, s.Service, s.TaskRole, s.Scaling = cluster, service, task.TaskRole(), scaling
+	return s
 }

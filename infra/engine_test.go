@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/jsii-runtime-go"
 )
 
@@ -95,11 +98,22 @@ func TestEngineStack(t *testing.T) {
 			e := e.(map[string]any)
 			env[e["Name"].(string)] = e["Value"]
 		}
-		// The same group count as the functions' (api_test.go).
+		// The same group count and cluster name as the functions'
+		// (api_test.go, events_test.go).
 		if env["LOG_FORMAT"] != "json" || env["MAESTRO_GROUP_COUNT"] != "16" || env["MAESTRO_HEALTH_ADDR"] != EngineHealthAddr ||
 			!importsFrom(env["DB_SECRET_ARN"], dataStack, secretAttachment) ||
-			!importsFrom(env["MAESTRO_EVENT_QUEUE_URL"], *f.stacks.Events.StackName(), queue) || len(env) != 5 {
+			!importsFrom(env["MAESTRO_EVENT_QUEUE_URL"], *f.stacks.Events.StackName(), queue) ||
+			env["MAESTRO_CLUSTER_NAME"] != "maestro" || asJSON(env["AWS_REGION"]) != `{"Ref":"AWS::Region"}` || len(env) != 8 {
 			t.Errorf("environment = %s", asJSON(env))
+		}
+		// Alert links point at the REST API's stage.
+		restAPI := logicalID(t, f.stacks.API.Stack, "RestApi")
+		if u := asJSON(env["MAESTRO_PUBLIC_URL"]); !strings.Contains(u, `"Fn::ImportValue":"`+*f.stacks.API.StackName()+":") ||
+			!strings.Contains(u, restAPI) || !strings.Contains(u, ".execute-api.") || !strings.HasSuffix(u, `"/"]]}`) {
+			t.Errorf("MAESTRO_PUBLIC_URL = %s, want the API stage URL", u)
+		}
+		if f.stacks.Engine.StepTaskSecurityGroup != nil || len(tmpl.ofType("AWS::EC2::SecurityGroup")) != 0 {
+			t.Error("a step task security group without step ECS clusters")
 		}
 	})
 
@@ -238,5 +252,80 @@ func TestDockerignoreMatchesImageExcludes(t *testing.T) {
 	sort.Strings(want)
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf(".dockerignore = %v, ImageExcludes = %v", got, want)
+	}
+}
+
+// engineEnvStack builds the engine stack of the emulator target (no image
+// needed) for the given step targets in an app of its own, and returns its
+// template and the resolved environment.
+func engineEnvStack(t *testing.T, targets StepTargets, publicURL string) (*stackTemplate, map[string]any) {
+	t.Helper()
+	app := awscdk.NewApp(nil)
+	base := awscdk.NewStack(app, jsii.String("Base"), nil)
+	vpc := awsec2.NewVpc(base, jsii.String("Vpc"), &awsec2.VpcProps{MaxAzs: jsii.Number(2),
+		SubnetConfiguration: &[]*awsec2.SubnetConfiguration{
+			{Name: jsii.String(subnetPublic), SubnetType: awsec2.SubnetType_PUBLIC},
+			{Name: jsii.String(subnetPrivate), SubnetType: awsec2.SubnetType_PRIVATE_WITH_EGRESS},
+		}})
+	secret := awssecretsmanager.NewSecret(base, jsii.String("Secret"), nil)
+	engine := NewEngineStack(app, "Engine", &EngineStackProps{
+		Vpc: vpc, DatabaseSecret: secret, GroupCount: 8, ClusterName: "blue",
+		PublicURL: jsii.String(publicURL), StepTargets: targets, Emulator: true,
+	})
+	tmpl, err := newStackTemplate(engine.Stack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]any{}
+	for k, v := range engine.Environment {
+		env[k] = engine.Stack.Resolve(v)
+	}
+	return tmpl, env
+}
+
+// The engine's step runtime settings follow the step targets of the CDK
+// context: EcsTask steps default to the first cluster, the deployment's
+// private subnets and a security group of their own (egress only), unless
+// subnets and security groups are given; Http steps to the allowed hosts.
+// On the emulator target the environment is the stack's Environment output.
+func TestEngineStepEnvironment(t *testing.T) {
+	tmpl, env := engineEnvStack(t, StepTargets{}, "https://maestro.example.com")
+	for k := range env {
+		if strings.HasPrefix(k, "MAESTRO_ECS_") || k == "MAESTRO_HTTP_ALLOWED_HOSTS" {
+			t.Errorf("no step targets, yet %s = %s", k, asJSON(env[k]))
+		}
+	}
+	if env["MAESTRO_PUBLIC_URL"] != "https://maestro.example.com" || env["MAESTRO_CLUSTER_NAME"] != "blue" || env["MAESTRO_GROUP_COUNT"] != "8" {
+		t.Errorf("environment %s", asJSON(env))
+	}
+	if n := len(tmpl.ofType("AWS::ECS::Service")) + len(tmpl.ofType("AWS::ECS::Cluster")) + len(tmpl.ofType("AWS::IAM::Role")); n != 0 {
+		t.Errorf("the emulator target's engine stack holds %d ECS resources or roles", n)
+	}
+
+	tmpl, env = engineEnvStack(t, StepTargets{EcsClusters: []string{"jobs", "gpu"}, EcsTaskDefinitions: []string{"trainer"},
+		HTTPAllowedHosts: []string{"api.example.com", "*.internal.example.com"}}, "https://x")
+	sg, sgProps := tmpl.one(t, "AWS::EC2::SecurityGroup")
+	if asJSON(sgProps["SecurityGroupEgress"]) != `[{"CidrIp":"0.0.0.0/0","Description":"Allow all outbound traffic by default","IpProtocol":"-1"}]` ||
+		sgProps["SecurityGroupIngress"] != nil {
+		t.Errorf("step task security group %s", asJSON(sgProps))
+	}
+	subnets := asJSON(env["MAESTRO_ECS_SUBNETS"])
+	if env["MAESTRO_ECS_CLUSTER"] != "jobs" || !strings.Contains(subnets, `"Fn::Join":[",",`) || strings.Count(subnets, subnetPrivate+"Subnet") != 2 ||
+		asJSON(env["MAESTRO_ECS_SECURITY_GROUPS"]) != asJSON(map[string]any{"Fn::GetAtt": []any{sg, "GroupId"}}) ||
+		env["MAESTRO_HTTP_ALLOWED_HOSTS"] != "api.example.com,*.internal.example.com" {
+		t.Errorf("environment %s", asJSON(env))
+	}
+	out := asJSON(tmpl.ToJSON())
+	for _, want := range []string{`"` + EngineEnvironmentOutput + `"`, `MAESTRO_ECS_SECURITY_GROUPS`, sg} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the Environment output lacks %s", want)
+		}
+	}
+
+	tmpl, env = engineEnvStack(t, StepTargets{EcsClusters: []string{"jobs"}, EcsTaskDefinitions: []string{"trainer"},
+		EcsSubnets: []string{"subnet-1", "subnet-2"}, EcsSecurityGroups: []string{"sg-1"}}, "https://x")
+	if env["MAESTRO_ECS_SUBNETS"] != "subnet-1,subnet-2" || env["MAESTRO_ECS_SECURITY_GROUPS"] != "sg-1" ||
+		len(tmpl.ofType("AWS::EC2::SecurityGroup")) != 0 {
+		t.Errorf("given network: environment %s", asJSON(env))
 	}
 }

@@ -7,12 +7,19 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssnssubscriptions"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/maestro-aws/maestro/engine/event"
 )
 
 // EventTypeAttribute is the SNS message attribute that carries an external
 // event's Maestro type (WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT, ...); the
 // example subscriber's default filter policy is on it.
-const EventTypeAttribute = "type"
+const EventTypeAttribute = event.AttributeType
+
+// PublisherTimeoutSeconds bounds one publisher invocation (ten PublishBatch
+// calls at most); the internal-events queue hides a received message six
+// times as long.
+const PublisherTimeoutSeconds = 30
 
 // EventsStackProps configures NewEventsStack.
 type EventsStackProps struct {
@@ -25,7 +32,8 @@ type EventsStackProps struct {
 	// ReservedConcurrency caps the publisher; 0 leaves it unreserved.
 	ReservedConcurrency int
 	// SubscriberFilter is the example subscriber's SNS filter policy on the
-	// event topic's message attributes; nil receives every event.
+	// event topic's message attributes, as SNS takes it; nil receives every
+	// event.
 	SubscriberFilter map[string]any
 	// AlarmEmail, when set, is subscribed to the alert topic.
 	AlarmEmail string
@@ -55,8 +63,7 @@ type EventsStack struct {
 func NewEventsStack(scope constructs.Construct, id string, props *EventsStackProps) *EventsStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 
-	const publisherTimeout = 30
-	queue := NewQueueWithDLQ(stack, "InternalEvents", &QueueProps{ConsumerTimeoutSeconds: publisherTimeout})
+	queue := NewQueueWithDLQ(stack, "InternalEvents", &QueueProps{ConsumerTimeoutSeconds: PublisherTimeoutSeconds})
 	topic := func(id, name string) awssns.Topic {
 		t := awssns.NewTopic(stack, jsii.String(id), &awssns.TopicProps{
 			DisplayName: jsii.String(name),
@@ -72,21 +79,30 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 		alerts.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
 	}
 
+	// Raw delivery: the subscriber's message body is the event itself and
+	// the SNS message attributes arrive as SQS message attributes.
 	subscriber := NewQueueWithDLQ(stack, "ExampleSubscriber", &QueueProps{ConsumerTimeoutSeconds: 5})
-	var filter *map[string]awssns.SubscriptionFilter
-	if len(props.SubscriberFilter) > 0 {
-		filter = subscriptionFilter(props.SubscriberFilter)
-	}
-	events.AddSubscription(awssnssubscriptions.NewSqsSubscription(subscriber.Queue, &awssnssubscriptions.SqsSubscriptionProps{
-		FilterPolicy:       filter,
-		RawMessageDelivery: jsii.Bool(false),
+	sub := events.AddSubscription(awssnssubscriptions.NewSqsSubscription(subscriber.Queue, &awssnssubscriptions.SqsSubscriptionProps{
+		RawMessageDelivery: jsii.Bool(true),
 		DeadLetterQueue:    subscriber.DeadLetterQueue,
 	}))
+	if len(props.SubscriberFilter) > 0 {
+		// The policy as written (any SNS filter policy: lists of values,
+		// prefix, numeric and anything-but conditions, "$or"), on the
+		// message attributes the publisher sets (event.AttributeNames;
+		// Config.Validate checks the names).
+		cfn := sub.Node().DefaultChild().(awssns.CfnSubscription)
+		cfn.AddPropertyOverride(jsii.String("FilterPolicy"), props.SubscriberFilter)
+		cfn.AddPropertyOverride(jsii.String("FilterPolicyScope"), jsii.String("MessageAttributes"))
+	}
 
 	s := &EventsStack{Stack: stack, Queue: queue, EventTopic: events, AlertTopic: alerts, Subscriber: subscriber}
 	if props.PublisherCode != nil {
+		// The publisher needs no database: no secret, proxy or group count.
+		base := props.Functions
+		base.DatabaseSecret, base.ProxyEndpoint, base.GroupCount = nil, "", 0
 		fn := NewFunction(stack, "Publisher", &FunctionProps{
-			FunctionBase: props.Functions,
+			FunctionBase: base,
 			Description:  "Maestro publisher: internal events to the SNS event and alert topics",
 			Code:         props.PublisherCode,
 			Environment: map[string]string{
@@ -94,7 +110,7 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 				"MAESTRO_ALERT_TOPIC_ARN": *alerts.TopicArn(),
 			},
 			ReservedConcurrency: props.ReservedConcurrency,
-			Timeout:             awscdk.Duration_Seconds(jsii.Number(publisherTimeout)),
+			Timeout:             awscdk.Duration_Seconds(jsii.Number(PublisherTimeoutSeconds)),
 		})
 		events.GrantPublish(fn.Role)
 		alerts.GrantPublish(fn.Role)
@@ -107,27 +123,6 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 	output(stack, "AlertTopicArn", alerts.TopicArn(), "SNS topic of alerts and alarms")
 	output(stack, "ExampleSubscriberQueueUrl", subscriber.Queue.QueueUrl(), "example subscriber of the event topic")
 	return s
-}
-
-// subscriptionFilter turns a filter policy written as JSON (attribute name
-// to a list of allowed strings) into the CDK's form.
-func subscriptionFilter(policy map[string]any) *map[string]awssns.SubscriptionFilter {
-	out := map[string]awssns.SubscriptionFilter{}
-	for attr, v := range policy {
-		var allow []*string
-		switch x := v.(type) {
-		case []any:
-			for _, e := range x {
-				if s, ok := e.(string); ok {
-					allow = append(allow, jsii.String(s))
-				}
-			}
-		case string:
-			allow = append(allow, jsii.String(x))
-		}
-		out[attr] = awssns.SubscriptionFilter_StringFilter(&awssns.StringConditions{Allowlist: &allow})
-	}
-	return &out
 }
 
 // output adds a stack output.

@@ -37,8 +37,9 @@ func checkFunctionBase(t *testing.T, f *fixture, tmpl *stackTemplate, fn string,
 	t.Helper()
 	env := functionEnv(t, tmpl, fn, "Function")
 	secret := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
-	if !importsFrom(env["DB_SECRET_ARN"], *f.stacks.Data.StackName(), secret) || env["MAESTRO_GROUP_COUNT"] != "16" || env["DB_PROXY_ENDPOINT"] == nil {
-		t.Errorf("%s environment = %s, want the database secret, the proxy and the group count", fn, asJSON(env))
+	if !importsFrom(env["DB_SECRET_ARN"], *f.stacks.Data.StackName(), secret) || env["MAESTRO_GROUP_COUNT"] != "16" || env["DB_PROXY_ENDPOINT"] == nil ||
+		env["MAESTRO_CLUSTER_NAME"] != "maestro" {
+		t.Errorf("%s environment = %s, want the database secret, the proxy, the group count and the cluster name", fn, asJSON(env))
 	}
 	p := props(tmpl.Resources[logicalID(t, tmpl.stack, fn, "Function")])
 	if p["ReservedConcurrentExecutions"] != float64(reserved) || p["Runtime"] != "provided.al2023" {
@@ -80,8 +81,8 @@ func TestEventsStack(t *testing.T) {
 		if asJSON(rp["deadLetterTargetArn"]) != asJSON(map[string]any{"Fn::GetAtt": []any{dlq, "Arn"}}) || rp["maxReceiveCount"] != 5.0 {
 			t.Errorf("redrive = %s", asJSON(rp))
 		}
-		if p["VisibilityTimeout"] != 180.0 {
-			t.Errorf("visibility %v, want 6x the publisher's 30 s", p["VisibilityTimeout"])
+		if p["VisibilityTimeout"] != 181.0 {
+			t.Errorf("visibility %v, want 6x the publisher's 30 s + the 1 s batching window", p["VisibilityTimeout"])
 		}
 		if n := len(tmpl.ofType("AWS::SQS::QueuePolicy")); n < 4 {
 			t.Errorf("%d queue policies, want one denying plain HTTP on each queue", n)
@@ -96,11 +97,19 @@ func TestEventsStack(t *testing.T) {
 	})
 
 	t.Run("publisher reads the queue and publishes to both topics", func(t *testing.T) {
-		checkFunctionBase(t, f, tmpl, "Publisher", 5)
+		// Exactly what functions/publisher reads, and no database.
 		env := functionEnv(t, tmpl, "Publisher", "Function")
-		if asJSON(env["MAESTRO_EVENT_TOPIC_ARN"]) != asJSON(map[string]any{"Ref": eventTopic}) ||
-			asJSON(env["MAESTRO_ALERT_TOPIC_ARN"]) != asJSON(map[string]any{"Ref": alertTopic}) {
-			t.Errorf("publisher environment = %s", asJSON(env))
+		want := map[string]any{
+			"MAESTRO_EVENT_TOPIC_ARN": map[string]any{"Ref": eventTopic},
+			"MAESTRO_ALERT_TOPIC_ARN": map[string]any{"Ref": alertTopic},
+			"MAESTRO_CLUSTER_NAME":    "maestro",
+		}
+		if asJSON(env) != asJSON(want) {
+			t.Errorf("publisher environment = %s, want %s", asJSON(env), asJSON(want))
+		}
+		p := props(tmpl.Resources[logicalID(t, tmpl.stack, "Publisher", "Function")])
+		if p["ReservedConcurrentExecutions"] != 5.0 || p["Runtime"] != "provided.al2023" || p["Timeout"] != float64(PublisherTimeoutSeconds) {
+			t.Errorf("publisher: reserved %v runtime %v timeout %v", p["ReservedConcurrentExecutions"], p["Runtime"], p["Timeout"])
 		}
 		check(t, func() {
 			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
@@ -117,19 +126,33 @@ func TestEventsStack(t *testing.T) {
 			}
 		}
 		for _, g := range grants {
-			if strings.Contains(g, `@"*"`) {
+			if strings.Contains(g, `@"*"`) || strings.Contains(g, "secretsmanager:") {
 				t.Errorf("publisher may %s", g)
 			}
 		}
 	})
 
-	t.Run("example subscriber with a filter policy", func(t *testing.T) {
+	t.Run("example subscriber: raw delivery, a filter policy on the type attribute, a dead-letter queue", func(t *testing.T) {
+		subDLQ := logicalID(t, tmpl.stack, "ExampleSubscriber", "DeadLetterQueue")
 		check(t, func() {
 			tmpl.HasResourceProperties(jsii.String("AWS::SNS::Subscription"), map[string]any{
-				"Protocol":     "sqs",
-				"TopicArn":     map[string]any{"Ref": eventTopic},
-				"Endpoint":     map[string]any{"Fn::GetAtt": []any{subscriber, "Arn"}},
-				"FilterPolicy": map[string]any{EventTypeAttribute: []any{"WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"}},
+				"Protocol":           "sqs",
+				"TopicArn":           map[string]any{"Ref": eventTopic},
+				"Endpoint":           map[string]any{"Fn::GetAtt": []any{subscriber, "Arn"}},
+				"RawMessageDelivery": true,
+				"FilterPolicy":       map[string]any{"type": []any{"WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"}},
+				"FilterPolicyScope":  "MessageAttributes",
+				"RedrivePolicy":      map[string]any{"deadLetterTargetArn": map[string]any{"Fn::GetAtt": []any{subDLQ, "Arn"}}},
+			})
+		})
+		// The topic may send to the queue.
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), map[string]any{
+				"Queues": []any{map[string]any{"Ref": subscriber}},
+				"PolicyDocument": map[string]any{"Statement": assertions.Match_ArrayWith(&[]any{assertions.Match_ObjectLike(&map[string]any{
+					"Action": "sqs:SendMessage", "Effect": "Allow",
+					"Condition": map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": map[string]any{"Ref": eventTopic}}},
+				})})},
 			})
 		})
 	})
@@ -156,8 +179,8 @@ func TestSignalsStack(t *testing.T) {
 		if asJSON(rp["deadLetterTargetArn"]) != asJSON(map[string]any{"Fn::GetAtt": []any{dlq, "Arn"}}) {
 			t.Errorf("redrive = %s", asJSON(rp))
 		}
-		if v := props(tmpl.Resources[queue])["VisibilityTimeout"]; v != 360.0 {
-			t.Errorf("visibility %v, want 6x the function's 60 s", v)
+		if v := props(tmpl.Resources[queue])["VisibilityTimeout"]; v != 361.0 {
+			t.Errorf("visibility %v, want 6x the function's 60 s + the 1 s batching window", v)
 		}
 		check(t, func() {
 			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), map[string]any{
@@ -187,12 +210,13 @@ func TestTriggersStack(t *testing.T) {
 	dlq := logicalID(t, tmpl.stack, "ScheduleDeadLetterQueue")
 	role := logicalID(t, tmpl.stack, "ScheduleRole")
 
-	t.Run("schedule every minute with retries and a dead-letter queue", func(t *testing.T) {
+	t.Run("schedule at the start of every minute with retries and a dead-letter queue", func(t *testing.T) {
 		check(t, func() {
 			tmpl.HasResourceProperties(jsii.String("AWS::Scheduler::Schedule"), map[string]any{
-				"ScheduleExpression": "rate(1 minute)",
-				"State":              "ENABLED",
-				"FlexibleTimeWindow": map[string]any{"Mode": "OFF"},
+				"ScheduleExpression":         "cron(* * * * ? *)",
+				"ScheduleExpressionTimezone": "UTC",
+				"State":                      "ENABLED",
+				"FlexibleTimeWindow":         map[string]any{"Mode": "OFF"},
 				"Target": map[string]any{
 					"Arn":              map[string]any{"Fn::GetAtt": []any{fn, "Arn"}},
 					"RoleArn":          map[string]any{"Fn::GetAtt": []any{role, "Arn"}},
@@ -221,4 +245,38 @@ func TestTriggersStack(t *testing.T) {
 			t.Errorf("timeout %v, want under a minute", p["Timeout"])
 		}
 	})
+}
+
+// TestQueuesOutlastTheirConsumers checks every SQS event source of the app:
+// its queue hides a received message at least six times the function's
+// timeout plus the batching window (AWS's advice for Lambda), so that a
+// message is not offered again while an invocation may still hold it.
+func TestQueuesOutlastTheirConsumers(t *testing.T) {
+	f := loadFixture(t)
+	n := 0
+	for _, s := range f.all() {
+		tmpl := *s.dst
+		for id, r := range tmpl.ofType("AWS::Lambda::EventSourceMapping") {
+			p := props(r)
+			queue, _ := p["EventSourceArn"].(map[string]any)["Fn::GetAtt"].([]any)
+			fn, _ := p["FunctionName"].(map[string]any)["Ref"].(string)
+			if len(queue) != 2 || fn == "" {
+				t.Errorf("%s: event source %s of %s, want a queue and a function of the same stack", id, asJSON(p["EventSourceArn"]), asJSON(p["FunctionName"]))
+				continue
+			}
+			visibility, _ := props(tmpl.Resources[queue[0].(string)])["VisibilityTimeout"].(float64)
+			timeout, _ := props(tmpl.Resources[fn])["Timeout"].(float64)
+			window, _ := p["MaximumBatchingWindowInSeconds"].(float64)
+			if timeout == 0 || visibility < 6*timeout+window {
+				t.Errorf("%s: queue %s hides messages %v s, want at least 6 x %v s + %v s", id, queue[0], visibility, timeout, window)
+			}
+			if asJSON(p["FunctionResponseTypes"]) != `["ReportBatchItemFailures"]` {
+				t.Errorf("%s: %s, want partial batch failures", id, asJSON(p["FunctionResponseTypes"]))
+			}
+			n++
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d event sources, want the publisher's and the signals function's", n)
+	}
 }

@@ -32,8 +32,8 @@ type MonitoringStackProps struct {
 	Functions map[string]*Function
 	// RestAPI is alarmed on 5xx responses.
 	RestAPI awsapigateway.RestApi
-	// Engine, when set, is alarmed on running tasks and charted; nil on the
-	// emulator target.
+	// Engine, when it runs a service, is alarmed on running tasks and
+	// charted (on the emulator target it runs none).
 	Engine *EngineStack
 }
 
@@ -108,6 +108,10 @@ func NewMonitoringStack(scope constructs.Construct, id string, props *Monitoring
 		"Time triggers fire more than 60 s late: the time-trigger function is failing, throttled or too slow for the due triggers.",
 		Metric(metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute),
 		TriggerLagThresholdSeconds, above, 1, notBreaching)
+	alarm("PublishFailures",
+		"Events failed to publish in two 5-minute periods in a row (SNS refusing or throttling, a topic or permission missing): they are retried and, after 5 receives, moved to the internal-events dead-letter queue.",
+		Metric(metrics.ServicePublisher, metrics.PublishFailures, "Sum", five),
+		1, atLeast, 2, notBreaching)
 	alarm("EngineUnownedGroups",
 		"Flow groups held by no live engine for 3 minutes, or no engine reporting at all: runs in those groups make no progress.",
 		EngineMetric(metrics.UnownedGroups, "Maximum", minute),
@@ -118,7 +122,7 @@ func NewMonitoringStack(scope constructs.Construct, id string, props *Monitoring
 			props.RestAPI.MetricServerError(&awscloudwatch.MetricOptions{Statistic: jsii.String("Sum"), Period: five}),
 			5, atLeast, 1, notBreaching)
 	}
-	if e := props.Engine; e != nil {
+	if e := props.Engine; e != nil && e.Service != nil {
 		alarm("EngineTasks",
 			"No engine task running for 3 minutes: nothing executes workflows.",
 			awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
@@ -199,7 +203,7 @@ func newDashboard(stack awscdk.Stack, props *MonitoringStackProps, alarms map[st
 		graph("Lambda errors and throttles", errs),
 		graph("Dead-letter queues", dlqs),
 	})
-	if e := props.Engine; e != nil {
+	if e := props.Engine; e != nil && e.Service != nil {
 		rows = append(rows, []awscloudwatch.IWidget{
 			graph("Engine tasks: CPU and memory (%)", []awscloudwatch.IMetric{
 				e.Service.MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute}),

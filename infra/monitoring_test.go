@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -69,6 +70,15 @@ func TestMonitoringStack(t *testing.T) {
 		}
 	})
 
+	t.Run("publish failures", func(t *testing.T) {
+		p := alarm(t, "PublishFailures")
+		if p["Namespace"] != metrics.Namespace || p["MetricName"] != metrics.PublishFailures || p["Statistic"] != "Sum" ||
+			p["Threshold"] != 1.0 || p["ComparisonOperator"] != "GreaterThanOrEqualToThreshold" || p["Period"] != 300.0 ||
+			p["EvaluationPeriods"] != 2.0 || asJSON(p["Dimensions"]) != `[{"Name":"Service","Value":"publisher"}]` {
+			t.Errorf("PublishFailures = %s", asJSON(p))
+		}
+	})
+
 	t.Run("engine health", func(t *testing.T) {
 		p := alarm(t, "EngineUnownedGroups")
 		if p["MetricName"] != metrics.UnownedGroups || p["Threshold"] != 0.0 || p["ComparisonOperator"] != "GreaterThanThreshold" ||
@@ -89,7 +99,7 @@ func TestMonitoringStack(t *testing.T) {
 				t.Errorf("alarm %s notifies nobody", id)
 			}
 		}
-		check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+4)) })
+		check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+5)) })
 	})
 
 	t.Run("one dashboard with every metric", func(t *testing.T) {
@@ -106,4 +116,129 @@ func TestMonitoringStack(t *testing.T) {
 			}
 		}
 	})
+}
+
+// maestroMetric is a metric of the Maestro namespace that the app reads.
+type maestroMetric struct {
+	where, name string
+	dims        map[string]string
+}
+
+// maestroMetrics finds every Maestro metric the synthesized app reads: in
+// alarms (monitoring and autoscaling) and in the dashboard's widgets.
+func maestroMetrics(t *testing.T, f *fixture) []maestroMetric {
+	t.Helper()
+	var out []maestroMetric
+	for _, s := range f.all() {
+		tmpl := *s.dst
+		for id, r := range tmpl.ofType("AWS::CloudWatch::Alarm") {
+			p := props(r)
+			if p["Namespace"] != metrics.Namespace {
+				continue
+			}
+			dims := map[string]string{}
+			for _, d := range p["Dimensions"].([]any) {
+				d := d.(map[string]any)
+				v, ok := d["Value"].(string)
+				if !ok {
+					t.Errorf("alarm %s: dimension %s is not a literal: %s", id, d["Name"], asJSON(d["Value"]))
+				}
+				dims[d["Name"].(string)] = v
+			}
+			out = append(out, maestroMetric{where: "alarm " + id, name: p["MetricName"].(string), dims: dims})
+		}
+		for id, r := range tmpl.ofType("AWS::CloudWatch::Dashboard") {
+			var body struct {
+				Widgets []struct {
+					Properties struct {
+						Metrics [][]any `json:"metrics"`
+					} `json:"properties"`
+				} `json:"widgets"`
+			}
+			if err := json.Unmarshal([]byte(joined(props(r)["DashboardBody"])), &body); err != nil {
+				t.Fatalf("dashboard %s: %v", id, err)
+			}
+			for _, w := range body.Widgets {
+				for _, m := range w.Properties.Metrics {
+					// [namespace, name, dim, value, ..., {options}]
+					if len(m) < 2 || m[0] != metrics.Namespace {
+						continue
+					}
+					dims := map[string]string{}
+					for i := 2; i+1 < len(m); i += 2 {
+						k, _ := m[i].(string)
+						v, _ := m[i+1].(string)
+						dims[k] = v
+					}
+					out = append(out, maestroMetric{where: "dashboard " + id, name: m[1].(string), dims: dims})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// joined renders an Fn::Join of the template as text, with "?" for the
+// parts only known at deploy time.
+func joined(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	j, _ := v.(map[string]any)["Fn::Join"].([]any)
+	if len(j) != 2 {
+		return asJSON(v)
+	}
+	var b strings.Builder
+	for i, part := range j[1].([]any) {
+		if i > 0 {
+			b.WriteString(j[0].(string))
+		}
+		if s, ok := part.(string); ok {
+			b.WriteString(s)
+		} else {
+			b.WriteString("?")
+		}
+	}
+	return b.String()
+}
+
+// TestAlarmsReadWhatIsEmitted ties the app's alarms, autoscaling and
+// dashboard to the code that writes the metrics: every Maestro metric they
+// read has exactly the one Service dimension, and that service emits that
+// metric (metrics.Catalog, which an Emitter enforces, and which the
+// emitting packages' tests check against the lines they really write). A
+// metric renamed, or read under another service or dimension, fails here.
+func TestAlarmsReadWhatIsEmitted(t *testing.T) {
+	f := loadFixture(t)
+	read := maestroMetrics(t, f)
+	seen := map[string]bool{}
+	for _, m := range read {
+		service, ok := m.dims[metrics.DimensionService]
+		if !ok || len(m.dims) != 1 {
+			t.Errorf("%s reads %s with dimensions %v, want only %s", m.where, m.name, m.dims, metrics.DimensionService)
+			continue
+		}
+		if !metrics.Emits(service, m.name) {
+			t.Errorf("%s reads %s of service %q, which that service does not emit", m.where, m.name, service)
+		}
+		seen[service+"/"+m.name] = true
+	}
+	// And the other way: every metric a service emits is charted.
+	for service, names := range metrics.Catalog() {
+		for _, name := range names {
+			if !seen[service+"/"+name] {
+				t.Errorf("%s's %s is emitted but neither alarmed nor charted", service, name)
+			}
+		}
+	}
+	for _, want := range []string{"alarm " + logicalID(t, f.stacks.Monitoring.Stack, "TriggerLag"),
+		"alarm " + logicalID(t, f.stacks.Monitoring.Stack, "PublishFailures")} {
+		found := false
+		for _, m := range read {
+			found = found || m.where == want
+		}
+		if !found {
+			t.Errorf("%s does not read a Maestro metric", want)
+		}
+	}
 }

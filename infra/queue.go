@@ -10,8 +10,9 @@ import (
 // QueueProps configures NewQueueWithDLQ.
 type QueueProps struct {
 	// ConsumerTimeoutSeconds is the timeout of the function that reads the
-	// queue; a received message stays hidden six times as long, as AWS
-	// advises for a Lambda event source.
+	// queue; a received message stays hidden six times as long plus the
+	// event source's batching window, as AWS advises for a Lambda event
+	// source.
 	ConsumerTimeoutSeconds int
 	// MaxReceiveCount is how often a message is received before it moves to
 	// the dead-letter queue; 5 when zero.
@@ -39,7 +40,7 @@ func NewQueueWithDLQ(scope constructs.Construct, id string, props *QueueProps) *
 	q := awssqs.NewQueue(c, jsii.String("Queue"), &awssqs.QueueProps{
 		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
 		EnforceSSL:        jsii.Bool(true),
-		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6 * props.ConsumerTimeoutSeconds)),
+		VisibilityTimeout: awscdk.Duration_Seconds(jsii.Number(6*props.ConsumerTimeoutSeconds + BatchingWindowSeconds)),
 		RetentionPeriod:   awscdk.Duration_Days(jsii.Number(4)),
 		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: dlq, MaxReceiveCount: jsii.Number(receives)},
 	})

@@ -30,6 +30,21 @@ type StepTargets struct {
 	// the engine may pass them to ECS tasks, and to nothing else. Context
 	// key maestro:stepPassRoles.
 	PassRoles []string
+
+	// EcsSubnets and EcsSecurityGroups are the awsvpc network of EcsTask
+	// steps that do not name their own (MAESTRO_ECS_SUBNETS,
+	// MAESTRO_ECS_SECURITY_GROUPS): subnet and security group ids. When
+	// EcsClusters are set and these are not, the tasks run in the
+	// deployment's private subnets with a security group of their own that
+	// allows egress only. Context keys maestro:stepEcsSubnets and
+	// maestro:stepEcsSecurityGroups.
+	EcsSubnets        []string
+	EcsSecurityGroups []string
+	// HTTPAllowedHosts are the hosts Http steps may call
+	// (MAESTRO_HTTP_ALLOWED_HOSTS; "*.example.com" for subdomains); empty
+	// allows every host but link-local ones. Context key
+	// maestro:stepHttpAllowedHosts.
+	HTTPAllowedHosts []string
 }
 
 // stepTargetsFromContext reads the StepTargets keys: a JSON list of strings
@@ -70,6 +85,9 @@ func stepTargetsFromContext(get func(key string) any) (StepTargets, error) {
 	list("stepEcsClusters", &t.EcsClusters)
 	list("stepEcsTaskDefinitions", &t.EcsTaskDefinitions)
 	list("stepPassRoles", &t.PassRoles)
+	list("stepEcsSubnets", &t.EcsSubnets)
+	list("stepEcsSecurityGroups", &t.EcsSecurityGroups)
+	list("stepHttpAllowedHosts", &t.HTTPAllowedHosts)
 	return t, errors.Join(errs...)
 }
 
@@ -84,6 +102,19 @@ func (t StepTargets) Validate() error {
 	}
 	if len(t.PassRoles) > 0 && len(t.EcsTaskDefinitions) == 0 {
 		errs = append(errs, errors.New("stepPassRoles: roles are passed only to EcsTask steps' tasks; set stepEcsTaskDefinitions"))
+	}
+	if (len(t.EcsSubnets) > 0 || len(t.EcsSecurityGroups) > 0) && len(t.EcsClusters) == 0 {
+		errs = append(errs, errors.New("stepEcsSubnets, stepEcsSecurityGroups: the network of EcsTask steps; set stepEcsClusters too"))
+	}
+	for _, id := range t.EcsSubnets {
+		if !strings.HasPrefix(id, "subnet-") {
+			errs = append(errs, fmt.Errorf("stepEcsSubnets: %q is not a subnet id (subnet-...)", id))
+		}
+	}
+	for _, id := range t.EcsSecurityGroups {
+		if !strings.HasPrefix(id, "sg-") {
+			errs = append(errs, fmt.Errorf("stepEcsSecurityGroups: %q is not a security group id (sg-...)", id))
+		}
 	}
 	for _, a := range t.all() {
 		if strings.HasPrefix(a, "arn:") && len(strings.SplitN(a, ":", 6)) < 6 {

@@ -10,9 +10,12 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// TimeTriggerSchedule is how often EventBridge Scheduler invokes the
-// time-trigger function.
-const TimeTriggerSchedule = "rate(1 minute)"
+// TimeTriggerSchedule is when EventBridge Scheduler invokes the time-trigger
+// function: at the start of every minute (UTC). Cron triggers are due on
+// whole minutes, so they fire seconds late; a rate(1 minute) schedule ticks
+// at its creation's second and would start them up to a minute late, past
+// the TriggerLag alarm's threshold.
+const TimeTriggerSchedule = "cron(* * * * ? *)"
 
 // TimeTriggerInput is the event the schedule sends: the time the invocation
 // was scheduled for (RFC 3339, the function measures trigger lag from it)
@@ -32,7 +35,7 @@ type TriggersStackProps struct {
 }
 
 // TriggersStack fires time triggers: an EventBridge Scheduler schedule
-// invokes functions/timetrigger every minute, retries a failed invocation
+// invokes functions/timetrigger at the start of every minute, retries a failed invocation
 // and sends one that keeps failing to a dead-letter queue.
 type TriggersStack struct {
 	awscdk.Stack
@@ -75,10 +78,11 @@ func NewTriggersStack(scope constructs.Construct, id string, props *TriggersStac
 	}))
 	dlq.GrantSendMessages(role)
 	schedule := awsscheduler.NewCfnSchedule(stack, jsii.String("Schedule"), &awsscheduler.CfnScheduleProps{
-		Description:        jsii.String("Fires Maestro's time triggers every minute"),
-		ScheduleExpression: jsii.String(TimeTriggerSchedule),
-		FlexibleTimeWindow: &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: jsii.String("OFF")},
-		State:              jsii.String("ENABLED"),
+		Description:                jsii.String("Fires Maestro's time triggers every minute"),
+		ScheduleExpression:         jsii.String(TimeTriggerSchedule),
+		ScheduleExpressionTimezone: jsii.String("UTC"),
+		FlexibleTimeWindow:         &awsscheduler.CfnSchedule_FlexibleTimeWindowProperty{Mode: jsii.String("OFF")},
+		State:                      jsii.String("ENABLED"),
 		Target: &awsscheduler.CfnSchedule_TargetProperty{
 			Arn:     fn.Function.FunctionArn(),
 			RoleArn: role.RoleArn(),

@@ -80,13 +80,14 @@ func TestTimeTriggerLambdaInEmulator(t *testing.T) {
 		t.Fatalf("invocation returned %s (%v); %d runs", out.Payload, err, runs("direct"))
 	}
 
-	// The schedule → Lambda wiring: EventBridge Scheduler every minute.
+	// The schedule → Lambda wiring: EventBridge Scheduler at the start of every
+	// minute, as infra.TimeTriggerSchedule wires it.
 	due("scheduled")
 	sc := scheduler.NewFromConfig(cfg)
 	schedName := "maestro-time-triggers-" + time.Now().Format("150405")
 	_, err = sc.CreateSchedule(ctx, &scheduler.CreateScheduleInput{
 		Name:               aws.String(schedName),
-		ScheduleExpression: aws.String("rate(1 minute)"),
+		ScheduleExpression: aws.String("cron(* * * * ? *)"),
 		FlexibleTimeWindow: &schedulertypes.FlexibleTimeWindow{Mode: schedulertypes.FlexibleTimeWindowModeOff},
 		Target: &schedulertypes.Target{
 			Arn:              aws.String(arn),

@@ -62,6 +62,65 @@ type Meta struct {
 	Text string
 }
 
+// Message attribute names a published event carries (SNS message
+// attributes), so that subscribers filter with subscription filter
+// policies.
+const (
+	// AttributeType is the event type (every event).
+	AttributeType = "type"
+	// AttributeWorkflowID is the workflow id (every event).
+	AttributeWorkflowID = "workflow_id"
+	// AttributeClusterName is the cluster name (every event).
+	AttributeClusterName = "cluster_name"
+	// AttributeInstanceID is the workflow instance id, a Number (status
+	// changes and run alerts).
+	AttributeInstanceID = "workflow_instance_id"
+	// AttributeStepID is the step id (step events and step alerts).
+	AttributeStepID = "step_id"
+	// AttributeStatus holds the new statuses, a String.Array.
+	AttributeStatus = "status"
+	// AttributeAlertType is the alert type (alerts).
+	AttributeAlertType = "alert_type"
+)
+
+// AttributeNames lists every message attribute an event may carry.
+func AttributeNames() []string {
+	return []string{AttributeType, AttributeWorkflowID, AttributeClusterName, AttributeInstanceID,
+		AttributeStepID, AttributeStatus, AttributeAlertType}
+}
+
+// Attribute is one message attribute: its SNS data type (String, Number
+// or String.Array) and value.
+type Attribute struct {
+	DataType string
+	Value    string
+}
+
+// Attributes are the message attributes of the event m describes,
+// published in cluster.
+func (m Meta) Attributes(cluster string) map[string]Attribute {
+	str := func(v string) Attribute { return Attribute{DataType: "String", Value: v} }
+	attrs := map[string]Attribute{
+		AttributeType:        str(string(m.Type)),
+		AttributeWorkflowID:  str(m.WorkflowID),
+		AttributeClusterName: str(cluster),
+	}
+	if m.InstanceID > 0 {
+		attrs[AttributeInstanceID] = Attribute{DataType: "Number", Value: strconv.FormatInt(m.InstanceID, 10)}
+	}
+	if m.StepID != "" {
+		attrs[AttributeStepID] = str(m.StepID)
+	}
+	if len(m.Statuses) > 0 {
+		b, _ := json.Marshal(m.Statuses)
+		attrs[AttributeStatus] = Attribute{DataType: "String.Array", Value: string(b)}
+	}
+	if m.AlertType != "" {
+		attrs[AttributeAlertType] = str(m.AlertType)
+	}
+	return attrs
+}
+
 // Render turns a wire event (Wire) into the external event: the event with
 // its cluster name and send time, fields in Maestro's order. id, when not
 // empty, is the event's id (for a payload that does not carry it yet).

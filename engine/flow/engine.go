@@ -88,6 +88,10 @@ type Config struct {
 	// that recorded an event has committed: an event forwarder in the same
 	// process reads the outbox at once instead of at its next poll.
 	EventsWritten func()
+	// SignalsAnnounced, when set, is called (and must not block) after a
+	// write that stored a step's output signals committed: the signal
+	// broker's sweeper matches them (engine/signalbroker).
+	SignalsAnnounced func()
 }
 
 func (c *Config) defaults() error {
@@ -675,7 +679,13 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	var paramErr error
 	var held int64
 	if created {
-		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending)
+		// The owner param's value; a read that fails is retried with the
+		// message rather than failing the run.
+		owner, err := e.store.WorkflowOwner(ctx, msg.Ref)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", msg.Ref, err)
+		}
+		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending, owner)
 		// Admission against the memory budget: a run that does not fit now
 		// stays CREATED and its message is offered again; one that could
 		// never fit fails alone.
@@ -752,7 +762,7 @@ func (e *Engine) wroteEvent(ev []byte) {
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
-func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow) ([]byte, error) {
+func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow, owner string) ([]byte, error) {
 	def, err := e.defs.acquire(row.Definition, false)
 	if err != nil {
 		return nil, err
@@ -771,9 +781,20 @@ func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore
 	}
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
-	vals, err := params.EvaluateWorkflow(ctx, params.WorkflowInput{
+	var runConfig struct {
+		Policy string `json:"policy"`
+	}
+	_ = json.Unmarshal(row.RunConfig, &runConfig) // only its policy is read; unset is a fresh start
+	in := params.WorkflowInput{
 		Workflow: &def.wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID, Initiator: initiator,
-	})
+		RunPolicy: runConfig.Policy, Owner: owner,
+	}
+	if params.ReadsSignals(def.wf.Params) || params.ReadsSignals(runParams) {
+		if in.Signals, err = params.RunSignals(row.Initiator, e.readSignal); err != nil {
+			return nil, err
+		}
+	}
+	vals, err := params.EvaluateWorkflow(ctx, in)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 )
@@ -83,6 +84,34 @@ const (
 	PublishFailures = "PublishFailures"
 )
 
+// catalog lists, by service, the metrics that service emits.
+var catalog = map[string][]string{
+	ServiceEngine:      {StepsEnded, StepLaunchLatency, QueueDepth, QueueAge, GroupTakeovers, OwnedGroups, UnownedGroups},
+	ServiceAPI:         {APIRequests, APIServerErrors, APILatency},
+	ServiceTimeTrigger: {TriggerLag},
+	ServiceSignals:     {SignalsReceived, SignalsMatched},
+	ServicePublisher:   {PublishFailures},
+}
+
+// Catalog returns, by service (the DimensionService value), the names of
+// the metrics that service emits. It is the contract between the code that
+// writes metrics and the CDK app's alarms, autoscaling and dashboard: an
+// Emitter refuses a metric its service does not list, and the infra tests
+// check that every Maestro metric the app reads is listed for the service
+// its dimension names. A metric a process starts emitting is added here.
+func Catalog() map[string][]string {
+	out := make(map[string][]string, len(catalog))
+	for service, names := range catalog {
+		out[service] = slices.Clone(names)
+	}
+	return out
+}
+
+// Emits reports whether service emits the metric name (Catalog).
+func Emits(service, name string) bool {
+	return slices.Contains(catalog[service], name)
+}
+
 // Unit is a CloudWatch unit.
 type Unit string
 
@@ -139,8 +168,10 @@ func New(w io.Writer, service string) *Emitter {
 func (e *Emitter) Service() string { return e.service }
 
 // Emit writes the values as one EMF document. Values without an
-// observation are left out; nothing is written when none is left. A nil
-// Emitter discards everything, so callers need not check.
+// observation are left out; nothing is written when none is left. A metric
+// the emitter's service does not emit (Catalog) is an error, and then
+// nothing is written. A nil Emitter discards everything, so callers need not
+// check.
 func (e *Emitter) Emit(values ...Value) error {
 	if e == nil {
 		return nil
@@ -188,6 +219,9 @@ func (e *Emitter) encode(values []Value) ([]byte, error) {
 	for _, v := range values {
 		if len(v.Values) == 0 {
 			continue
+		}
+		if !Emits(e.service, v.Name) {
+			return nil, fmt.Errorf("metric %s: not a metric of service %q (metrics.Catalog)", v.Name, e.service)
 		}
 		if len(v.Counts) != 0 && len(v.Counts) != len(v.Values) {
 			return nil, fmt.Errorf("metric %s: %d values but %d counts", v.Name, len(v.Values), len(v.Counts))

@@ -63,9 +63,9 @@ func jsonEqual(a, b any) bool {
 
 func TestEmit(t *testing.T) {
 	var buf bytes.Buffer
-	e := New(&buf, ServiceTimeTrigger)
+	e := New(&buf, ServiceSignals)
 	e.now = func() time.Time { return time.UnixMilli(1700000000123) }
-	if err := e.Emit(Seconds(TriggerLag, 1500*time.Millisecond), Count(SignalsReceived, 3)); err != nil {
+	if err := e.Emit(Count(SignalsMatched, 2), Count(SignalsReceived, 3)); err != nil {
 		t.Fatal(err)
 	}
 	docs := decode(t, buf.String())
@@ -73,7 +73,7 @@ func TestEmit(t *testing.T) {
 		t.Fatalf("want one line, got %q", buf.String())
 	}
 	d := docs[0]
-	if d[DimensionService] != ServiceTimeTrigger || d[TriggerLag] != 1.5 || d[SignalsReceived] != 3.0 {
+	if d[DimensionService] != ServiceSignals || d[SignalsMatched] != 2.0 || d[SignalsReceived] != 3.0 {
 		t.Errorf("doc = %v", d)
 	}
 	if ts := d["_aws"].(map[string]any)["Timestamp"]; ts != 1700000000123.0 {
@@ -84,8 +84,77 @@ func TestEmit(t *testing.T) {
 		m := m.(map[string]any)
 		units[m["Name"].(string)] = m["Unit"].(string)
 	}
-	if units[TriggerLag] != "Seconds" || units[SignalsReceived] != "Count" {
+	if units[SignalsMatched] != "Count" || units[SignalsReceived] != "Count" {
 		t.Errorf("units %v", units)
+	}
+}
+
+// Parse reads back exactly what Emit wrote, as CloudWatch would: the
+// namespace, the Service dimension with its value, names, units and values.
+func TestParse(t *testing.T) {
+	var buf bytes.Buffer
+	e := New(&buf, ServiceTimeTrigger)
+	if err := e.Emit(Seconds(TriggerLag, 1500*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Datum{{Namespace: Namespace, Name: TriggerLag, Unit: UnitSeconds,
+		Dimensions: map[string]string{DimensionService: ServiceTimeTrigger}, Values: []float64{1.5}}}
+	if !jsonEqual(got, want) {
+		t.Errorf("Parse = %+v, want %+v", got, want)
+	}
+
+	buf.Reset()
+	r := NewRecorder(New(&buf, ServiceEngine))
+	r.Observe(StepLaunchLatency, UnitMilliseconds, 3)
+	r.Observe(StepLaunchLatency, UnitMilliseconds, 3)
+	if err := r.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got, err = Parse(buf.Bytes())
+	if err != nil || len(got) != 1 || !jsonEqual(got[0].Values, []float64{3}) || !jsonEqual(got[0].Counts, []float64{2}) {
+		t.Errorf("distribution: %+v %v", got, err)
+	}
+
+	for _, line := range []string{`START RequestId: x`, `{"level":"INFO","msg":"x"}`} {
+		if _, err := Parse([]byte(line)); err != ErrNotEMF {
+			t.Errorf("Parse(%s) = %v, want ErrNotEMF", line, err)
+		}
+	}
+	for _, line := range []string{
+		`{"_aws":{"CloudWatchMetrics":[{"Namespace":"M","Dimensions":[["S"]],"Metrics":[{"Name":"X"}]}]},"S":"s","X":1}`,
+		`{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"M","Dimensions":[["S"]],"Metrics":[{"Name":"X"}]}]},"S":"s"}`,
+		`{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"M","Dimensions":[["S"]],"Metrics":[{"Name":"X"}]}]},"X":1}`,
+		`{"_aws":{"Timestamp":1,"CloudWatchMetrics":[{"Namespace":"M","Metrics":[{"Name":"X"}]}]},"X":"one"}`,
+	} {
+		if _, err := Parse([]byte(line)); err == nil || err == ErrNotEMF {
+			t.Errorf("Parse(%s) = %v, want a format error", line, err)
+		}
+	}
+}
+
+// An emitter writes only the metrics its service is listed with, so the
+// catalog the CDK app is checked against is what processes really write.
+func TestCatalog(t *testing.T) {
+	c := Catalog()
+	for _, service := range []string{ServiceEngine, ServiceAPI, ServiceTimeTrigger, ServiceSignals, ServicePublisher} {
+		if len(c[service]) == 0 {
+			t.Errorf("service %s emits nothing", service)
+		}
+	}
+	c[ServiceAPI] = append(c[ServiceAPI], "Changed")
+	if Emits(ServiceAPI, "Changed") {
+		t.Error("Catalog returned the catalog itself")
+	}
+	var buf bytes.Buffer
+	if err := New(&buf, ServiceTimeTrigger).Emit(Count(PublishFailures, 1)); err == nil || buf.Len() != 0 {
+		t.Errorf("the time-trigger emitter wrote a publisher metric: %v %q", err, buf.String())
+	}
+	if err := New(&buf, ServicePublisher).Emit(Count(PublishFailures, 1)); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -93,10 +162,11 @@ func TestEmitRefusesBadDocuments(t *testing.T) {
 	var buf bytes.Buffer
 	e := New(&buf, ServiceAPI)
 	for name, vals := range map[string][]Value{
-		"duplicate": {Count("x", 1), Count("x", 2)},
+		"duplicate": {Count(APIRequests, 1), Count(APIRequests, 2)},
 		"reserved":  {Count("_aws", 1)},
-		"counts":    {{Name: "x", Values: []float64{1, 2}, Counts: []float64{1}}},
-		"too many":  {{Name: "x", Values: make([]float64, maxValues+1)}},
+		"counts":    {{Name: APILatency, Values: []float64{1, 2}, Counts: []float64{1}}},
+		"too many":  {{Name: APILatency, Values: make([]float64, maxValues+1)}},
+		"unknown":   {Count("x", 1)},
 	} {
 		if err := e.Emit(vals...); err == nil {
 			t.Errorf("%s: no error", name)

@@ -1,8 +1,8 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -30,17 +30,25 @@ const (
 	EnvTestPause = "MAESTRO_TEST_TRIGGER_PAUSE"
 )
 
-// FromEnv builds a scheduler configured by the environment (getenv), for
-// maestro dev and the time-trigger Lambda. A malformed value is an error.
-func FromEnv(db *pgxpool.Pool, runs *execution.Service, logger *slog.Logger, getenv func(string) string) (*Scheduler, error) {
-	cfg := Config{Logger: logger}
+// FromEnv builds a scheduler configured by base (its Logger, Metrics) and
+// the environment (getenv), for maestro dev and the time-trigger Lambda. A
+// malformed value is an error.
+func FromEnv(db *pgxpool.Pool, runs *execution.Service, base Config, getenv func(string) string) (*Scheduler, error) {
+	cfg := base
+	logger := cfg.Logger
+	if logger == nil {
+		return nil, errors.New("scheduler: Config.Logger is required")
+	}
+	for name, dst := range map[string]*time.Duration{EnvTick: &cfg.Tick, EnvCatchUp: &cfg.CatchUp} {
+		d, err := envDuration(getenv, name)
+		if err != nil {
+			return nil, err
+		}
+		if d > 0 {
+			*dst = d
+		}
+	}
 	var err error
-	if cfg.Tick, err = envDuration(getenv, EnvTick); err != nil {
-		return nil, err
-	}
-	if cfg.CatchUp, err = envDuration(getenv, EnvCatchUp); err != nil {
-		return nil, err
-	}
 	if v := getenv(EnvBatch); v != "" {
 		if cfg.BatchSize, err = strconv.Atoi(v); err != nil || cfg.BatchSize <= 0 {
 			return nil, fmt.Errorf("%s=%q: want a positive number", EnvBatch, v)

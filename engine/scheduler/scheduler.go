@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/schedule"
 	"github.com/maestro-aws/maestro/engine/trigger"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -60,6 +61,9 @@ type Config struct {
 	Clock func() time.Time
 	// Logger is required.
 	Logger *slog.Logger
+	// Metrics, when set, receives the TriggerLag of each HandleScheduled
+	// invocation that started runs (the time-trigger Lambda's stdout).
+	Metrics *metrics.Emitter
 }
 
 func (c *Config) defaults() error {
@@ -129,6 +133,11 @@ type Stats struct {
 	Missed     int64 `json:"missed"`
 	// Pending counts workflows whose trigger rows were built first.
 	Pending int `json:"pending_synced"`
+	// MaxLag is how late the latest started run was started: the
+	// longest time between a started run's fire time (its trigger's
+	// delay included) and the commit that created it.
+	// The invocation logs it as max_lag_ms and emits it as TriggerLag.
+	MaxLag time.Duration `json:"-"`
 }
 
 func (s *Stats) add(o Stats) {
@@ -139,6 +148,7 @@ func (s *Stats) add(o Stats) {
 	s.Refused += o.Refused
 	s.Missed += o.Missed
 	s.Pending += o.Pending
+	s.MaxLag = max(s.MaxLag, o.MaxLag)
 }
 
 // FireDue fires batches, Workers at a time, until no trigger is due, or
@@ -214,6 +224,7 @@ type fired struct {
 func (s *Scheduler) FireBatch(ctx context.Context) (Stats, error) {
 	var st Stats
 	var results []execution.BatchResult
+	var earliest time.Time // the earliest fire time of a started run
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		now := s.cfg.Clock()
 		rows, err := trigger.Claim(ctx, tx, now, s.cfg.BatchSize)
@@ -270,6 +281,9 @@ func (s *Scheduler) FireBatch(ctx context.Context) (Stats, error) {
 					st.Started++
 				}
 				fire := fireTime(starts[k])
+				if earliest.IsZero() || fire.Before(earliest) {
+					earliest = fire
+				}
 				a.Fire, a.InstanceID = &fire, r.InstanceID
 			}
 			adv[i] = a
@@ -284,6 +298,9 @@ func (s *Scheduler) FireBatch(ctx context.Context) (Stats, error) {
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("fire time triggers: %w", err)
+	}
+	if !earliest.IsZero() {
+		st.MaxLag = max(0, s.cfg.Clock().Sub(earliest))
 	}
 	s.runs.AfterBatch(ctx, results)
 	return st, nil

@@ -1,11 +1,13 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/schedule"
 	"github.com/maestro-aws/maestro/engine/trigger"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -396,7 +399,7 @@ func TestLifecycleStopsAndRestartsTriggers(t *testing.T) {
 	if _, err := w.defs.Activate(ctx, "wf", "latest", owner); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.defs.UpdateProperties(ctx, "wf", &workflow.Properties{TimeTriggerDisabled: ptr(true)}, owner); err != nil {
+	if _, err := w.defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{TimeTriggerDisabled: ptr(true)}}, owner); err != nil {
 		t.Fatal(err)
 	}
 	later(10 * time.Minute)
@@ -405,7 +408,7 @@ func TestLifecycleStopsAndRestartsTriggers(t *testing.T) {
 	}
 	// Re-enabled with the real clock: the next fire time is after now, so
 	// the backlog of the disabled minutes never fires.
-	if _, err := w.defs.UpdateProperties(ctx, "wf", &workflow.Properties{TimeTriggerDisabled: ptr(false)}, owner); err != nil {
+	if _, err := w.defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{TimeTriggerDisabled: ptr(false)}}, owner); err != nil {
 		t.Fatal(err)
 	}
 	tr := w.triggers(t, "wf")[0]
@@ -472,21 +475,37 @@ func TestHandleScheduled(t *testing.T) {
 	w := newWorld(t)
 	w.clock.Set(utc(2024, 5, 1, 9, 59, 30))
 	w.push(t, "wf", `[{"cron":"* * * * *"}]`)
-	w.clock.Set(utc(2024, 5, 1, 10, 0, 1))
-	s := w.scheduler(t, Config{DeadlineMargin: time.Minute})
+	w.clock.Set(utc(2024, 5, 1, 10, 0, 7))
+	var emf bytes.Buffer
+	s := w.scheduler(t, Config{DeadlineMargin: time.Minute, Metrics: metrics.New(&emf, metrics.ServiceTimeTrigger)})
 	ev := json.RawMessage(`{"scheduled_time":"2024-05-01T10:00:00Z","execution_id":"x","attempt":"1"}`)
 	short, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if st, err := s.HandleScheduled(short, ev); err != nil || st.Claimed != 0 {
 		t.Fatalf("within the deadline margin: %+v %v", st, err)
 	}
+	if emf.Len() != 0 {
+		t.Errorf("an invocation that started nothing wrote metrics: %s", emf.String())
+	}
 	long, cancel2 := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel2()
-	if st, err := s.HandleScheduled(long, ev); err != nil || st.Started != 1 {
+	if st, err := s.HandleScheduled(long, ev); err != nil || st.Started != 1 || st.MaxLag != 7*time.Second {
 		t.Fatalf("invocation: %+v %v", st, err)
 	}
+	// The run due at 10:00:00 started at 10:00:07 (the test clock): the
+	// invocation wrote one TriggerLag of 7 s, as the alarm reads it.
+	got, err := metrics.Parse(emf.Bytes())
+	want := []metrics.Datum{{Namespace: metrics.Namespace, Name: metrics.TriggerLag, Unit: metrics.UnitSeconds,
+		Dimensions: map[string]string{metrics.DimensionService: metrics.ServiceTimeTrigger}, Values: []float64{7}}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("metrics %s: %+v (%v), want %+v", emf.String(), got, err, want)
+	}
+	emf.Reset()
 	if st, err := s.HandleScheduled(long, json.RawMessage(`"not an object"`)); err != nil || st.Claimed != 0 {
 		t.Fatalf("an event of another shape: %+v %v", st, err)
+	}
+	if emf.Len() != 0 {
+		t.Errorf("an invocation that started nothing wrote metrics: %s", emf.String())
 	}
 }
 
@@ -515,4 +534,29 @@ func TestServiceStartStop(t *testing.T) {
 	svc.Stop()
 	svc.Stop()
 	w.pool.Close()
+}
+
+// FromEnv keeps what the caller configured (logger, metrics) and takes the
+// settings the environment gives; a malformed one is an error.
+func TestFromEnv(t *testing.T) {
+	w := newWorld(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	emitter := metrics.New(io.Discard, metrics.ServiceTimeTrigger)
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	s, err := FromEnv(w.pool, w.runs, Config{Logger: logger, Metrics: emitter, CatchUp: time.Hour},
+		env(map[string]string{EnvTick: "5s", EnvBatch: "50", EnvWorkers: "3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.cfg; c.Metrics != emitter || c.Tick != 5*time.Second || c.BatchSize != 50 || c.Workers != 3 || c.CatchUp != time.Hour {
+		t.Errorf("config %+v", c)
+	}
+	for _, bad := range []map[string]string{{EnvTick: "soon"}, {EnvCatchUp: "-1m"}, {EnvBatch: "0"}, {EnvWorkers: "x"}} {
+		if _, err := FromEnv(w.pool, w.runs, Config{Logger: logger}, env(bad)); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	if _, err := FromEnv(w.pool, w.runs, Config{}, env(nil)); err == nil {
+		t.Error("no logger: no error")
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 // Service runs a Scheduler in the background: it fires due triggers every
@@ -81,8 +83,10 @@ type ScheduledEvent struct {
 }
 
 // HandleScheduled is the time-trigger Lambda's handler: it fires batches
-// until no trigger is due or the invocation's deadline nears. An error
-// makes the invocation fail, so the schedule's retry policy and DLQ see it.
+// until no trigger is due or the invocation's deadline nears, and writes
+// how late the latest run started (metrics.TriggerLag) to Config.Metrics.
+// An error makes the invocation fail, so the schedule's retry policy and
+// DLQ see it.
 func (s *Scheduler) HandleScheduled(ctx context.Context, raw json.RawMessage) (Stats, error) {
 	var ev ScheduledEvent
 	if len(raw) > 0 {
@@ -97,7 +101,15 @@ func (s *Scheduler) HandleScheduled(ctx context.Context, raw json.RawMessage) (S
 		return st, err
 	}
 	attrs := []any{"scheduled_time", ev.ScheduledTime, "execution_id", ev.ExecutionID, "attempt", ev.Attempt,
-		"claimed", st.Claimed, "started", st.Started, "missed", st.Missed}
+		"claimed", st.Claimed, "started", st.Started, "missed", st.Missed, "max_lag_ms", st.MaxLag.Milliseconds()}
+	if st.Started > 0 {
+		// Only started runs have a lag; a quiet minute writes nothing, and
+		// the TriggerLag alarm treats missing data as fine (a failing
+		// invocation raises the function's Errors alarm instead).
+		if err := s.cfg.Metrics.Emit(metrics.Seconds(metrics.TriggerLag, st.MaxLag)); err != nil {
+			s.cfg.Logger.Warn("trigger lag metric not written", "error", err.Error())
+		}
+	}
 	if at, err := time.Parse(time.RFC3339, ev.ScheduledTime); err == nil {
 		// How late the invocation started its work: Scheduler's delay plus
 		// a cold start.

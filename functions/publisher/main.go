@@ -1,7 +1,8 @@
 // Command publisher is the publisher Lambda: its event source is the SQS
 // queue of internal events the engine feeds (ReportBatchItemFailures on),
 // and it publishes external events to MAESTRO_EVENT_TOPIC_ARN and alerts to
-// MAESTRO_ALERT_TOPIC_ARN (functions/internal/publisher). It needs no
+// MAESTRO_ALERT_TOPIC_ARN (functions/internal/publisher), writing each
+// invocation's PublishFailures as an EMF line to stdout. It needs no
 // database.
 package main
 
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/functions/internal/publisher"
 )
 
@@ -31,6 +33,7 @@ func main() {
 		AlertTopicARN: os.Getenv("MAESTRO_ALERT_TOPIC_ARN"),
 		ClusterName:   os.Getenv("MAESTRO_CLUSTER_NAME"),
 		Logger:        logger,
+		Metrics:       metrics.New(os.Stdout, metrics.ServicePublisher),
 	})
 	if err != nil {
 		logger.Error("cold start failed: MAESTRO_EVENT_TOPIC_ARN and MAESTRO_ALERT_TOPIC_ARN must be set", "error", err.Error())

@@ -1,6 +1,7 @@
 // Command timetrigger is the time-trigger Lambda: EventBridge Scheduler
 // invokes it every minute, and it fires the due time triggers
-// (engine/scheduler) until none are due or its deadline nears.
+// (engine/scheduler) until none are due or its deadline nears, writing each
+// invocation's TriggerLag as an EMF line to stdout.
 package main
 
 import (
@@ -16,7 +17,7 @@ import (
 func main() {
 	ctx := context.Background()
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	s, err := lambdaenv.TimeTriggerScheduler(ctx, logger)
+	s, err := lambdaenv.TimeTriggerScheduler(ctx, logger, os.Stdout)
 	if err != nil {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
 )
@@ -39,7 +41,8 @@ func TestLambdaFiresDueTriggers(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE time_trigger SET next_schedule_at = $1, next_fire_at = $1`, due); err != nil {
 		t.Fatal(err)
 	}
-	s, err := lambdaenv.TimeTriggerScheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var emf bytes.Buffer
+	s, err := lambdaenv.TimeTriggerScheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), &emf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +51,14 @@ func TestLambdaFiresDueTriggers(t *testing.T) {
 	st, err := s.HandleScheduled(ictx, json.RawMessage(`{"scheduled_time":"2024-05-01T10:00:00Z","execution_id":"e","attempt":"1"}`))
 	if err != nil || st.Started != 1 {
 		t.Fatalf("invocation: %+v %v", st, err)
+	}
+	// The invocation wrote how late it started the run, as the TriggerLag
+	// alarm reads it (namespace, name, the Service dimension).
+	got, err := metrics.Parse(emf.Bytes())
+	if err != nil || len(got) != 1 || got[0].Namespace != metrics.Namespace || got[0].Name != metrics.TriggerLag ||
+		got[0].Dimensions[metrics.DimensionService] != metrics.ServiceTimeTrigger || got[0].Unit != metrics.UnitSeconds ||
+		got[0].Values[0] < time.Since(due).Seconds()-60 || got[0].Values[0] > time.Since(due).Seconds() {
+		t.Errorf("metrics %s: %+v (%v)", emf.String(), got, err)
 	}
 	var runTS int64
 	if err := pool.QueryRow(ctx, `SELECT (run_params->'RUN_TS'->>'value')::bigint FROM workflow_instance WHERE workflow_id = 'wf'`).Scan(&runTS); err != nil || runTS != due.UnixMilli() {
@@ -60,16 +71,16 @@ func TestColdStartFailures(t *testing.T) {
 	for _, k := range []string{"DATABASE_URL", "DB_SECRET_ARN", "DB_HOST"} {
 		t.Setenv(k, "")
 	}
-	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger); err == nil {
+	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger, io.Discard); err == nil {
 		t.Fatal("cold start succeeded with no database configured")
 	}
 	t.Setenv("DATABASE_URL", dbtest.URL(t))
-	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger); err == nil {
+	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger, io.Discard); err == nil {
 		t.Fatal("cold start succeeded with no group count")
 	}
 	t.Setenv("MAESTRO_GROUP_COUNT", "16")
 	t.Setenv("MAESTRO_TRIGGER_BATCH", "many")
-	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger); err == nil {
+	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger, io.Discard); err == nil {
 		t.Fatal("cold start succeeded with a malformed batch size")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,13 +33,13 @@ import (
 
 // Stack names and outputs the scenarios read (infra/app.go, infra/*.go).
 const (
-	stackAPI     = "MaestroApi"
-	stackEvents  = "MaestroEvents"
-	stackSignals = "MaestroSignals"
+	stackAPI        = "MaestroApi"
+	stackEvents     = "MaestroEvents"
+	stackSignals    = "MaestroSignals"
+	stackTriggers   = "MaestroTriggers"
+	stackEngine     = "MaestroEngine"
+	stackMonitoring = "MaestroMonitoring"
 )
-
-// groupCount is the deployment's MAESTRO_GROUP_COUNT (cdk.json).
-const groupCount = "16"
 
 // Deployment is the whole app deployed into a private ministack, with the
 // engine running as a local process against the test's PostgreSQL.
@@ -115,6 +117,9 @@ func deploy(t *testing.T) *Deployment {
 		"-c", "maestro:emulatorDatabaseUrl=" + d.DatabaseURL,
 		"-c", "maestro:lambdaDir=" + lambdaDir,
 		"-c", "maestro:lambdaArchitecture=" + lambdaArch(),
+		// The signals scenario's bucket and rules (signals_test.go).
+		"-c", "maestro:s3SignalBuckets=" + signalBucket,
+		"-c", "maestro:s3SignalRules=" + signalRules,
 	}
 	common := append([]string{"--no-notices", "--output", filepath.Join(dir, "cdk.out")}, contextArgs...)
 	d.cdk(t, cdk, "bootstrap", append([]string{"aws://000000000000/" + localstack.Region}, common...)...)
@@ -136,7 +141,7 @@ func deploy(t *testing.T) *Deployment {
 func (d *Deployment) awsEnv() []string {
 	env := []string{}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AWS_") {
+		if !strings.HasPrefix(kv, "AWS_") && !strings.HasPrefix(kv, "DATABASE_URL=") && !strings.HasPrefix(kv, "MAESTRO_") {
 			env = append(env, kv)
 		}
 	}
@@ -169,9 +174,22 @@ func (d *Deployment) cdk(t *testing.T, bin, command string, args ...string) {
 }
 
 // startEngine builds maestro and runs `maestro engine` as the ECS task
-// would, against the test's database, until the test ends.
+// would: with the environment the engine stack gives the task (its
+// Environment output on the emulator target: the database secret, which it
+// reads from the emulator's Secrets Manager, the event queue, the cluster
+// name, ...), until the test ends. Only the health endpoint's address (a
+// free port here) and the metrics period are the harness's own.
 func (d *Deployment) startEngine(t *testing.T) {
 	t.Helper()
+	var taskEnv map[string]string
+	if err := json.Unmarshal([]byte(d.Output(t, stackEngine, "Environment")), &taskEnv); err != nil {
+		t.Fatalf("engine environment output: %v", err)
+	}
+	for _, k := range []string{"DB_SECRET_ARN", "MAESTRO_GROUP_COUNT", "MAESTRO_EVENT_QUEUE_URL", "MAESTRO_CLUSTER_NAME", "MAESTRO_PUBLIC_URL"} {
+		if taskEnv[k] == "" {
+			t.Fatalf("the engine stack gives no %s: %v", k, taskEnv)
+		}
+	}
 	bin := filepath.Join(d.Dir, "maestro")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/maestro")
 	build.Dir = d.Root
@@ -184,13 +202,13 @@ func (d *Deployment) startEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "engine")
-	cmd.Env = append(d.awsEnv(),
-		"DATABASE_URL="+d.DatabaseURL,
-		"MAESTRO_GROUP_COUNT="+groupCount,
-		"MAESTRO_EVENT_QUEUE_URL="+d.Output(t, stackEvents, "InternalEventsQueueUrl"),
-		"MAESTRO_HEALTH_ADDR="+addr,
-		"MAESTRO_METRICS_INTERVAL=10s",
-	)
+	cmd.Env = d.awsEnv()
+	for _, k := range slices.Sorted(maps.Keys(taskEnv)) {
+		if k != "AWS_REGION" { // awsEnv sets the emulator's
+			cmd.Env = append(cmd.Env, k+"="+taskEnv[k])
+		}
+	}
+	cmd.Env = append(cmd.Env, "MAESTRO_HEALTH_ADDR="+addr, "MAESTRO_METRICS_INTERVAL=10s")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -262,6 +280,11 @@ func (d *Deployment) callAPI(t *testing.T, method, path string, body any, sign b
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
 	if out == nil {
+		// A JSON array (Maestro answers lists of steps so) is under "items".
+		var list []any
+		if json.Unmarshal(raw, &list) == nil && list != nil {
+			return resp.StatusCode, map[string]any{"items": list}
+		}
 		out = map[string]any{"raw": string(raw)}
 	}
 	return resp.StatusCode, out

@@ -4,7 +4,10 @@
 // machine and runs it; `go test` alone skips it unless MAESTRO_E2E=1.
 //
 // To add a function's scenario: write `func scenarioX(t *testing.T, d
-// *Deployment)` below and add a line to scenarios.
+// *Deployment)` and add a line to scenarios. The scenarios run at the same
+// time against one deployment (the time-trigger one waits for the
+// emulator's Scheduler, which fires after a minute), so each works on
+// workflows of its own (uniqueID) and reads shared queues by workflow id.
 package e2e_test
 
 import (
@@ -15,12 +18,15 @@ import (
 	"time"
 )
 
-// scenarios run in order against one deployment.
+// scenarios run in parallel against one deployment.
 var scenarios = []struct {
 	name string
 	run  func(t *testing.T, d *Deployment)
 }{
 	{"api: SigV4-signed API Gateway call pushes and starts a workflow that the engine runs", scenarioAPI},
+	{"timetrigger: the Scheduler fires a cron workflow through the time-trigger Lambda", scenarioTimeTrigger},
+	{"signals: an S3 object starts a signal-triggered run through SQS and the signals Lambda; a poison message goes to the DLQ", scenarioSignals},
+	{"publisher: the engine's events reach the example subscriber through SQS, the publisher Lambda and SNS", scenarioPublisher},
 }
 
 func TestEndToEnd(t *testing.T) {
@@ -30,9 +36,93 @@ func TestEndToEnd(t *testing.T) {
 	start := time.Now()
 	d := deploy(t)
 	t.Logf("deployed in %s", time.Since(start).Round(time.Second))
-	for _, s := range scenarios {
-		if !t.Run(s.name, func(t *testing.T) { s.run(t, d) }) {
-			return
+	t.Run("scenarios", func(t *testing.T) {
+		for _, s := range scenarios {
+			t.Run(s.name, func(t *testing.T) {
+				t.Parallel()
+				began := time.Now()
+				s.run(t, d)
+				t.Logf("took %s", time.Since(began).Round(time.Second))
+			})
+		}
+	})
+	t.Logf("end to end in %s", time.Since(start).Round(time.Second))
+}
+
+// uniqueID is a workflow id no other scenario or run uses.
+func uniqueID(prefix string) string {
+	return fmt.Sprintf("e2e_%s_%d", prefix, time.Now().UnixNano())
+}
+
+// twoSteps is a workflow definition of two NoOp steps, a then b, with a
+// param and a SEL condition on the edge, plus the given workflow fields.
+func twoSteps(id string, extra map[string]any) map[string]any {
+	wf := map[string]any{
+		"id":     id,
+		"params": map[string]any{"day": map[string]any{"type": "LONG", "expression": "20240101 + 1"}},
+		"steps": []any{
+			map[string]any{"step": map[string]any{"id": "a", "type": "NoOp",
+				"transition": map[string]any{"successors": map[string]any{"b": "day > 20240101"}}}},
+			map[string]any{"step": map[string]any{"id": "b", "type": "NoOp"}},
+		},
+	}
+	for k, v := range extra {
+		wf[k] = v
+	}
+	return map[string]any{"workflow": wf}
+}
+
+// push creates a workflow through the signed API.
+func (d *Deployment) push(t *testing.T, def map[string]any) workflowView {
+	t.Helper()
+	code, created := d.CallAPI(t, "POST", "/api/v3/workflows", def)
+	if code != 200 {
+		t.Fatalf("push: %d %v", code, created)
+	}
+	return readWorkflow(created)
+}
+
+// start starts the workflow's latest version through the signed API.
+func (d *Deployment) start(t *testing.T, id string) {
+	t.Helper()
+	code, started := d.CallAPI(t, "POST", "/api/v3/workflows/"+id+"/versions/latest/actions/start",
+		map[string]any{"request_id": "e2e-" + id})
+	if st := readInstance(started); code != 200 || st.Status != "CREATED" {
+		t.Fatalf("start: %d %v", code, started)
+	}
+}
+
+// waitForRun waits until instance 1 of workflow id reaches status, read
+// through the API, and returns it.
+func (d *Deployment) waitForRun(t *testing.T, id, status string, timeout time.Duration) instanceView {
+	t.Helper()
+	return d.waitForInstance(t, id, 1, status, timeout)
+}
+
+// waitForInstance waits until instance iid of workflow id reaches status,
+// read through the API, and returns it.
+func (d *Deployment) waitForInstance(t *testing.T, id string, iid int, status string, timeout time.Duration) instanceView {
+	t.Helper()
+	var last instanceView
+	waitFor(t, fmt.Sprintf("instance %d of %s is %s", iid, id, status), timeout, func() (bool, string) {
+		code, body := d.CallAPI(t, "GET", fmt.Sprintf("/api/v3/workflows/%s/instances/%d", id, iid), nil)
+		last = readInstance(body)
+		return code == 200 && last.Status == status, fmt.Sprintf("%d %+v", code, last)
+	})
+	return last
+}
+
+// checkStepsSucceeded reads the run's steps through the API.
+func (d *Deployment) checkStepsSucceeded(t *testing.T, id string, want int) {
+	t.Helper()
+	code, body := d.CallAPI(t, "GET", "/api/v3/workflows/"+id+"/instances/1/runs/1/steps", nil)
+	steps := readSteps(body)
+	if code != 200 || len(steps) != want {
+		t.Fatalf("steps: %d %v", code, body)
+	}
+	for _, s := range steps {
+		if s.Status != "SUCCEEDED" {
+			t.Errorf("step %s: %s", s.ID, s.Status)
 		}
 	}
 }
@@ -48,41 +138,13 @@ func scenarioAPI(t *testing.T, d *Deployment) {
 		t.Fatalf("signed health: %d %v", code, body)
 	}
 
-	id := fmt.Sprintf("e2e_hello_%d", time.Now().UnixNano())
-	code, created := d.CallAPI(t, "POST", "/api/v3/workflows", map[string]any{"workflow": map[string]any{
-		"id":     id,
-		"params": map[string]any{"day": map[string]any{"type": "LONG", "expression": "20240101 + 1"}},
-		"steps": []any{
-			map[string]any{"step": map[string]any{"id": "a", "type": "NoOp",
-				"transition": map[string]any{"successors": map[string]any{"b": "day > 20240101"}}}},
-			map[string]any{"step": map[string]any{"id": "b", "type": "NoOp"}},
-		},
-	}})
-	if code != 201 {
-		t.Fatalf("push: %d %v", code, created)
+	id := uniqueID("hello")
+	if by := d.push(t, twoSteps(id, nil)).CreatedBy; !strings.HasPrefix(by, "arn:") {
+		t.Errorf("created_by = %q, want the IAM principal that signed the call", by)
 	}
-	if by, _ := created["created_by"].(string); !strings.HasPrefix(by, "arn:") {
-		t.Errorf("created_by = %v, want the IAM principal that signed the call", created["created_by"])
+	d.start(t, id)
+	if run := d.waitForRun(t, id, "SUCCEEDED", 2*time.Minute); run.InitiatorType != "MANUAL" {
+		t.Errorf("initiator %q, want MANUAL", run.InitiatorType)
 	}
-
-	code, started := d.CallAPI(t, "POST", "/api/v3/workflows/"+id+"/versions/latest/actions/start",
-		map[string]any{"request_id": "e2e-" + id})
-	if code != 201 || started["status"] != "CREATED" {
-		t.Fatalf("start: %d %v", code, started)
-	}
-	waitFor(t, "the run succeeds", 2*time.Minute, func() (bool, string) {
-		code, inst := d.CallAPI(t, "GET", "/api/v3/workflows/"+id+"/instances/1", nil)
-		return code == 200 && inst["status"] == "SUCCEEDED", fmt.Sprintf("%d %v", code, inst["status"])
-	})
-	code, steps := d.CallAPI(t, "GET", "/api/v3/workflows/"+id+"/instances/1/runs/1/steps", nil)
-	list, _ := steps["steps"].([]any)
-	if code != 200 || len(list) != 2 {
-		t.Fatalf("steps: %d %v", code, steps)
-	}
-	for _, s := range list {
-		s := s.(map[string]any)
-		if s["status"] != "SUCCEEDED" {
-			t.Errorf("step %v: %v", s["step_id"], s["status"])
-		}
-	}
+	d.checkStepsSucceeded(t, id, 2)
 }

@@ -6,6 +6,7 @@ package lambdaenv
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -19,7 +20,11 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/groupcount"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/scheduler"
+	"github.com/maestro-aws/maestro/engine/signalbroker"
+	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/functions/internal/signals"
 )
 
 // Pool opens the database pool described by the environment (see dbconn;
@@ -69,9 +74,33 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	})
 }
 
+// SignalsHandler builds the signals Lambda's handler: the broker over the
+// database, MAESTRO_S3_SIGNAL_RULES (a malformed value fails the cold
+// start) and metrics on stdout.
+func SignalsHandler(ctx context.Context, logger *slog.Logger) (*signals.Handler, error) {
+	rules, err := signalmsg.ParseRules(os.Getenv("MAESTRO_S3_SIGNAL_RULES"))
+	if err != nil {
+		return nil, err
+	}
+	pool, err := Pool(ctx, "maestro-signals-lambda")
+	if err != nil {
+		return nil, err
+	}
+	groups, err := GroupCount(ctx, pool, "signals")
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	runs := execution.New(pool, definition.NewStore(pool), groups)
+	return signals.New(signals.Config{Broker: signalbroker.New(pool, runs, logger), Rules: rules,
+		Metrics: metrics.New(os.Stdout, metrics.ServiceSignals), Logger: logger})
+}
+
 // TimeTriggerScheduler builds the time-trigger Lambda's scheduler (see
-// scheduler.FromEnv for its optional settings).
-func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger) (*scheduler.Scheduler, error) {
+// scheduler.FromEnv for its optional settings); each invocation that starts
+// runs writes its TriggerLag to metricsOut (the function's stdout) as an
+// EMF line.
+func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger, metricsOut io.Writer) (*scheduler.Scheduler, error) {
 	pool, err := Pool(ctx, "maestro-timetrigger-lambda")
 	if err != nil {
 		return nil, err
@@ -81,5 +110,6 @@ func TimeTriggerScheduler(ctx context.Context, logger *slog.Logger) (*scheduler.
 		return nil, err
 	}
 	runs := execution.New(pool, definition.NewStore(pool), groups)
-	return scheduler.FromEnv(pool, runs, logger, os.Getenv)
+	return scheduler.FromEnv(pool, runs, scheduler.Config{Logger: logger,
+		Metrics: metrics.New(metricsOut, metrics.ServiceTimeTrigger)}, os.Getenv)
 }

@@ -5,7 +5,8 @@
 // (type, workflow_id, workflow_instance_id, step_id, status, alert_type,
 // cluster_name) let subscribers filter with subscription filter policies.
 // A message that failed is reported as a batch item failure, so SQS offers
-// only it again and, after its redrive limit, moves it to the DLQ.
+// only it again and, after its redrive limit, moves it to the DLQ; each
+// invocation counts them in the PublishFailures metric.
 package publisher
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 // API is the part of the SNS client the handler uses.
@@ -44,6 +46,10 @@ type Config struct {
 	// ClusterName is the events' cluster_name (default "maestro").
 	ClusterName string
 	Logger      *slog.Logger
+	// Metrics, when set, receives each invocation's PublishFailures (the
+	// messages reported as failed, zero included, so that the alarm and
+	// the dashboard see every invocation).
+	Metrics *metrics.Emitter
 }
 
 // Handler publishes batches of SQS messages.
@@ -71,7 +77,10 @@ type entry struct {
 // failed.
 func (h *Handler) Handle(ctx context.Context, in events.SQSEvent) (events.SQSEventResponse, error) {
 	failed := map[string]bool{}
-	var out events.SQSEventResponse
+	// An empty list, never null: AWS takes both as "no failures", but an
+	// event source that reads the list (ministack's) fails the whole batch
+	// on null and deletes nothing.
+	out := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	fail := func(id string) {
 		if !failed[id] {
 			failed[id] = true
@@ -101,6 +110,9 @@ func (h *Handler) Handle(ctx context.Context, in events.SQSEvent) (events.SQSEve
 				fail(id)
 			}
 		}
+	}
+	if err := h.cfg.Metrics.Emit(metrics.Count(metrics.PublishFailures, float64(len(out.BatchItemFailures)))); err != nil {
+		h.cfg.Logger.Warn("publish failures metric not written", "error", err.Error())
 	}
 	return out, nil
 }
@@ -158,31 +170,14 @@ func (h *Handler) entry(body string, now time.Time) (types.PublishBatchRequestEn
 	return e, h.cfg.AlertTopicARN, nil
 }
 
-// Attributes are an event's SNS message attributes.
+// Attributes are an event's SNS message attributes (event.Meta.Attributes).
 func Attributes(m event.Meta, cluster string) map[string]types.MessageAttributeValue {
-	str := func(v string) types.MessageAttributeValue {
-		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	attrs := m.Attributes(cluster)
+	out := make(map[string]types.MessageAttributeValue, len(attrs))
+	for name, a := range attrs {
+		out[name] = types.MessageAttributeValue{DataType: aws.String(a.DataType), StringValue: aws.String(a.Value)}
 	}
-	attrs := map[string]types.MessageAttributeValue{
-		"type":         str(string(m.Type)),
-		"workflow_id":  str(m.WorkflowID),
-		"cluster_name": str(cluster),
-	}
-	if m.InstanceID > 0 {
-		attrs["workflow_instance_id"] = types.MessageAttributeValue{DataType: aws.String("Number"),
-			StringValue: aws.String(strconv.FormatInt(m.InstanceID, 10))}
-	}
-	if m.StepID != "" {
-		attrs["step_id"] = str(m.StepID)
-	}
-	if len(m.Statuses) > 0 {
-		b, _ := json.Marshal(m.Statuses)
-		attrs["status"] = types.MessageAttributeValue{DataType: aws.String("String.Array"), StringValue: aws.String(string(b))}
-	}
-	if m.AlertType != "" {
-		attrs["alert_type"] = str(m.AlertType)
-	}
-	return attrs
+	return out
 }
 
 // subject fits an e-mail subject to SNS's rules: printable ASCII, under

@@ -1,11 +1,13 @@
 package publisher_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/event/sqssink"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
+	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/functions/internal/publisher"
 	"github.com/maestro-aws/maestro/localstack"
 )
@@ -141,6 +144,11 @@ func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 		}
 		if len(out.BatchItemFailures) > 0 {
 			a.t.Fatalf("publisher reported failures: %+v", out.BatchItemFailures)
+		}
+		// No failures is an empty list, not null (ministack's event source
+		// fails a batch answered with null).
+		if b, _ := json.Marshal(out); string(b) != `{"batchItemFailures":[]}` {
+			a.t.Errorf("response %s, want an empty batchItemFailures list", b)
 		}
 		for _, m := range res.Messages {
 			if _, err := a.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(a.internal), ReceiptHandle: m.ReceiptHandle}); err != nil {
@@ -300,8 +308,10 @@ func TestPublisherThroughSQSAndSNS(t *testing.T) {
 func TestPublisherReportsPartialFailures(t *testing.T) {
 	a := newAWSEnv(t)
 	sub := a.subscribe(a.events, "all", "")
+	var emf bytes.Buffer
 	h, err := publisher.New(publisher.Config{Client: a.sns, EventTopicARN: a.events,
-		AlertTopicARN: strings.Replace(a.alerts, "maestro-alerts", "no-such-topic", 1), Logger: quiet()})
+		AlertTopicARN: strings.Replace(a.alerts, "maestro-alerts", "no-such-topic", 1), Logger: quiet(),
+		Metrics: metrics.New(&emf, metrics.ServicePublisher)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,6 +340,14 @@ func TestPublisherReportsPartialFailures(t *testing.T) {
 	slices.Sort(failed)
 	if !slices.Equal(failed, []string{"alert", "bad", "no-id"}) {
 		t.Errorf("batch item failures %v, want the malformed, the id-less and the unpublishable messages", failed)
+	}
+	// The invocation counted them in PublishFailures, under the dimension
+	// the dashboard and the alarm read.
+	data, err := metrics.Parse(emf.Bytes())
+	want := []metrics.Datum{{Namespace: metrics.Namespace, Name: metrics.PublishFailures, Unit: metrics.UnitCount,
+		Dimensions: map[string]string{metrics.DimensionService: metrics.ServicePublisher}, Values: []float64{3}}}
+	if err != nil || !reflect.DeepEqual(data, want) {
+		t.Errorf("metrics %s: %+v (%v), want %+v", emf.String(), data, err, want)
 	}
 	var mu sync.Mutex
 	got := 0

@@ -285,6 +285,8 @@ type CreatedRow struct {
 	// HasSteps: the run has step rows already (a restart's carried
 	// steps); a fresh run has none, and starting it skips reading them.
 	HasSteps bool
+	// RunConfig says how the run was started ({"policy": ...}).
+	RunConfig []byte
 	// UUID, Correlation and Depth are what the run's events carry.
 	UUID        string
 	Correlation string
@@ -296,10 +298,10 @@ func (s *Store) ReadCreated(ctx context.Context, ref Ref) (CreatedRow, bool, err
 	var r CreatedRow
 	err := s.db.QueryRow(ctx, `SELECT definition, run_params, initiator, EXISTS (SELECT 1 FROM step_instance s
             WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id),
-            uuid::text, `+CorrelationSQL+`, depth
+            uuid::text, `+CorrelationSQL+`, depth, run_config
         FROM workflow_instance i
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams, &r.Initiator, &r.HasSteps, &r.UUID, &r.Correlation, &r.Depth)
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams, &r.Initiator, &r.HasSteps, &r.UUID, &r.Correlation, &r.Depth, &r.RunConfig)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CreatedRow{}, false, nil
 	}
@@ -394,6 +396,9 @@ type StepWrite struct {
 	// Event is the event of the status changes the write makes; nil when
 	// it makes none.
 	Event []byte
+	// Signals are the output signals a successful attempt announces with
+	// its terminal state (JSON of []signal.Output); nil when it has none.
+	Signals []byte
 }
 
 func jsonOr(b []byte) []byte {

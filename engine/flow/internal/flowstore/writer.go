@@ -503,7 +503,7 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool) []any {
 	step, status := make([]string, n), make([]string, n)
 	params, outputs, rt, retry, tl := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	start, fin := make([]bool, n), make([]bool, n)
-	ev := make([][]byte, n)
+	ev, sig := make([][]byte, n), make([][]byte, n)
 	var uuids, types []string
 	if insert {
 		uuids, types = make([]string, n), make([]string, n)
@@ -521,9 +521,9 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool) []any {
 		retry[i], _ = json.Marshal(s.Retry)
 		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
 		start[i], fin[i] = s.Start, s.End
-		ev[i] = s.Event
+		ev[i], sig[i] = s.Event, s.Signals
 	}
-	args := []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev}
+	args := []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
 	if insert {
 		args = append(args, uuids, types)
 	}
