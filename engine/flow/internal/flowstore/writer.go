@@ -26,7 +26,8 @@ import (
 //
 // Every guarantee of a single write holds for each row of a batch: it is
 // fenced on its own (a refused row does not fail the others, and reports
-// ErrFenced to its own writer), it records its event in the same statement,
+// ErrFenced to its own writer), it records its event and (a successful
+// attempt's) output signals in the same statement, a refused row neither,
 // and its writer is told only once the commit is durable. A batch that
 // fails as a whole (a constraint or trigger violation of one row) is
 // written again one op at a time, so that only the faulty op fails.
