@@ -149,8 +149,7 @@ func (c *Client) sign(ctx context.Context, req *http.Request, body []byte) error
 	if err != nil {
 		return fmt.Errorf("read AWS credentials: %w", err)
 	}
-	sum := sha256.Sum256(body)
-	if err := c.signer.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), c.signer.Service, c.signer.Region, time.Now()); err != nil {
+	if err := c.signer.signer.SignHTTP(ctx, creds, req, payloadHash(body), c.signer.Service, c.signer.Region, time.Now()); err != nil {
 		return fmt.Errorf("sign request: %w", err)
 	}
 	return nil
@@ -227,3 +226,9 @@ func (c *Client) get(ctx context.Context, path string, query url.Values, out any
 
 // seg escapes one path segment.
 func seg(s string) string { return url.PathEscape(s) }
+
+// payloadHash is the hex SHA-256 of a request body, as SigV4 signs it.
+func payloadHash(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}

@@ -179,13 +179,16 @@ function versionsTable(versions, ov) {
 
 async function runPage(id, iid, runArg) {
   main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
-  let run = await api.run(id, iid, runArg === 'latest' ? 0 : Number(runArg));
-  let steps = await api.steps(id, iid, run.runId);
+  // The run and its steps load at once; the page is drawn from the run
+  // (header, DAG) and the steps colour it when they arrive.
+  const runNo = runArg === 'latest' ? 0 : Number(runArg);
+  const stepsLoad = runNo ? api.steps(id, iid, runNo) : null;
+  if (stepsLoad) stepsLoad.catch(() => {}); // reported where it is awaited
+  let run = await api.run(id, iid, runNo);
+  let steps = [];
   let selected = null;
   const g = graph(run.workflow || {});
-  // Steps run but missing from the definition (none, normally) still show.
-  for (const s of steps) if (!g.nodes.some(n => n.id === s.stepId)) g.nodes.push({ id: s.stepId, kind: 'step', type: s.type });
-  const lay = layout(g);
+  let lay = layout(g);
 
   const head = h('header', { class: 'page-head' });
   const rollup = h('div', { class: 'rollup', id: 'rollup' });
@@ -334,8 +337,22 @@ async function runPage(id, iid, runArg) {
       detail));
   render();
   document.body.dataset.ready = 'run';
-  // The first frame with the run drawn (read by the browser tests).
-  requestAnimationFrame(() => setTimeout(() => { window.maestroRunPaint = performance.now(); }));
+  // The first frame with the run drawn, and the one with its steps (read
+  // by the browser tests).
+  const frame = name => requestAnimationFrame(() => setTimeout(() => { window[name] = performance.now(); }));
+  frame('maestroRunPaint');
+  steps = await (stepsLoad || api.steps(id, iid, run.runId));
+  // Steps run but missing from the definition (none, normally) still show.
+  const known = new Set(g.nodes.map(n => n.id));
+  const extra = steps.filter(st => !known.has(st.stepId));
+  if (extra.length) {
+    for (const st of extra) g.nodes.push({ id: st.stepId, kind: 'step', type: st.type });
+    lay = layout(g);
+    dag.replaceChildren();
+  }
+  render();
+  document.body.dataset.steps = 'loaded';
+  frame('maestroStepsPaint');
 }
 
 // ---- router ------------------------------------------------------------------
@@ -344,6 +361,7 @@ async function route() {
   cleanup();
   cleanup = () => {};
   delete document.body.dataset.ready;
+  delete document.body.dataset.steps;
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {
     if (parts[0] === 'workflows' && parts[1]) await workflowPage(parts[1]);
