@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
@@ -50,6 +51,9 @@ type Options struct {
 	Getenv func(string) string
 	// Extra commands (the server half of the binary: dev, engine, ...).
 	Extra []*cobra.Command
+	// AWS, when set, is the AWS configuration SigV4 signing uses instead
+	// of the standard chain (for programs that embed the commands).
+	AWS *aws.Config
 }
 
 // app holds the global flags and builds the API client on first use.
@@ -181,13 +185,9 @@ func (a *app) apiClient(ctx context.Context) (*client.Client, error) {
 		}
 	}
 	if a.sigv4 {
-		var lo []func(*config.LoadOptions) error
-		if region != "" {
-			lo = append(lo, config.WithRegion(region))
-		}
-		cfg, err := config.LoadDefaultConfig(ctx, lo...)
+		cfg, err := a.awsConfig(ctx, region)
 		if err != nil {
-			return nil, fmt.Errorf("load the AWS configuration: %w", err)
+			return nil, err
 		}
 		if cfg.Region == "" {
 			return nil, errors.New("--sigv4 needs a region: pass --region or set AWS_REGION")
@@ -200,6 +200,27 @@ func (a *app) apiClient(ctx context.Context) (*client.Client, error) {
 	}
 	a.client = c
 	return c, nil
+}
+
+// awsConfig is Options.AWS or the standard chain's configuration, in
+// region when one is named.
+func (a *app) awsConfig(ctx context.Context, region string) (aws.Config, error) {
+	if a.opts.AWS != nil {
+		cfg := a.opts.AWS.Copy()
+		if region != "" {
+			cfg.Region = region
+		}
+		return cfg, nil
+	}
+	var lo []func(*config.LoadOptions) error
+	if region != "" {
+		lo = append(lo, config.WithRegion(region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load the AWS configuration: %w", err)
+	}
+	return cfg, nil
 }
 
 // apiGatewayRegion is the region of an API Gateway host name

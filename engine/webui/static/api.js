@@ -17,17 +17,24 @@ export class ApiError extends Error {
   }
 }
 
-async function call(method, path, body) {
+/** send makes a request and returns its status and body text. */
+async function send(method, path, body) {
   const headers = { Accept: 'application/json' };
   if (currentUser()) headers.user = currentUser();
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const resp = await fetch(BASE + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const text = await resp.text();
+  return { ok: resp.ok, status: resp.status, text: await resp.text() };
+}
+
+/** decode parses an answer; an error answer throws ApiError. */
+function decode({ ok, status, text }) {
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = { message: text }; }
-  if (!resp.ok) throw new ApiError(resp.status, data);
+  if (!ok) throw new ApiError(status, data);
   return data;
 }
+
+async function call(method, path, body) { return decode(await send(method, path, body)); }
 
 const enc = encodeURIComponent;
 
@@ -112,7 +119,22 @@ export const api = {
   async run(id, iid, run) {
     return normRun(await call('GET', `/workflows/${enc(id)}/instances/${iid}` + (run ? `/runs/${run}` : '')));
   },
-  async steps(id, iid, run) { return items(await call('GET', `/workflows/${enc(id)}/instances/${iid}/runs/${run}/steps`), 'steps').map(normStep); },
+  async steps(id, iid, run) { return api.stepsLater(id, iid, run)(); },
+  /**
+   * stepsLater fetches a run's steps at once but parses them only when the
+   * returned function is called: a page can draw first, then parse.
+   */
+  stepsLater(id, iid, run) {
+    const headers = { Accept: 'application/json' };
+    if (currentUser()) headers.user = currentUser();
+    // Only the headers are awaited here; the body is read when asked for.
+    const resp = fetch(`${BASE}/workflows/${enc(id)}/instances/${iid}/runs/${run}/steps`, { headers });
+    resp.catch(() => {}); // reported when the steps are asked for
+    return async () => {
+      const r = await resp;
+      return items(decode({ ok: r.ok, status: r.status, text: await r.text() }), 'steps').map(normStep);
+    };
+  },
   async attempt(id, iid, run, step, attempt) {
     return normStep(await call('GET', `/workflows/${enc(id)}/instances/${iid}/runs/${run}/steps/${enc(step)}/attempts/${attempt}`));
   },

@@ -4,6 +4,7 @@ import { api, ApiError, currentUser, setUser, terminalRun, time } from './api.js
 import { esc, graph, layout, svg } from './dag.js';
 
 const main = document.getElementById('main');
+const STEP_ROWS = 200; // rows of a run's steps table before "Show all"
 let cleanup = () => {};
 
 /** h builds an element: h('a', {href: '#/'}, 'text', child, ...). */
@@ -182,11 +183,11 @@ async function runPage(id, iid, runArg) {
   // The run and its steps load at once; the page is drawn from the run
   // (header, DAG) and the steps colour it when they arrive.
   const runNo = runArg === 'latest' ? 0 : Number(runArg);
-  const stepsLoad = runNo ? api.steps(id, iid, runNo) : null;
-  if (stepsLoad) stepsLoad.catch(() => {}); // reported where it is awaited
+  const stepsLoad = runNo ? api.stepsLater(id, iid, runNo) : null;
   let run = await api.run(id, iid, runNo);
+  performance.mark('run-fetched');
   let steps = [];
-  let selected = null;
+  let selected = null, showAll = false;
   const g = graph(run.workflow || {});
   let lay = layout(g);
 
@@ -224,11 +225,14 @@ async function runPage(id, iid, runArg) {
     for (const el of dag.querySelectorAll('.node.selected')) el.classList.remove('selected');
     if (selected) { const el = dag.querySelector(`.node[data-step="${CSS.escape(selected)}"]`); if (el) el.classList.add('selected'); }
     renderRollup();
+    // A long run lists its first rows; the rest on demand.
+    const rows = showAll || steps.length <= STEP_ROWS ? steps : steps.slice(0, STEP_ROWS);
     stepTable.replaceChildren(h('table', { class: 'list' },
       h('thead', {}, h('tr', {}, ['Step', 'Type', 'Attempt', 'Status', 'Started', 'Elapsed', 'Message'].map(x => h('th', {}, x)))),
-      h('tbody', {}, steps.map(s => h('tr', { class: s.stepId === selected ? 'selected' : '', 'data-step': s.stepId, onclick: () => select(s.stepId) },
+      h('tbody', {}, rows.map(s => h('tr', { class: s.stepId === selected ? 'selected' : '', 'data-step': s.stepId, onclick: () => select(s.stepId) },
         h('td', {}, s.stepId), h('td', {}, s.type || ''), h('td', {}, s.attemptId), h('td', {}, badge(s.status)),
-        h('td', {}, fmtTime(s.start)), h('td', {}, elapsed(s.start, s.end)), h('td', { class: 'msg' }, s.message || ''))))));
+        h('td', {}, fmtTime(s.start)), h('td', {}, elapsed(s.start, s.end)), h('td', { class: 'msg' }, s.message || ''))))),
+      rows.length < steps.length ? h('button', { class: 'secondary', id: 'all-steps', onclick: () => { showAll = true; render(); } }, `Show all ${steps.length} steps`) : null);
     renderTimeline();
   };
   const nodeExtra = s => {
@@ -341,7 +345,11 @@ async function runPage(id, iid, runArg) {
   // by the browser tests).
   const frame = name => requestAnimationFrame(() => setTimeout(() => { window[name] = performance.now(); }));
   frame('maestroRunPaint');
-  steps = await (stepsLoad || api.steps(id, iid, run.runId));
+  performance.mark('run-rendered');
+  // Parse the steps once the first frame is out.
+  await new Promise(resolve => requestAnimationFrame(() => setTimeout(resolve)));
+  steps = await (stepsLoad || api.stepsLater(id, iid, run.runId))();
+  performance.mark('steps-fetched');
   // Steps run but missing from the definition (none, normally) still show.
   const known = new Set(g.nodes.map(n => n.id));
   const extra = steps.filter(st => !known.has(st.stepId));
@@ -352,6 +360,7 @@ async function runPage(id, iid, runArg) {
   }
   render();
   document.body.dataset.steps = 'loaded';
+  performance.mark('steps-rendered');
   frame('maestroStepsPaint');
 }
 

@@ -3,6 +3,7 @@
 // steps. Nodes carry data-step so the page can colour and select them.
 
 const NODE_W = 168, NODE_H = 44, GAP_X = 120, GAP_Y = 18, PAD = 16;
+const LABEL_LIMIT = 200; // edges above which conditions move into tooltips
 
 export function esc(s) {
   return String(s ?? '').replace(/[&<>"']/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
@@ -80,24 +81,39 @@ const ICON = { foreach: '⟳', while: '↻', subworkflow: '⧉' };
 export function svg(g, lay, status = () => '', extra = () => '') {
   const out = [`<svg xmlns="http://www.w3.org/2000/svg" class="dag" width="${lay.width}" height="${lay.height}" viewBox="0 0 ${lay.width} ${lay.height}" role="img" aria-label="workflow DAG">`,
     '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" class="arrowhead"/></marker></defs>'];
+  // A big DAG keeps its conditions in the nodes' tooltips: thousands of
+  // labels and edge tooltips would only slow the page.
+  const big = g.edges.length > LABEL_LIMIT;
+  const conds = new Map();
+  const paths = [], condPaths = [];
   for (const e of g.edges) {
     const a = lay.pos.get(e.from), b = lay.pos.get(e.to);
     if (!a || !b) continue;
     const x1 = a.x + NODE_W, y1 = a.y + NODE_H / 2, x2 = b.x, y2 = b.y + NODE_H / 2, mx = (x1 + x2) / 2;
     const conditional = e.cond && e.cond !== 'true';
+    if (big) {
+      if (conditional) conds.set(e.to, (conds.get(e.to) || '') + `\nfrom ${e.from} when ${e.cond}`);
+      // Straight, without arrowheads (markers are costly by the thousand):
+      // edges run left to right.
+      (conditional ? condPaths : paths).push(`M${x1},${y1}L${x2},${y2}`);
+      continue;
+    }
     out.push(`<path class="edge${conditional ? ' cond' : ''}" d="M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2},${y2}" marker-end="url(#arrow)"><title>${esc(e.from)} → ${esc(e.to)}${conditional ? ' when ' + esc(e.cond) : ''}</title></path>`);
     if (conditional) {
       const label = e.cond.length > 22 ? e.cond.slice(0, 21) + '…' : e.cond;
       out.push(`<text class="edge-label" x="${x2 - 6}" y="${y2 - 6}" text-anchor="end">${esc(label)}</text>`);
     }
   }
+  // A big DAG's edges are two paths in all.
+  if (paths.length) out.push(`<path class="edge" d="${paths.join('')}"/>`);
+  if (condPaths.length) out.push(`<path class="edge cond" d="${condPaths.join('')}"/>`);
   for (const n of g.nodes) {
     const p = lay.pos.get(n.id);
     const st = status(n.id) || '';
     const name = n.id.length > 20 ? n.id.slice(0, 19) + '…' : n.id;
     const sub = extra(n.id) || (st ? st.toLowerCase().replace(/_/g, ' ') : n.type);
     out.push(`<g class="node kind-${esc(n.kind)} st-${esc(st || 'NONE')}" data-step="${esc(n.id)}" transform="translate(${p.x},${p.y})" tabindex="0">` +
-      `<title>${esc(n.id)} (${esc(n.type)})${st ? ': ' + esc(st) : ''}</title>` +
+      `<title>${esc(n.id)} (${esc(n.type)})${st ? ': ' + esc(st) : ''}${esc(conds.get(n.id) || '')}</title>` +
       `<rect width="${NODE_W}" height="${NODE_H}" rx="6"/>` +
       `<text class="node-id" x="10" y="18">${ICON[n.kind] ? ICON[n.kind] + ' ' : ''}${esc(name)}</text>` +
       `<text class="node-sub" x="10" y="35">${esc(sub)}</text></g>`);
