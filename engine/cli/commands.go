@@ -251,10 +251,10 @@ func initiator(raw json.RawMessage) string {
 func (a *app) getCmd() *cobra.Command {
 	var run int64
 	c := &cobra.Command{
-		Use:   "get WORKFLOW [INSTANCE]",
-		Short: "Show a workflow (versions, triggers, recent runs) or one instance's run and its steps",
+		Use:     "get WORKFLOW [INSTANCE]",
+		Short:   "Show a workflow (versions, triggers, recent runs) or one instance's run and its steps",
 		Example: "  maestro get hello\n  maestro get hello 1\n  maestro get hello 1 --run 2 -o json",
-		Args: cobra.RangeArgs(1, 2),
+		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.apiClient(cmd.Context())
 			if err != nil {

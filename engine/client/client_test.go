@@ -88,7 +88,7 @@ func TestDecodeStartVersionSignalBothShapes(t *testing.T) {
 	}
 	for body, dup := range map[string]bool{
 		`{"status":"DUPLICATED","signal_instance":{"name":"s","seq_id":3}}`: true,
-		`{"name":"s","seq_id":3,"duplicated":false}`:                         false,
+		`{"name":"s","seq_id":3,"duplicated":false}`:                        false,
 	} {
 		r, err := decodeSignal(json.RawMessage(body))
 		if err != nil || r.Name != "s" || r.SeqID != 3 || r.Duplicated != dup {
