@@ -343,3 +343,67 @@ func TestUIBigRunFirstPaint(t *testing.T) {
 	screenshot(t, ctx, "run-big.png")
 	_, _ = c.Act(bg, "big", 1, "stop") // spare the machine the rest of the run
 }
+
+// TestUIActions: a step paused at a breakpoint is resumed from its
+// details, and a live run is stopped, each after confirmation.
+func TestUIActions(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	base, c := uiServer(t)
+	bg := context.Background()
+	for _, def := range []string{
+		`{"workflow": {"id": "acts", "steps": [{"step": {"id": "a", "type": "NoOp", "transition": {"successors": {"b": "true"}}}},
+			{"step": {"id": "b", "type": "Sleep", "sleep_seconds": 1}}]}}`,
+		`{"workflow": {"id": "long", "steps": [{"step": {"id": "b", "type": "Sleep", "sleep_seconds": 600}}]}}`,
+	} {
+		if _, err := c.Push(bg, []byte(def), false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Do(bg, "POST", "/api/v3/workflows/steps/breakpoints", nil, map[string]any{"workflow_id": "acts", "step_id": "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(bg, client.StartRequest{WorkflowID: "acts"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	err := chromedp.Run(ctx,
+		chromedp.Navigate(base+"/ui/"),
+		chromedp.Evaluate(`localStorage.setItem('maestro.user', 'alice')`, nil),
+		chromedp.Navigate(base+"/ui/#/runs/acts/1/1"),
+		chromedp.WaitVisible(`body[data-steps="loaded"]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('svg.dag .node[data-step="b"]').classList.contains('st-PAUSED')`, nil, chromedp.WithPollingTimeout(time.Minute)),
+		chromedp.Click(`svg.dag .node[data-step="b"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#resume`, chromedp.ByQuery),
+		chromedp.Click(`#resume`, chromedp.ByQuery),
+		chromedp.WaitVisible(`dialog.confirm`, chromedp.ByQuery),
+		chromedp.Click(`dialog.confirm button[value="ok"]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('.page-head .badge').textContent === 'SUCCEEDED'`, nil, chromedp.WithPollingTimeout(time.Minute)),
+	)
+	if err != nil {
+		got, _ := text(ctx, `main`)
+		t.Fatalf("resume the breakpoint: %v\n%s", err, got)
+	}
+
+	// A long run, stopped from its page.
+	if _, err := c.Start(bg, client.StartRequest{WorkflowID: "long"}); err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Run(ctx,
+		chromedp.Navigate(base+"/ui/#/runs/long/1/1"),
+		chromedp.WaitVisible(`body[data-steps="loaded"]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('svg.dag .node[data-step="b"]').classList.contains('st-RUNNING')`, nil, chromedp.WithPollingTimeout(time.Minute)),
+		chromedp.Click(`#stop`, chromedp.ByQuery),
+		chromedp.WaitVisible(`dialog.confirm`, chromedp.ByQuery),
+		chromedp.Click(`dialog.confirm button[value="ok"]`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('.page-head .badge').textContent === 'STOPPED'`, nil, chromedp.WithPollingTimeout(time.Minute)),
+	)
+	if err != nil {
+		got, _ := text(ctx, `main`)
+		t.Fatalf("stop the run: %v\n%s", err, got)
+	}
+	if r, err := c.Run(bg, "long", 1, 0); err != nil || r.Status != "STOPPED" {
+		t.Fatalf("long run: %+v %v", r, err)
+	}
+}
