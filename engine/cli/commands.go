@@ -403,14 +403,20 @@ func (a *app) completeWorkflows(cmd *cobra.Command, args []string, prefix string
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(parent, 3*time.Second)
 	defer cancel()
 	c, err := a.apiClient(ctx)
 	if err != nil {
+		cobra.CompErrorln(err.Error())
 		return nil, cobra.ShellCompDirectiveError
 	}
-	p, err := c.ListWorkflows(ctx, "", "", 200)
+	p, err := c.ListWorkflows(ctx, prefix, "", 100)
 	if err != nil {
+		cobra.CompErrorln(err.Error())
 		return nil, cobra.ShellCompDirectiveError
 	}
 	out := []string{}

@@ -108,7 +108,7 @@ function normStart(r) {
 
 export const api = {
   async workflows(q) {
-    const d = await call('GET', '/workflows?limit=200' + (q ? '&q=' + enc(q) : ''));
+    const d = await call('GET', '/workflows?limit=100' + (q ? '&q=' + enc(q) : ''));
     return items(d, 'items');
   },
   async overview(id) { return call('GET', `/workflows/${enc(id)}/overview`); },
