@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CDK_VERSION := 2.1148.1
 CDK_DIR     := infra/.cdk
 CDK         := $(CDK_DIR)/node_modules/.bin/cdk
-LAMBDAS     := api timetrigger publisher
+LAMBDAS     := api timetrigger publisher signals
 BUILD       ?= build
 # Architecture of the Lambda packages: arm64 for AWS (Graviton); make e2e
 # builds for this machine, since the emulator runs them as local processes.
@@ -116,7 +116,7 @@ e2e: postgres emulator $(CDK)
 ## bench: the hot-path benchmarks (see docs/performance.md), against a PostgreSQL with fsync and synchronous_commit on
 bench: postgres
 	@status=0; \
-	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... || status=$$?; \
+	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/signalmsg"
 )
 
 // ContextPrefix prefixes every context key the app reads, in cdk.json or
@@ -402,6 +403,9 @@ func (c Config) Validate() error {
 	}
 	if !json.Valid([]byte(c.S3SignalRules)) {
 		errs = append(errs, fmt.Errorf("s3SignalRules %q is not JSON", c.S3SignalRules))
+	} else if _, err := signalmsg.ParseRules(c.S3SignalRules); err != nil {
+		// The signals function would refuse them at its cold start.
+		errs = append(errs, fmt.Errorf("s3SignalRules: %w", err))
 	}
 	if c.APIThrottlingRateLimit <= 0 || c.APIThrottlingBurstLimit <= 0 {
 		errs = append(errs, fmt.Errorf("apiThrottlingRateLimit %v / apiThrottlingBurstLimit %d: want both above 0",

@@ -51,12 +51,12 @@ func TestConfigFromContext(t *testing.T) {
 			name: "json lists and objects",
 			ctx: map[string]any{
 				"maestro:admins": []any{"arn:aws:iam::1:user/a"}, "maestro:s3SignalBuckets": []any{"in", "out"},
-				"maestro:s3SignalRules":           []any{map[string]any{"bucket": "in"}},
+				"maestro:s3SignalRules":           []any{map[string]any{"bucket": "in", "signal": "landed"}},
 				"maestro:exampleSubscriberFilter": map[string]any{"type": []any{"STEP_INSTANCE_STATUS_CHANGE_EVENT"}},
 			},
 			want: func(c *Config) {
 				c.Admins, c.S3SignalBuckets = []string{"arn:aws:iam::1:user/a"}, []string{"in", "out"}
-				c.S3SignalRules = `[{"bucket":"in"}]`
+				c.S3SignalRules = `[{"bucket":"in","signal":"landed"}]`
 				c.ExampleSubscriberFilter = map[string]any{"type": []any{"STEP_INSTANCE_STATUS_CHANGE_EVENT"}}
 			},
 		},
@@ -72,6 +72,7 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "architecture", ctx: map[string]any{"maestro:lambdaArchitecture": "s390x"}, wantErr: "lambdaArchitecture"},
 		{name: "negative concurrency", ctx: map[string]any{"maestro:signalsReservedConcurrency": -1.0}, wantErr: "signalsReservedConcurrency"},
 		{name: "rules not json", ctx: map[string]any{"maestro:s3SignalRules": "{oops"}, wantErr: "s3SignalRules"},
+		{name: "rule without signal", ctx: map[string]any{"maestro:s3SignalRules": `[{"bucket":"in"}]`}, wantErr: "signal is required"},
 		{name: "max below desired", ctx: map[string]any{"maestro:engineMaxCount": 1.0}, wantErr: "engineMaxCount 1"},
 		{name: "proxy share", ctx: map[string]any{"maestro:dbProxyMaxConnectionsPercent": 0.0}, wantErr: "dbProxyMaxConnectionsPercent"},
 		{name: "not a number", ctx: map[string]any{"maestro:dbMaxCapacity": "lots"}, wantErr: "maestro:dbMaxCapacity"},

@@ -31,7 +31,7 @@ var AllFunctions = []string{FunctionAPI, FunctionSignals, FunctionTimeTrigger, F
 // deploys these and leaves the others out (their queues, topics and alarms
 // are deployed all the same). When functions/<name> lands, add its name here
 // and to LAMBDAS in the Makefile.
-var Built = []string{FunctionAPI, FunctionTimeTrigger, FunctionPublisher}
+var Built = []string{FunctionAPI, FunctionTimeTrigger, FunctionPublisher, FunctionSignals}
 
 // FunctionBase is what every Maestro function shares: where it runs, how it
 // reaches the database and how long its logs are kept. NewMaestro fills it

@@ -24,6 +24,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/groupcount"
 	"github.com/maestro-aws/maestro/engine/scheduler"
+	"github.com/maestro-aws/maestro/engine/signalbroker"
+	"github.com/maestro-aws/maestro/engine/signalmsg"
 )
 
 // httpFlags are the flags of the commands that serve the REST API.
@@ -80,7 +82,11 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 		return err
 	}
 	defer events.Stop()
-	eng, err := startEngine(ctx, pool, logger, nil, events.Wake)
+	signals, err := signalbroker.SweeperFromEnv(os.Getenv, logger)
+	if err != nil {
+		return err
+	}
+	eng, err := startEngine(ctx, pool, logger, nil, events.Wake, signals.Kick)
 	if err != nil {
 		return err
 	}
@@ -90,6 +96,14 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 	// names the caller.
 	defs := definition.NewStore(pool)
 	runs := execution.New(pool, defs, eng.GroupCount())
+	// Signals: POST /api/v3/signals and /api/v3/signals/messages (the
+	// signals Lambda's message shapes) announce through the broker; the
+	// sweeper matches the engine's output signals.
+	signals.Broker = signalbroker.New(pool, runs, logger)
+	if err := signals.Start(ctx); err != nil {
+		return err
+	}
+	defer signals.Stop()
 	handler, err := apiHandler(pool, logger, true, defs, runs, events.Feed)
 	if err != nil {
 		return err
@@ -152,13 +166,18 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // apiHandler builds the REST API over pool; MAESTRO_ADMINS names the
-// administrators (docs/security.md).
+// administrators (docs/security.md), MAESTRO_S3_SIGNAL_RULES the rules of
+// S3 events posted to /api/v3/signals/messages (docs/signals.md).
 func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, defs *definition.Store, runs *execution.Service,
 	events *event.Feed) (*api.Server, error) {
+	rules, err := signalmsg.ParseRules(os.Getenv("MAESTRO_S3_SIGNAL_RULES"))
+	if err != nil {
+		return nil, err
+	}
 	return api.New(api.Config{
 		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader, Events: events,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
-		Definitions: defs, Runs: runs,
+		Definitions: defs, Runs: runs, SignalRules: rules,
 	})
 }
 

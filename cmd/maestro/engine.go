@@ -16,11 +16,13 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/eventsvc"
+	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/groupcount"
 	"github.com/maestro-aws/maestro/engine/health"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
 )
 
@@ -63,11 +65,22 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	defer events.Stop()
-	eng, err := startEngine(ctx, pool, logger, rec, events.Wake)
+	signals, err := signalbroker.SweeperFromEnv(os.Getenv, logger)
+	if err != nil {
+		return err
+	}
+	eng, err := startEngine(ctx, pool, logger, rec, events.Wake, signals.Kick)
 	if err != nil {
 		return err
 	}
 	defer eng.Stop()
+	// A step's output signals: matched after their commit, and by a sweep
+	// after a crash (docs/signals.md).
+	signals.Broker = signalbroker.New(pool, execution.New(pool, definition.NewStore(pool), eng.GroupCount()), logger)
+	if err := signals.Start(ctx); err != nil {
+		return err
+	}
+	defer signals.Stop()
 	if err := rec.Start(ctx, envDuration("MAESTRO_METRICS_INTERVAL", time.Minute), eng.SampleMetrics); err != nil {
 		return err
 	}
@@ -121,8 +134,10 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // AWS_REGION, MAESTRO_AWS_ENDPOINT, MAESTRO_HTTP_ALLOWED_HOSTS,
 // MAESTRO_ECS_*), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go). rec, when
 // set, receives the engine's metrics; eventsWritten is told of committed
-// writes that recorded events.
-func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder, eventsWritten func()) (*flow.Engine, error) {
+// writes that recorded events, signalsAnnounced of those that stored a
+// step's output signals.
+func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder, eventsWritten,
+	signalsAnnounced func()) (*flow.Engine, error) {
 	groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "engine "+hostname())
 	if err != nil {
 		return nil, err
@@ -153,6 +168,8 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r
 		MemoryBudget:  memoryBudget(logger),
 		Logger:        logger,
 		EventsWritten: eventsWritten,
+
+		SignalsAnnounced: signalsAnnounced,
 	})
 	if err != nil {
 		return nil, err

@@ -79,9 +79,10 @@ var routeAccess = map[string]access{
 
 	// Open to every caller: the step_instance_uuid in the body proves the
 	// caller runs the attempt; signals are broadcast.
-	"PUT /api/v3/output-data":     reader,
-	"PUT /api/v3/step-completion": reader,
-	"POST /api/v3/signals":        reader,
+	"PUT /api/v3/output-data":       reader,
+	"PUT /api/v3/step-completion":   reader,
+	"POST /api/v3/signals":          reader,
+	"POST /api/v3/signals/messages": reader,
 	// Previewing a schedule computes and stores nothing.
 	"POST /api/v3/time-triggers/preview": reader,
 
@@ -102,8 +103,13 @@ var routeAccess = map[string]access{
 	"GET /api/v3/tag-permits/{tag}":                                                         reader,
 	"GET /api/v3/workflows/steps/breakpoints":                                               reader,
 	"GET /api/v3/workflows/steps/breakpoints/paused-step-attempts":                          reader,
+	"GET /api/v3/signals/{name}/instances":                                                  reader,
 	"GET /api/v3/signals/{name}/instances/latest":                                           reader,
 	"GET /api/v3/signals/{name}/instances/{seq}":                                            reader,
+	"GET /api/v3/signals/{name}/instances/{seq}/lineage":                                    reader,
+	"GET /api/v3/workflows/{id}/signal-triggers":                                            reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/signals":                         reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/signals":            reader,
 }
 
 // The common accesses.

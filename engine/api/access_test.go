@@ -57,6 +57,7 @@ var accessCases = []accessCase{
 	{"PUT /api/v3/step-completion", "PUT", "/api/v3/step-completion", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","state":"DONE"}`, "reader", 409},
 	{"POST /api/v3/time-triggers/preview", "POST", "/api/v3/time-triggers/preview", `{"time_trigger":{"cron":"0 12 * * *"},"count":2}`, "reader", 200},
 	{"POST /api/v3/signals", "POST", "/api/v3/signals", `{"name":"go","params":{"n":1}}`, "reader", 201},
+	{"POST /api/v3/signals/messages", "POST", "/api/v3/signals/messages", `{"table_update":{"table":"db.t","snapshot_id":1}}`, "reader", 200},
 }
 
 // authzFixture is a workflow wf owned by alice with three runs: 1 FAILED

@@ -21,6 +21,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/signalbroker"
+	"github.com/maestro-aws/maestro/engine/signalmsg"
 )
 
 // MaxBodyBytes is the largest request body accepted (Maestro's limit for a
@@ -51,13 +53,20 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Events serves GET /api/v3/events; nil answers 404.
 	Events *event.Feed
+	// Signals announces signals; nil builds one over DB and Runs.
+	Signals *signalbroker.Broker
+	// SignalRules map S3 object events posted to /api/v3/signals/messages
+	// to signals (MAESTRO_S3_SIGNAL_RULES).
+	SignalRules signalmsg.Rules
 }
 
 // Server routes and serves the API.
 type Server struct {
-	cfg    Config
-	mux    *http.ServeMux
-	policy authz.Policy
+	cfg      Config
+	mux      *http.ServeMux
+	policy   authz.Policy
+	signals  *signalbroker.Broker
+	messages *signalmsg.Parser
 }
 
 // New builds the handler.
@@ -71,7 +80,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), policy: authz.Policy{Admins: cfg.Admins}}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), policy: authz.Policy{Admins: cfg.Admins}, signals: cfg.Signals,
+		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger, Via: "api"}}
+	if s.signals == nil {
+		s.signals = signalbroker.New(cfg.DB, cfg.Runs, cfg.Logger)
+	}
 	s.routes()
 	return s, nil
 }

@@ -87,10 +87,3 @@ func decodeJSON(data []byte, v any, strict bool) error {
 	}
 	return nil
 }
-
-// decodeExact decodes one JSON value, keeping numbers as json.Number.
-func decodeExact(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(v)
-}

@@ -43,11 +43,22 @@ func TestSignalsOverREST(t *testing.T) {
 	e.send(http.MethodGet, "/api/v3/signals/table_updated/instances/0", "", "").expect(t, http.StatusBadRequest)
 	e.send(http.MethodGet, "/api/v3/signals/table_updated/instances/x", "", "").expect(t, http.StatusBadRequest)
 
+	// As in Maestro: fields other than the request's join the payload, and
+	// the same name and params without a request id are one signal.
+	extra := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"s","params":{"a":1},"extra":{"source":"x"},"request_time":1700000000000}`).
+		expect(t, http.StatusCreated)
+	if extra.get(t, "signal_instance.payload.extra.source") != "x" || extra.get(t, "signal_instance.request_time") != "2023-11-14T22:13:20Z" {
+		t.Errorf("extra fields: %s", extra.raw)
+	}
+	again := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"s","params":{"a":1}}`).expect(t, http.StatusOK)
+	if again.body["status"] != "DUPLICATED" || again.num(t, "signal_instance.seq_id") != extra.num(t, "signal_instance.seq_id") {
+		t.Errorf("same name and params: %s", again.raw)
+	}
+
 	for name, body := range map[string]string{
 		"empty body":        ``,
 		"malformed":         `{"name":`,
 		"not an object":     `[]`,
-		"unknown field":     `{"name":"s","color":"red"}`,
 		"no name":           `{"params":{"a":1}}`,
 		"blank name":        `{"name":"  "}`,
 		"nul in name":       `{"name":"a\u0000b"}`,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,13 @@ func (s *Server) timeTriggerRoutes() {
 // listTimeTriggers answers a workflow's time triggers (those of its active
 // version) with their states, next fire times and last fired runs.
 func (s *Server) listTimeTriggers(w http.ResponseWriter, r *http.Request) error {
+	return listWorkflowTriggers(s, w, r, "time_triggers", trigger.List)
+}
+
+// listWorkflowTriggers answers {"workflow_id", key: list(workflow)}: 404
+// for an unknown workflow, an empty list for one without such triggers.
+func listWorkflowTriggers[T any](s *Server, w http.ResponseWriter, r *http.Request, key string,
+	list func(ctx context.Context, db trigger.Querier, workflowID string) ([]T, error)) error {
 	id := r.PathValue("id")
 	ok, err := s.exists(r.Context(), `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`, id)
 	if err != nil {
@@ -30,14 +38,14 @@ func (s *Server) listTimeTriggers(w http.ResponseWriter, r *http.Request) error 
 	if !ok {
 		return notFound(fmt.Sprintf("workflow %s does not exist", id))
 	}
-	ts, err := trigger.List(r.Context(), s.cfg.DB, id)
+	ts, err := list(r.Context(), s.cfg.DB, id)
 	if err != nil {
 		return err
 	}
 	if ts == nil {
-		ts = []trigger.Listed{}
+		ts = []T{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workflow_id": id, "time_triggers": ts})
+	writeJSON(w, http.StatusOK, map[string]any{"workflow_id": id, key: ts})
 	return nil
 }
 

@@ -81,13 +81,14 @@ func (s *Service) AfterBatch(ctx context.Context, results []BatchResult) {
 }
 
 // batchVersion is what the batch path reads of a workflow version: the
-// definition without its steps (params, triggers, timeout), decoded.
+// definition without its steps and signal triggers (params, time
+// triggers, timeout), decoded.
 type batchVersion struct {
 	wf workflow.Workflow
 }
 
 const batchVersionsSQL = `
-SELECT v.workflow_id, v.version, v.definition - 'steps'
+SELECT v.workflow_id, v.version, v.definition - 'steps' - 'signal_triggers'
 FROM unnest($1::text[], $2::bigint[]) AS k(id, version)
 JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 

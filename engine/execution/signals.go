@@ -13,53 +13,6 @@ import (
 	"github.com/maestro-aws/maestro/engine/signal"
 )
 
-// AnnounceResult is what announcing a signal did.
-type AnnounceResult struct {
-	Signal *signal.Signal
-	// Duplicate is set when the request id was announced before: Signal is
-	// the stored one and nothing was written.
-	Duplicate bool
-	// Woken counts the waiting step attempts told to look again.
-	Woken int
-}
-
-// AnnounceSignal stores a signal and, in the same transaction, enqueues a
-// step_update for every step attempt waiting for signals of its name, so
-// the engine node owning each looks again (docs/signals.md). A malformed
-// request is signal.ErrInvalid.
-func (s *Service) AnnounceSignal(ctx context.Context, req signal.Request) (*AnnounceResult, error) {
-	if err := req.Check(); err != nil {
-		return nil, err
-	}
-	var res AnnounceResult
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		res = AnnounceResult{}
-		sig, dup, err := signal.Insert(ctx, tx, req)
-		if err != nil || dup {
-			res.Signal, res.Duplicate = sig, dup
-			return err
-		}
-		res.Signal = sig
-		ws, err := signal.Waiters(ctx, tx, req.Name)
-		if err != nil {
-			return err
-		}
-		for _, w := range ws {
-			ref := flow.Ref{WorkflowID: w.WorkflowID, InstanceID: w.InstanceID, RunID: w.RunID}
-			msg := flow.StepUpdateMessage{Ref: ref, Group: w.Group, StepID: w.StepID}
-			if _, err := queue.Enqueue(ctx, tx, queue.StepUpdate, w.Group, msg); err != nil {
-				return err
-			}
-		}
-		res.Woken = len(ws)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &res, nil
-}
-
 // BypassDependencies lets the latest attempt of a step WAITING_FOR_SIGNALS
 // go on as if its signal dependencies were met. The bypass is recorded on
 // the attempt's wait in the same transaction as the step_update that wakes

@@ -86,6 +86,10 @@ type Config struct {
 	// that recorded an event has committed: an event forwarder in the same
 	// process reads the outbox at once instead of at its next poll.
 	EventsWritten func()
+	// SignalsAnnounced, when set, is called (and must not block) after a
+	// write that stored a step's output signals committed: the signal
+	// broker's sweeper matches them (engine/signalbroker).
+	SignalsAnnounced func()
 }
 
 func (c *Config) defaults() error {
@@ -779,9 +783,15 @@ func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRo
 	}
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
-	vals, err := params.EvaluateWorkflow(ctx, params.WorkflowInput{
+	in := params.WorkflowInput{
 		Workflow: &def.wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID, Initiator: initiator,
-	})
+	}
+	if params.ReadsSignals(def.wf.Params) || params.ReadsSignals(runParams) {
+		if in.Signals, err = params.RunSignals(row.Initiator, e.readSignal); err != nil {
+			return nil, err
+		}
+	}
+	vals, err := params.EvaluateWorkflow(ctx, in)
 	if err != nil {
 		return nil, err
 	}

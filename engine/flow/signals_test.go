@@ -12,6 +12,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/signalbroker"
 )
 
 // signalDef is a workflow whose step "gated" waits for a signal
@@ -30,13 +31,24 @@ func signalDef(id string, both bool) string {
 				"watermark":{"param":{"type":"LONG","expression":"50 * 2"},"operator":">="}}}` + other + `]}}]}}`
 }
 
-func (e *env) announce(name string, params map[string]any, requestID string) *execution.AnnounceResult {
+// announced is what announcing one signal did.
+type announced struct {
+	Signal    *signal.Signal
+	Duplicate bool
+	Woken     int
+}
+
+func (e *env) announce(name string, params map[string]any, requestID string) announced {
 	e.t.Helper()
-	res, err := e.runs.AnnounceSignal(context.Background(), signal.Request{Name: name, Params: params, RequestID: requestID})
+	b := signalbroker.New(e.pool, e.runs, testLogger())
+	res, stats, err := b.Announce(context.Background(), []signal.Request{{Name: name, Params: params, RequestID: requestID}})
+	if err == nil {
+		err = res[0].Err
+	}
 	if err != nil {
 		e.t.Fatalf("announce %s: %v", name, err)
 	}
-	return res
+	return announced{Signal: res[0].Signal, Duplicate: res[0].Duplicate, Woken: stats.Woken}
 }
 
 // settled waits until the engine has handled every step_update message.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -118,6 +119,13 @@ type stepActor struct {
 	// memoryWaits counts the times the attempt waited for expression
 	// memory (maxMemoryWaits).
 	memoryWaits int
+	// matched are the signals that met the attempt's signal dependencies
+	// (signals.go), signals what its params read with the signal
+	// functions, built on first use; outSignals the output signals its
+	// terminal write announces.
+	matched    []params.SignalRef
+	signals    *params.SignalSource
+	outSignals []byte
 }
 
 // An attempt whose params cannot get expression memory (sel.MemoryPool)
@@ -251,6 +259,7 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	if a.f.eng.events {
 		w.Event = a.stepEvent(w.Seq, a.pending)
 	}
+	w.Signals = a.outSignals
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
 		if !a.inserted {
 			return a.f.eng.store.insertStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
@@ -263,6 +272,12 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	a.inserted = true
 	a.durable = a.status
 	a.f.eng.wroteEvent(w.Event)
+	if w.Signals != nil {
+		a.outSignals = nil
+		if a.f.eng.cfg.SignalsAnnounced != nil {
+			a.f.eng.cfg.SignalsAnnounced()
+		}
+	}
 	if a.status == instance.StepRunning {
 		a.runningDurable = true
 	}
@@ -428,7 +443,11 @@ func (a *stepActor) evaluateParams(ctx context.Context) error {
 	}
 	evalCtx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
-	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps, Funcs: a.subworkflowFuncs()})
+	evalCtx, funcs, err := a.withSignals(evalCtx, defs, a.subworkflowFuncs())
+	if err != nil {
+		return err
+	}
+	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps, Funcs: funcs})
 	if err != nil {
 		return err
 	}
@@ -921,8 +940,19 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 	}
 }
 
-// finish ends the attempt successfully.
+// finish ends the attempt. A successful attempt announces its output
+// signals in the write of its terminal state (signals.go).
 func (a *stepActor) finish(ctx context.Context, to instance.StepStatus, reason string) error {
+	if to == instance.StepSucceeded {
+		sigs, names, err := a.outputSignals(ctx)
+		if err != nil {
+			return a.fail(ctx, stepruntime.Result{State: stepruntime.UserError, Message: err.Error()})
+		}
+		if sigs != nil {
+			a.outSignals = sigs
+			a.pending = append(a.pending, instance.LogEvent("INFO", "announced output signals: "+strings.Join(names, ", ")))
+		}
+	}
 	if err := a.transition(to, reason); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/signal"
 )
 
 // ErrFenced reports a write refused because this node no longer holds the
@@ -414,6 +415,9 @@ type stepWrite struct {
 	// Event is the event of the status changes the write makes; nil when
 	// it makes none.
 	Event []byte
+	// Signals are the output signals a successful attempt announces with
+	// its terminal state (JSON of []signal.Output); nil when it has none.
+	Signals []byte
 }
 
 // Step writes, each with or without its event. With the event the write
@@ -442,6 +446,11 @@ RETURNING 1)
 SELECT $18::smallint, $1, $9, $19::json FROM w`
 
 func (s *store) insertStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, uuid, stepType string, w stepWrite) error {
+	if w.Signals != nil {
+		// A successful attempt's terminal write is always an update: its
+		// row was written STARTING before its runtime was called.
+		return fmt.Errorf("insert step %s attempt %d of %s: output signals need the attempt's row", stepID, attempt, ref)
+	}
 	ev, _ := json.Marshal(orEmpty(w.Timeline))
 	args := []any{ref.WorkflowID, ref.InstanceID, ref.RunID, gen,
 		stepID, attempt, uuid, w.Status, w.Seq, stepType, jsonOr(w.Params), jsonOr(w.Outputs), w.Runtime, w.Retry, ev, w.Start, w.End}
@@ -490,6 +499,20 @@ RETURNING 1)
 ` + event.InsertSQL + `
 SELECT $16::smallint, $1, $8, $17::json FROM w`
 
+// The terminal writes of an attempt that announces output signals: the
+// step write, signal.OutputsSQL (the signals, in the last parameter) and,
+// with events, the event, in one statement.
+var (
+	updateStepSignalsSQL = `
+WITH w AS (` + updateStepSQL + `
+RETURNING 1)` + signal.OutputsSQLAt(16) + `
+SELECT 1 FROM w`
+	updateStepEventSignalsSQL = `
+WITH w AS (` + updateStepSQL + `
+RETURNING 1)` + signal.OutputsSQLAt(18) + event.InsertSQL + `
+SELECT $16::smallint, $1, $8, $17::json FROM w`
+)
+
 func (s *store) updateStep(ctx context.Context, ref Ref, gen int64, stepID string, attempt int64, w stepWrite) error {
 	ev, _ := json.Marshal(orEmpty(w.Timeline))
 	var params, outputs any
@@ -505,6 +528,13 @@ func (s *store) updateStep(ctx context.Context, ref Ref, gen int64, stepID strin
 	if w.Event != nil {
 		sql = updateStepEventSQL
 		args = append(args, stepStatusKind, w.Event)
+	}
+	if w.Signals != nil {
+		sql = updateStepSignalsSQL
+		if w.Event != nil {
+			sql = updateStepEventSignalsSQL
+		}
+		args = append(args, w.Signals)
 	}
 	tag, err := s.db.Exec(ctx, sql, args...)
 	if err != nil {

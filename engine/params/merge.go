@@ -142,6 +142,8 @@ type WorkflowInput struct {
 	// Initiator is the run's initiator as Maestro's JSON has it ({"type":
 	// "TIME", "timezone": ...}); nil is a manual run.
 	Initiator map[string]any
+	// Signals answers params.getFromSignal; nil when no param calls it.
+	Signals *SignalSource
 }
 
 // WorkflowDefs returns the merged defs of a run's workflow params, in
@@ -192,7 +194,14 @@ func EvaluateWorkflow(ctx context.Context, in WorkflowInput) (Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	return EvaluateIn(context.WithValue(ctx, instanceKey{}, &in), defs, Scope{Funcs: workflowFuncs})
+	funcs := workflowFuncs
+	ctx = context.WithValue(ctx, instanceKey{}, &in)
+	if in.Signals != nil {
+		funcs = maps.Clone(workflowFuncs)
+		maps.Copy(funcs, SignalFuncs)
+		ctx = WithSignals(ctx, in.Signals)
+	}
+	return EvaluateIn(ctx, defs, Scope{Funcs: funcs})
 }
 
 // StepInput is what evaluating a step attempt's params needs.

@@ -42,9 +42,9 @@ func maestroKey(t Trigger) string {
 	return b.String()
 }
 
-// nameUUID is Java's UUID.nameUUIDFromBytes: an MD5 (version 3) uuid of the
+// NameUUID is Java's UUID.nameUUIDFromBytes: an MD5 (version 3) uuid of the
 // bytes alone, without a namespace.
-func nameUUID(s string) uuid.UUID {
+func NameUUID(s string) uuid.UUID {
 	sum := md5.Sum([]byte(s))
 	sum[6] = sum[6]&0x0f | 0x30
 	sum[8] = sum[8]&0x3f | 0x80
@@ -55,14 +55,14 @@ func nameUUID(s string) uuid.UUID {
 // for its whole list of time triggers, given their keys in order. A TIME
 // initiator carries it as trigger_uuid.
 func SetUUID(keys []string) string {
-	return nameUUID("[" + strings.Join(keys, ", ") + "]").String()
+	return NameUUID("[" + strings.Join(keys, ", ") + "]").String()
 }
 
 // RequestID is the request id of the start of a trigger's run at fire time
 // (Maestro's: workflow id, trigger key and fire time in epoch seconds). A
 // repeated start for the same fire time is a DUPLICATED start.
 func RequestID(workflowID, key string, fire time.Time) string {
-	return nameUUID(fmt.Sprintf("%s:%s:%d", workflowID, key, fire.Unix())).String()
+	return NameUUID(fmt.Sprintf("%s:%s:%d", workflowID, key, fire.Unix())).String()
 }
 
 // Delay is the trigger's fuzzy delay for a workflow: a deterministic offset
@@ -74,7 +74,7 @@ func (c *Compiled) Delay(workflowID string) time.Duration {
 	if bound <= 0 {
 		return 0
 	}
-	u := nameUUID(c.key + workflowID)
+	u := NameUUID(c.key + workflowID)
 	lsb := int64(binary.BigEndian.Uint64(u[8:]))
 	return time.Duration(newJavaRandom(lsb).nextInt(bound)) * time.Second
 }

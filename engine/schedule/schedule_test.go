@@ -276,7 +276,7 @@ func TestJavaCompatibility(t *testing.T) {
 			t.Errorf("Random(%d).nextInt(%d) = %d, want %d", c.seed, c.bound, got, c.want)
 		}
 	}
-	u := nameUUID("CronTimeTrigger(cron=0 0 12 1/1 * ? *, timezone=US/Pacific)wf1")
+	u := NameUUID("CronTimeTrigger(cron=0 0 12 1/1 * ? *, timezone=US/Pacific)wf1")
 	if u.String() != "40d2f2fd-a72e-3fda-95e2-1c8b71b5e3cd" || int64(binary.BigEndian.Uint64(u[8:])) != -7646517832087903283 {
 		t.Errorf("nameUUIDFromBytes = %s", u)
 	}

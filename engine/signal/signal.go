@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,25 +40,33 @@ const (
 	MaxSizeBytes = 64 << 10
 )
 
-// Signal is one stored signal instance.
+// Signal is one stored signal instance. Its JSON is the API's signal
+// instance (built here only).
 type Signal struct {
 	// Seq orders the signals (Maestro's seq_id); it grows across names.
-	Seq        int64          `json:"seq_id"`
-	Name       string         `json:"name"`
-	Params     map[string]any `json:"params"`
-	Payload    map[string]any `json:"payload"`
-	RequestID  string         `json:"request_id,omitempty"`
-	CreateTime time.Time      `json:"create_time"`
+	Seq  int64  `json:"seq_id"`
+	Name string `json:"name"`
+	// InstanceID is Maestro's signal instance id: the request id, or a
+	// uuid of the name and params (Request.InstanceID).
+	InstanceID  string         `json:"instance_id"`
+	Params      map[string]any `json:"params"`
+	Payload     map[string]any `json:"payload"`
+	RequestID   string         `json:"request_id,omitempty"`
+	RequestTime time.Time      `json:"request_time"`
+	CreateTime  time.Time      `json:"create_time"`
 }
 
-// Request announces a signal. RequestID, when set, makes the announcement
-// idempotent: a second request with the same name and request id is the
-// same signal.
+// Request announces a signal. A second request with the same name and
+// instance id (InstanceID: the request id, or else the name and params) is
+// the same signal: a duplicate, stored once.
 type Request struct {
 	Name      string
 	Params    map[string]any
 	Payload   map[string]any
 	RequestID string
+	// RequestTime is when the signal was announced at its source (an S3
+	// event's time, the client's request_time); zero is now.
+	RequestTime time.Time
 }
 
 // Check validates a request and normalises its params: every value must be
@@ -253,6 +262,8 @@ type Waiter struct {
 	RunID      int64
 	StepID     string
 	Group      int32
+	// Names are the signal names the attempt waits for.
+	Names []string
 }
 
 // CheckResult is what a step's dependency check found.
@@ -266,4 +277,19 @@ type CheckResult struct {
 	Matched []*Signal
 	// Met is true when every dependency is satisfied.
 	Met bool
+}
+
+// StaticMatches turns a signal trigger entry's match params (static values,
+// a string or an integer) into Matches, sorted by param.
+func StaticMatches(ms map[string]workflow.SignalMatch) ([]Match, error) {
+	out := make([]Match, 0, len(ms))
+	for k, m := range ms {
+		v, err := paramValue(m.Value)
+		if err != nil {
+			return nil, fmt.Errorf("match param %s: %w", k, err)
+		}
+		out = append(out, Match{Param: k, Operator: m.Operator, Value: v})
+	}
+	slices.SortFunc(out, func(a, b Match) int { return strings.Compare(a.Param, b.Param) })
+	return out, nil
 }

@@ -7,87 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// The package's SQL, named and kept together. Tables are defined in
-// migrations/00008_signals.sql.
-
-// lockClass is the first key of the advisory locks on signal names.
-// Announcing a signal takes the name's lock exclusively and a dependency
-// check takes it shared, so a check either sees the signal or is
-// registered as a waiter before the announcement looks for waiters: an
-// arrival can never slip between a check and its registration.
-const lockClass = 0x5349474e // "SIGN"
-
-const sqlLockExclusive = `SELECT pg_advisory_xact_lock($1, hashtext($2))`
-
-const sqlLockShared = `SELECT pg_advisory_xact_lock_shared($1, hashtext($2))`
-
-const sqlInsertSignal = `
-INSERT INTO signal_instance (name, params, payload, request_id) VALUES ($1, $2, $3, NULLIF($4, ''))
-ON CONFLICT (name, request_id) WHERE request_id IS NOT NULL DO NOTHING
-RETURNING seq, create_time`
-
-const signalColumns = `seq, name, params, payload, COALESCE(request_id, ''), create_time`
-
-const sqlSignalByRequest = `SELECT ` + signalColumns + ` FROM signal_instance WHERE name = $1 AND request_id = $2`
-
-const sqlSignalBySeq = `SELECT ` + signalColumns + ` FROM signal_instance WHERE name = $1 AND seq = $2`
-
-// sqlSignalsBefore pages through the signals of a name, newest first.
-const sqlSignalsBefore = `SELECT ` + signalColumns + ` FROM signal_instance
-WHERE name = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`
-
-// sqlWaiters finds the attempts still waiting for a signal name. Rows of
-// attempts that ended while waiting (stopped, timed out) are closed on the
-// way, so the index only ever holds live waiters.
-const sqlWaiters = `
-WITH candidate AS (
-    SELECT w.workflow_id, w.instance_id, w.run_id, w.step_id, w.attempt_id, w.group_id, s.status
-    FROM step_signal_wait w
-    LEFT JOIN step_instance s USING (workflow_id, instance_id, run_id, step_id, attempt_id)
-    WHERE w.signal_names @> ARRAY[$1]::text[] AND w.done_time IS NULL),
-closed AS (
-    UPDATE step_signal_wait w SET done_time = now() FROM candidate c
-    WHERE (w.workflow_id, w.instance_id, w.run_id, w.step_id, w.attempt_id) =
-          (c.workflow_id, c.instance_id, c.run_id, c.step_id, c.attempt_id)
-      AND c.status = ANY ($2::text[]))
-SELECT workflow_id, instance_id, run_id, step_id, group_id FROM candidate
-WHERE status = 'WAITING_FOR_SIGNALS'`
-
-// endedStatuses are the step statuses after which an attempt never waits
-// again.
-var endedStatuses = []string{
-	"SUCCEEDED", "COMPLETED_WITH_ERROR", "UNSATISFIED", "SKIPPED", "DISABLED", "FATALLY_FAILED",
-	"INTERNALLY_FAILED", "STOPPED", "TIMED_OUT", "USER_FAILED", "PLATFORM_FAILED", "TIMEOUT_FAILED",
-}
-
-// sqlRegister records an attempt as waiting (or finds it recorded) and
-// returns when it began and whether its dependencies were bypassed.
-const sqlRegister = `
-INSERT INTO step_signal_wait (workflow_id, instance_id, run_id, step_id, attempt_id, group_id, signal_names)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (workflow_id, instance_id, run_id, step_id, attempt_id)
-    DO UPDATE SET group_id = EXCLUDED.group_id, signal_names = EXCLUDED.signal_names
-RETURNING create_time, COALESCE(bypassed_by, '')`
-
-const sqlDone = `
-UPDATE step_signal_wait SET done_time = now(), matched = $6
-WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5`
-
-// sqlBypass records a bypass, only while the attempt is waiting: its wait
-// is open (its dependencies were not found met) and its row says so.
-const sqlBypass = `
-UPDATE step_signal_wait w SET bypassed_by = $6, bypass_time = now()
-WHERE w.workflow_id = $1 AND w.instance_id = $2 AND w.run_id = $3 AND w.step_id = $4 AND w.attempt_id = $5
-  AND w.bypassed_by IS NULL AND w.done_time IS NULL
-  AND EXISTS (SELECT 1 FROM step_instance s
-      WHERE (s.workflow_id, s.instance_id, s.run_id, s.step_id, s.attempt_id) =
-            (w.workflow_id, w.instance_id, w.run_id, w.step_id, w.attempt_id)
-        AND s.status = 'WAITING_FOR_SIGNALS')`
 
 // matchPage is how many signals one query reads while looking for a match.
 const matchPage = 200
@@ -100,45 +24,148 @@ type Store struct {
 // NewStore returns a store over db.
 func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db} }
 
-// Insert stores a checked signal inside tx. A request whose name and
-// request id are already stored is a duplicate: the stored signal is
-// returned with dup set and nothing is written.
-func Insert(ctx context.Context, tx pgx.Tx, r Request) (s *Signal, dup bool, err error) {
-	if _, err := tx.Exec(ctx, sqlLockExclusive, lockClass, r.Name); err != nil {
-		return nil, false, fmt.Errorf("lock signal name %q: %w", r.Name, err)
-	}
-	params, payload := orEmpty(r.Params), orEmpty(r.Payload)
-	s = &Signal{Name: r.Name, Params: params, Payload: payload, RequestID: r.RequestID}
-	err = tx.QueryRow(ctx, sqlInsertSignal, r.Name, params, payload, r.RequestID).Scan(&s.Seq, &s.CreateTime)
-	if errors.Is(err, pgx.ErrNoRows) {
-		s, err = scanSignal(tx.QueryRow(ctx, sqlSignalByRequest, r.Name, r.RequestID))
-		if err != nil {
-			return nil, false, fmt.Errorf("read signal %q request %q: %w", r.Name, r.RequestID, err)
-		}
-		return s, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("insert signal %q: %w", r.Name, err)
-	}
-	return s, false, nil
+// Querier is what the reads need: a pool or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Waiters returns the step attempts waiting for signals of name, inside
-// the announcing transaction (after Insert, which holds the name's lock).
-func Waiters(ctx context.Context, tx pgx.Tx, name string) ([]Waiter, error) {
-	rows, err := tx.Query(ctx, sqlWaiters, name, endedStatuses)
-	if err != nil {
-		return nil, fmt.Errorf("find steps waiting for signal %q: %w", name, err)
+// QueueLockNames queues, in b, taking the advisory locks of names for the
+// rest of the transaction: exclusive to match new signals against the
+// waiting steps, shared to check a step's dependencies (see lockClass).
+func QueueLockNames(b *pgx.Batch, names []string, exclusive bool) {
+	sql := sqlLockNamesShared
+	if exclusive {
+		sql = sqlLockNames
 	}
-	ws, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Waiter, error) {
-		var w Waiter
-		err := r.Scan(&w.WorkflowID, &w.InstanceID, &w.RunID, &w.StepID, &w.Group)
-		return w, err
+	b.Queue(sql, lockClass, names)
+}
+
+// Inserted is what storing a batch of requests did to each.
+type Inserted struct {
+	// Signal is the stored signal: the new one, or for a duplicate the one
+	// stored before.
+	Signal *Signal
+	// Duplicate: the name and instance id were stored before (or earlier
+	// in the batch); nothing was written.
+	Duplicate bool
+}
+
+// Insertion is a queued insert of a batch of requests (QueueInsert).
+type Insertion struct {
+	ids []string
+	out []Inserted
+}
+
+// QueueInsert queues, in b, storing checked requests (Request.Check). Once
+// b has run, Finish reads the duplicates' stored signals. A request without
+// a request time gets the transaction's.
+func QueueInsert(b *pgx.Batch, reqs []Request) *Insertion {
+	n := len(reqs)
+	ins := &Insertion{ids: make([]string, n), out: make([]Inserted, n)}
+	names, rids := make([]string, n), make([]string, n)
+	params, payloads, times := make([]map[string]any, n), make([]map[string]any, n), make([]*time.Time, n)
+	// The first request of each name and instance id, the one stored when
+	// it is new.
+	first := make(map[[2]string]int, n)
+	for i := range reqs {
+		r := &reqs[i]
+		ins.ids[i] = r.InstanceID()
+		names[i], rids[i] = r.Name, r.RequestID
+		params[i], payloads[i] = orEmpty(r.Params), orEmpty(r.Payload)
+		if !r.RequestTime.IsZero() {
+			times[i] = &r.RequestTime
+		}
+		ins.out[i] = Inserted{Signal: &Signal{Name: r.Name, InstanceID: ins.ids[i], Params: params[i], Payload: payloads[i],
+			RequestID: r.RequestID}, Duplicate: true}
+		if _, seen := first[[2]string{r.Name, ins.ids[i]}]; !seen {
+			first[[2]string{r.Name, ins.ids[i]}] = i
+		}
+	}
+	b.Queue(sqlInsertSignals, names, ins.ids, rids, params, payloads, times).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var seq int64
+			var name, id string
+			var requested, created time.Time
+			if err := rows.Scan(&seq, &name, &id, &requested, &created); err != nil {
+				return err
+			}
+			o := &ins.out[first[[2]string{name, id}]]
+			o.Signal.Seq, o.Signal.RequestTime, o.Signal.CreateTime, o.Duplicate = seq, requested, created, false
+		}
+		return rows.Err()
 	})
-	if err != nil {
-		return nil, fmt.Errorf("find steps waiting for signal %q: %w", name, err)
+	return ins
+}
+
+// Finish reads the stored signals of the duplicates, inside the
+// transaction that ran the insert, and returns one result per request.
+func (ins *Insertion) Finish(ctx context.Context, q Querier) ([]Inserted, error) {
+	var names, ids []string
+	for i, o := range ins.out {
+		if o.Duplicate {
+			names, ids = append(names, o.Signal.Name), append(ids, ins.ids[i])
+		}
 	}
-	return ws, nil
+	if len(names) == 0 {
+		return ins.out, nil
+	}
+	rows, err := q.Query(ctx, sqlSignalsByKey, names, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read %d duplicate signals: %w", len(names), err)
+	}
+	stored, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Signal, error) { return scanSignal(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read %d duplicate signals: %w", len(names), err)
+	}
+	byKey := make(map[[2]string]*Signal, len(stored))
+	for _, s := range stored {
+		byKey[[2]string{s.Name, s.InstanceID}] = s
+	}
+	for i := range ins.out {
+		if o := &ins.out[i]; o.Duplicate {
+			s := byKey[[2]string{o.Signal.Name, ins.ids[i]}]
+			if s == nil {
+				return nil, fmt.Errorf("signal %q instance %s: neither inserted nor stored", o.Signal.Name, ins.ids[i])
+			}
+			o.Signal = s
+		}
+	}
+	return ins.out, nil
+}
+
+// Waiters are the step attempts waiting for signals of some names (see
+// QueueWaiters), each with the names it waits for.
+type Waiters []Waiter
+
+// QueueWaiters queues, in b, finding the step attempts waiting for signals
+// of any of names (after the names' exclusive locks). Rows of attempts
+// that ended while waiting are closed on the way.
+func QueueWaiters(b *pgx.Batch, names []string, out *Waiters) {
+	b.Queue(sqlWaiters, names, endedStatuses).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var w Waiter
+			if err := rows.Scan(&w.WorkflowID, &w.InstanceID, &w.RunID, &w.StepID, &w.Group, &w.Names); err != nil {
+				return err
+			}
+			*out = append(*out, w)
+		}
+		return rows.Err()
+	})
+}
+
+// For returns the waiters that wait for any of names.
+func (ws Waiters) For(names map[string]bool) []Waiter {
+	var out []Waiter
+	for _, w := range ws {
+		for _, n := range w.Names {
+			if names[n] {
+				out = append(out, w)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Bypass records, inside tx, that user bypassed the signal dependencies of
@@ -170,6 +197,91 @@ func (s *Store) Get(ctx context.Context, name string, seq int64) (*Signal, error
 	return sig, err
 }
 
+// MaxListScan bounds how many signals one List reads while filtering, so
+// that a filter nothing matches costs a bounded read.
+const MaxListScan = 10_000
+
+// List returns up to limit signals of name older than before (seq),
+// newest first, that satisfy every filter (match params, as a
+// dependency's), and the seq to pass as before for the next page (0 when
+// there is none). A filtered list reads at most MaxListScan signals; next
+// is where it stopped.
+func (s *Store) List(ctx context.Context, name string, before int64, limit int, filters []Match) ([]*Signal, int64, error) {
+	if before <= 0 {
+		before = int64(1<<63 - 1)
+	}
+	dep := Dependency{Name: name, Matches: filters}
+	page := limit + 1
+	if len(filters) > 0 {
+		page = matchPage
+	}
+	var out []*Signal
+	for scanned := 0; ; {
+		rows, err := s.db.Query(ctx, sqlSignalsBefore, name, before, page)
+		if err != nil {
+			return nil, 0, fmt.Errorf("list signals %q: %w", name, err)
+		}
+		sigs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Signal, error) { return scanSignal(r) })
+		if err != nil {
+			return nil, 0, fmt.Errorf("list signals %q: %w", name, err)
+		}
+		for _, sig := range sigs {
+			if dep.Satisfied(sig.Params) {
+				if len(out) == limit {
+					return out, out[limit-1].Seq, nil
+				}
+				out = append(out, sig)
+			}
+			before = sig.Seq
+			scanned++
+		}
+		if len(sigs) < page {
+			return out, 0, nil
+		}
+		if scanned >= MaxListScan {
+			return out, before, nil
+		}
+	}
+}
+
+// BySeq reads signals by seq inside q (a pool or a transaction).
+func BySeq(ctx context.Context, q Querier, seqs []int64) (map[int64]*Signal, error) {
+	out := make(map[int64]*Signal, len(seqs))
+	if len(seqs) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, sqlSignalsBySeq, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("read %d signals: %w", len(seqs), err)
+	}
+	sigs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Signal, error) { return scanSignal(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read %d signals: %w", len(seqs), err)
+	}
+	for _, s := range sigs {
+		out[s.Seq] = s
+	}
+	return out, nil
+}
+
+// Matched returns what a closed wait recorded per dependency, in
+// dependency order (none when the attempt has no closed wait).
+func (s *Store) Matched(ctx context.Context, k WaitKey) ([]Ref, error) {
+	var raw []byte
+	err := s.db.QueryRow(ctx, sqlMatched, k.WorkflowID, k.InstanceID, k.RunID, k.StepID, k.AttemptID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the signals matched by step %s attempt %d: %w", k.StepID, k.AttemptID, err)
+	}
+	var refs []Ref
+	if err := json.Unmarshal(raw, &refs); err != nil {
+		return nil, fmt.Errorf("decode the signals matched by step %s attempt %d: %w", k.StepID, k.AttemptID, err)
+	}
+	return refs, nil
+}
+
 // Check registers an attempt as waiting for deps (idempotently; group is
 // the flow group that owns its run) and matches deps against the stored
 // signals, in one transaction that holds the names' shared locks (see
@@ -185,10 +297,8 @@ func (s *Store) Check(ctx context.Context, k WaitKey, group int32, deps []Depend
 	names = slices.Compact(names)
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		res = CheckResult{Matched: make([]*Signal, len(deps))}
-		for _, n := range names {
-			if _, err := tx.Exec(ctx, sqlLockShared, lockClass, n); err != nil {
-				return fmt.Errorf("lock signal name %q: %w", n, err)
-			}
+		if _, err := tx.Exec(ctx, sqlLockNamesShared, lockClass, names); err != nil {
+			return fmt.Errorf("lock signal names %v: %w", names, err)
 		}
 		if err := tx.QueryRow(ctx, sqlRegister, k.WorkflowID, k.InstanceID, k.RunID, k.StepID, k.AttemptID, group, names).
 			Scan(&res.Since, &res.BypassedBy); err != nil {
@@ -243,14 +353,15 @@ func match(ctx context.Context, tx pgx.Tx, d Dependency) (*Signal, error) {
 	}
 }
 
-// matchedRef is what a closed wait records per dependency.
-type matchedRef struct {
+// Ref names a signal instance: a closed wait records one per dependency
+// (Seq 0 where a bypass let the step go on without a match).
+type Ref struct {
 	Name string `json:"name"`
 	Seq  int64  `json:"seq_id,omitempty"`
 }
 
-func matchedRefs(deps []Dependency, sigs []*Signal) []matchedRef {
-	out := make([]matchedRef, len(deps))
+func matchedRefs(deps []Dependency, sigs []*Signal) []Ref {
+	out := make([]Ref, len(deps))
 	for i, d := range deps {
 		out[i].Name = d.Name
 		if sigs[i] != nil {
@@ -265,26 +376,34 @@ func scanSignal(row pgx.Row) (*Signal, error) {
 		s               Signal
 		params, payload []byte
 	)
-	if err := row.Scan(&s.Seq, &s.Name, &params, &payload, &s.RequestID, &s.CreateTime); err != nil {
+	if err := row.Scan(&s.Seq, &s.Name, &s.InstanceID, &params, &payload, &s.RequestID, &s.RequestTime, &s.CreateTime); err != nil {
 		return nil, err
 	}
 	var err error
-	if s.Params, err = decodeObject(params); err != nil {
+	if s.Params, err = DecodeParams(params); err != nil {
 		return nil, fmt.Errorf("decode params of signal %d: %w", s.Seq, err)
 	}
 	if s.Payload, err = decodeObject(payload); err != nil {
 		return nil, fmt.Errorf("decode payload of signal %d: %w", s.Seq, err)
 	}
-	// Params are strings or integers (Request.Check); integers come back
-	// as int64.
-	for k, v := range s.Params {
+	return &s, nil
+}
+
+// DecodeParams decodes a signal's stored params: strings, and integers as
+// int64 (Request.Check admits nothing else).
+func DecodeParams(raw []byte) (map[string]any, error) {
+	ps, err := decodeObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range ps {
 		if n, ok := v.(json.Number); ok {
 			if i, err := n.Int64(); err == nil {
-				s.Params[k] = i
+				ps[k] = i
 			}
 		}
 	}
-	return &s, nil
+	return ps, nil
 }
 
 // decodeObject decodes a JSON object keeping numbers exact.

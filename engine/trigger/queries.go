@@ -77,3 +77,99 @@ const sqlDeletePending = `DELETE FROM time_trigger_pending WHERE workflow_id = A
 
 // Due: how many triggers are due, for the scheduler's log and tests.
 const sqlCountDue = `SELECT count(*) FROM time_trigger WHERE state = 'ACTIVE' AND next_fire_at <= $1`
+
+// SyncSignals: the workflow's active version, whether its signal triggers
+// are disabled, and the active version's signal triggers.
+const sqlSignalSyncState = `
+SELECT w.active_version, coalesce((w.properties->>'signal_trigger_disabled')::boolean, false), v.definition->'signal_triggers'
+FROM workflow w
+LEFT JOIN workflow_version v ON v.workflow_id = w.workflow_id AND v.version = w.active_version
+WHERE w.workflow_id = $1`
+
+const sqlSignalSyncRows = `
+SELECT trigger_uuid::text, trigger_index, workflow_version, state FROM signal_trigger WHERE workflow_id = $1`
+
+// SyncSignals: triggers the active version lacks go, with their
+// subscriptions and what they waited for.
+const sqlSignalDeleteGone = `
+DELETE FROM signal_trigger WHERE workflow_id = $1 AND NOT (trigger_uuid = ANY($2::uuid[]))`
+
+// SyncSignals: the rows, as the JSON of []SignalTrigger; a kept trigger
+// keeps its counters.
+const sqlSignalUpsert = `
+INSERT INTO signal_trigger (workflow_id, trigger_uuid, trigger_index, workflow_version, definition, signal_names, state)
+SELECT $1, r.trigger_uuid, r.trigger_index, r.workflow_version_id, r.signal_trigger, r.signal_names, r.state
+FROM jsonb_to_recordset($2::jsonb) AS r(trigger_uuid uuid, trigger_index integer, workflow_version_id bigint,
+    signal_trigger jsonb, signal_names text[], state text)
+ON CONFLICT (workflow_id, trigger_uuid) DO UPDATE SET
+    trigger_index = EXCLUDED.trigger_index, workflow_version = EXCLUDED.workflow_version, state = EXCLUDED.state,
+    updated_at = now()
+WHERE (signal_trigger.trigger_index, signal_trigger.workflow_version, signal_trigger.state) IS DISTINCT FROM
+      (EXCLUDED.trigger_index, EXCLUDED.workflow_version, EXCLUDED.state)`
+
+// SyncSignals: a disabled trigger subscribes to nothing and forgets the
+// signals it waited for.
+const sqlSignalUnsubscribe = `
+WITH s AS (
+    DELETE FROM signal_subscription WHERE workflow_id = $1 AND trigger_uuid = ANY($2::uuid[]))
+DELETE FROM signal_trigger_pending WHERE workflow_id = $1 AND trigger_uuid = ANY($2::uuid[])`
+
+// SyncSignals: an active trigger subscribes to each of its signal names.
+const sqlSignalSubscribe = `
+INSERT INTO signal_subscription (signal_name, workflow_id, trigger_uuid)
+SELECT unnest(t.signal_names), t.workflow_id, t.trigger_uuid FROM signal_trigger t
+WHERE t.workflow_id = $1 AND t.trigger_uuid = ANY($2::uuid[])
+ON CONFLICT DO NOTHING`
+
+// ListSignals: a workflow's signal triggers with how many signals each
+// holds waiting for partners.
+const sqlSignalList = `
+SELECT t.workflow_id, t.trigger_uuid::text, t.trigger_index, t.workflow_version, t.definition, t.signal_names, t.state,
+    t.match_count, t.start_count, t.last_matched_at, t.last_signal_ids, t.last_instance_id, coalesce(t.error, ''),
+    (SELECT count(*) FROM signal_trigger_pending p WHERE p.workflow_id = t.workflow_id AND p.trigger_uuid = t.trigger_uuid)
+FROM signal_trigger t WHERE t.workflow_id = $1 ORDER BY t.trigger_index`
+
+// The broker's matching. Subscriptions: the ACTIVE triggers subscribed to
+// any of a set of names, among a set of workflows (those it has locked).
+const sqlSubscriptions = `
+SELECT s.signal_name, t.workflow_id, t.trigger_uuid::text, t.definition, t.signal_names
+FROM signal_subscription s JOIN signal_trigger t USING (workflow_id, trigger_uuid)
+WHERE s.signal_name = ANY($1::text[]) AND ($2::text[] IS NULL OR t.workflow_id = ANY($2::text[]))
+  AND t.state = 'ACTIVE'`
+
+// The signal instances a set of (trigger, join key) pairs hold waiting,
+// oldest first, with their params.
+const sqlPendingFor = `
+SELECT p.workflow_id, p.trigger_uuid::text, p.join_key, p.signal_name, p.seq, s.params
+FROM unnest($1::text[], $2::uuid[], $3::text[]) AS k(w, u, j)
+JOIN signal_trigger_pending p ON p.workflow_id = k.w AND p.trigger_uuid = k.u AND p.join_key = k.j
+JOIN signal_instance s ON s.seq = p.seq
+ORDER BY p.seq`
+
+const sqlPendingAdd = `
+INSERT INTO signal_trigger_pending (workflow_id, trigger_uuid, join_key, signal_name, seq)
+SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::bigint[])
+ON CONFLICT DO NOTHING`
+
+const sqlPendingConsume = `
+DELETE FROM signal_trigger_pending p
+USING unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::bigint[]) AS k(w, u, j, n, s)
+WHERE p.workflow_id = k.w AND p.trigger_uuid = k.u AND p.join_key = k.j AND p.signal_name = k.n AND p.seq = k.s`
+
+// What matching did to each trigger: counters, the last set, the error.
+const sqlSignalMatched = `
+UPDATE signal_trigger t SET
+    match_count = t.match_count + m.matches, start_count = t.start_count + m.starts,
+    last_matched_at = now(), last_signal_ids = m.ids,
+    last_instance_id = CASE WHEN m.iid > 0 THEN m.iid ELSE t.last_instance_id END,
+    error = nullif(m.error, ''), updated_at = now()
+FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::bigint[], $5::jsonb[], $6::bigint[], $7::text[])
+    AS m(w, u, matches, starts, ids, iid, error)
+WHERE t.workflow_id = m.w AND t.trigger_uuid = m.u`
+
+// The broker locks the workflows whose triggers a batch may start, in id
+// order, as a start does (so that it cannot deadlock with a start or a
+// definition change), and reads their active versions.
+const sqlLockWorkflows = `
+SELECT workflow_id, active_version FROM workflow WHERE workflow_id = ANY($1::text[])
+ORDER BY workflow_id FOR NO KEY UPDATE`

@@ -136,9 +136,10 @@ type Beginner interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// SyncPending builds the rows of up to limit workflows listed in
-// time_trigger_pending (workflows that had time triggers before the table
-// existed), in one transaction, and returns how many it built.
+// SyncPending builds the time and signal trigger rows of up to limit
+// workflows listed in time_trigger_pending (workflows that had triggers
+// before their tables existed), in one transaction, and returns how many
+// it built.
 func SyncPending(ctx context.Context, db Beginner, now time.Time, limit int) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -152,6 +153,9 @@ func SyncPending(ctx context.Context, db Beginner, now time.Time, limit int) (in
 		}
 		for _, id := range ids {
 			if err := Sync(ctx, tx, id, now); err != nil {
+				return err
+			}
+			if err := SyncSignals(ctx, tx, id); err != nil {
 				return err
 			}
 		}

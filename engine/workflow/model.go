@@ -344,6 +344,9 @@ type SignalTrigger struct {
 	DedupExpr   string                        `json:"dedup_expr,omitzero"`
 }
 
+// UnmarshalJSON decodes strictly, keeping numbers exact (json.Number).
+func (t *SignalTrigger) UnmarshalJSON(data []byte) error { return decodeStrict(data, t, "") }
+
 // SignalTriggerEntry matches one signal name.
 type SignalTriggerEntry struct {
 	MatchParams map[string]SignalMatch `json:"match_params,omitzero"`

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -301,6 +302,7 @@ func (s *validation) scheduleProblem(t *TimeTrigger, tp *loc, err error) {
 }
 
 func (s *validation) signalTriggers(ts []SignalTrigger, at *loc) {
+	seen := make(map[string]int, len(ts))
 	for i := range ts {
 		t := &ts[i]
 		tp := at.at(i)
@@ -346,6 +348,13 @@ func (s *validation) signalTriggers(ts []SignalTrigger, at *loc) {
 			s.expr(t.DedupExpr, tp.child("dedup_expr"), "dedup_expr")
 		}
 		s.params(t.Params, tp.child("params"), true)
+		if key, err := json.Marshal(t); err == nil {
+			if j, dup := seen[string(key)]; dup {
+				s.reportf(tp, "repeats signal_triggers[%d]: a trigger would start every run twice", j)
+			} else {
+				seen[string(key)] = i
+			}
+		}
 	}
 }
 

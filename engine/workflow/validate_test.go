@@ -246,6 +246,8 @@ func TestValidateProblems(t *testing.T) {
 				{"workflow.signal_triggers[1].dedup_expr", "dedup_expr must not be empty"},
 				{"workflow.signal_triggers[1].params.p", "got neither"},
 			}},
+		{"repeated signal trigger", doc(`"signal_triggers":[{"definitions":{"a":{}}},{"definitions":{"b":{}}},{"definitions":{"a":{}}}]`, noop),
+			[]want{{"workflow.signal_triggers[2]", "repeats signal_triggers[0]"}}},
 		{"signal dependencies and outputs", doc("", `{"step":{"id":"a","type":"NoOp",
 			"signal_dependencies":[{"name":"","match_params":{"k":{"param":{"type":"DOUBLE","value":1.5}}}}],
 			"signal_outputs":[{"name":"out","params":{"name":{"type":"STRING","value":"x"},"b":{"type":"BOOLEAN","value":true}},"payload":{"b":{"type":"LONG","value":1}}}]}}`),

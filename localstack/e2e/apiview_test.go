@@ -33,6 +33,8 @@ func readInstance(body map[string]any) instanceView {
 type stepView struct {
 	ID     string
 	Status string
+	// Params are the step's evaluated params: name -> value.
+	Params map[string]any
 }
 
 func readSteps(body map[string]any) []stepView {
@@ -43,6 +45,38 @@ func readSteps(body map[string]any) []stepView {
 		v := stepView{}
 		v.ID, _ = m["step_id"].(string)
 		v.Status, _ = m["status"].(string)
+		v.Params = map[string]any{}
+		ps, _ := m["params"].(map[string]any)
+		for name, p := range ps {
+			if pm, ok := p.(map[string]any); ok {
+				v.Params[name] = pm["value"]
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// lineageView is one entry of a signal lineage answer.
+type lineageView struct {
+	Relation string
+	// Name and Seq name the signal instance.
+	Name string
+	Seq  int64
+}
+
+func readLineage(body map[string]any) []lineageView {
+	list, _ := body["lineage"].([]any)
+	out := make([]lineageView, 0, len(list))
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		v := lineageView{}
+		v.Relation, _ = m["relation"].(string)
+		if s, ok := m["signal"].(map[string]any); ok {
+			v.Name, _ = s["name"].(string)
+			seq, _ := s["seq_id"].(float64)
+			v.Seq = int64(seq)
+		}
 		out = append(out, v)
 	}
 	return out

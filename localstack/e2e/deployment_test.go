@@ -117,6 +117,9 @@ func deploy(t *testing.T) *Deployment {
 		"-c", "maestro:emulatorDatabaseUrl=" + d.DatabaseURL,
 		"-c", "maestro:lambdaDir=" + lambdaDir,
 		"-c", "maestro:lambdaArchitecture=" + lambdaArch(),
+		// The signals scenario's bucket and rules (signals_test.go).
+		"-c", "maestro:s3SignalBuckets=" + signalBucket,
+		"-c", "maestro:s3SignalRules=" + signalRules,
 	}
 	common := append([]string{"--no-notices", "--output", filepath.Join(dir, "cdk.out")}, contextArgs...)
 	d.cdk(t, cdk, "bootstrap", append([]string{"aws://000000000000/" + localstack.Region}, common...)...)

@@ -26,6 +26,7 @@ var scenarios = []struct {
 	{"api: SigV4-signed API Gateway call pushes and starts a workflow that the engine runs", scenarioAPI},
 	{"cli: maestro push, start, watch and list through the signed API Gateway", scenarioCLI},
 	{"timetrigger: the Scheduler fires a cron workflow through the time-trigger Lambda", scenarioTimeTrigger},
+	{"signals: an S3 object starts a signal-triggered run through SQS and the signals Lambda; a poison message goes to the DLQ", scenarioSignals},
 	{"publisher: the engine's events reach the example subscriber through SQS, the publisher Lambda and SNS", scenarioPublisher},
 }
 
@@ -96,9 +97,16 @@ func (d *Deployment) start(t *testing.T, id string) {
 // through the API, and returns it.
 func (d *Deployment) waitForRun(t *testing.T, id, status string, timeout time.Duration) instanceView {
 	t.Helper()
+	return d.waitForInstance(t, id, 1, status, timeout)
+}
+
+// waitForInstance waits until instance iid of workflow id reaches status,
+// read through the API, and returns it.
+func (d *Deployment) waitForInstance(t *testing.T, id string, iid int, status string, timeout time.Duration) instanceView {
+	t.Helper()
 	var last instanceView
-	waitFor(t, "instance 1 of "+id+" is "+status, timeout, func() (bool, string) {
-		code, body := d.CallAPI(t, "GET", "/api/v3/workflows/"+id+"/instances/1", nil)
+	waitFor(t, fmt.Sprintf("instance %d of %s is %s", iid, id, status), timeout, func() (bool, string) {
+		code, body := d.CallAPI(t, "GET", fmt.Sprintf("/api/v3/workflows/%s/instances/%d", id, iid), nil)
 		last = readInstance(body)
 		return code == 200 && last.Status == status, fmt.Sprintf("%d %+v", code, last)
 	})

@@ -22,6 +22,9 @@ import (
 	"github.com/maestro-aws/maestro/engine/groupcount"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/scheduler"
+	"github.com/maestro-aws/maestro/engine/signalbroker"
+	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/functions/internal/signals"
 )
 
 // Pool opens the database pool described by the environment (see dbconn;
@@ -69,6 +72,28 @@ func APIHandler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 		Events: event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
 	})
+}
+
+// SignalsHandler builds the signals Lambda's handler: the broker over the
+// database, MAESTRO_S3_SIGNAL_RULES (a malformed value fails the cold
+// start) and metrics on stdout.
+func SignalsHandler(ctx context.Context, logger *slog.Logger) (*signals.Handler, error) {
+	rules, err := signalmsg.ParseRules(os.Getenv("MAESTRO_S3_SIGNAL_RULES"))
+	if err != nil {
+		return nil, err
+	}
+	pool, err := Pool(ctx, "maestro-signals-lambda")
+	if err != nil {
+		return nil, err
+	}
+	groups, err := GroupCount(ctx, pool, "signals")
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	runs := execution.New(pool, definition.NewStore(pool), groups)
+	return signals.New(signals.Config{Broker: signalbroker.New(pool, runs, logger), Rules: rules,
+		Metrics: metrics.New(os.Stdout, metrics.ServiceSignals), Logger: logger})
 }
 
 // TimeTriggerScheduler builds the time-trigger Lambda's scheduler (see

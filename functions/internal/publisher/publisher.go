@@ -77,7 +77,10 @@ type entry struct {
 // failed.
 func (h *Handler) Handle(ctx context.Context, in events.SQSEvent) (events.SQSEventResponse, error) {
 	failed := map[string]bool{}
-	var out events.SQSEventResponse
+	// An empty list, never null: AWS takes both as "no failures", but an
+	// event source that reads the list (ministack's) fails the whole batch
+	// on null and deletes nothing.
+	out := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
 	fail := func(id string) {
 		if !failed[id] {
 			failed[id] = true

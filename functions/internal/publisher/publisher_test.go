@@ -145,6 +145,11 @@ func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 		if len(out.BatchItemFailures) > 0 {
 			a.t.Fatalf("publisher reported failures: %+v", out.BatchItemFailures)
 		}
+		// No failures is an empty list, not null (ministack's event source
+		// fails a batch answered with null).
+		if b, _ := json.Marshal(out); string(b) != `{"batchItemFailures":[]}` {
+			a.t.Errorf("response %s, want an empty batchItemFailures list", b)
+		}
 		for _, m := range res.Messages {
 			if _, err := a.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(a.internal), ReceiptHandle: m.ReceiptHandle}); err != nil {
 				a.t.Fatal(err)
