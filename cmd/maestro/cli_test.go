@@ -142,7 +142,7 @@ func TestCLIWatchExitCodes(t *testing.T) {
 		if code, out, errOut := maestroCLI(t, api, "start", "slow"); code != 0 {
 			t.Fatalf("start: %s%s", out, errOut)
 		}
-		waitFor(t, 60*time.Second, func() bool {
+		waitUntil(t, time.Minute, "the sleep step running", func() bool {
 			steps, _, err := c.Steps(context.Background(), "slow", iid, 1)
 			return err == nil && len(steps) == 1 && steps[0].Status == "RUNNING"
 		})
@@ -216,15 +216,3 @@ func regexpLine(out, pattern string) bool {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

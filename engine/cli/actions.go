@@ -24,11 +24,7 @@ steps (RESTART_FROM_INCOMPLETE); --policy RESTART_FROM_BEGINNING starts over;
 		Example: "  maestro restart hello 1\n  maestro restart hello 1 --from-step b --watch",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			iid, err := instanceArg(args[1])
-			if err != nil {
-				return err
-			}
-			c, err := a.apiClient(cmd.Context())
+			c, iid, err := a.instanceClient(cmd, args[1])
 			if err != nil {
 				return err
 			}
@@ -68,11 +64,7 @@ func (a *app) actionCmd(action string) *cobra.Command {
 		Example: fmt.Sprintf("  maestro %s hello 3", action),
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			iid, err := instanceArg(args[1])
-			if err != nil {
-				return err
-			}
-			c, err := a.apiClient(cmd.Context())
+			c, iid, err := a.instanceClient(cmd, args[1])
 			if err != nil {
 				return err
 			}

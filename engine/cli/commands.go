@@ -267,11 +267,7 @@ func (a *app) getCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.Run(cmd.Context(), args[0], iid, run)
-			if err != nil {
-				return err
-			}
-			steps, rawSteps, err := c.Steps(cmd.Context(), args[0], iid, r.RunID)
+			r, steps, rawSteps, err := c.RunWithSteps(cmd.Context(), args[0], iid, run)
 			if err != nil {
 				return err
 			}
@@ -380,6 +376,16 @@ func rollupCounts(a *app, r *client.Rollup) string {
 		parts = append(parts, fmt.Sprintf("%s %d", a.status(k), r.Counts[k]))
 	}
 	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// instanceClient reads an INSTANCE argument and builds the API client.
+func (a *app) instanceClient(cmd *cobra.Command, arg string) (*client.Client, int64, error) {
+	iid, err := instanceArg(arg)
+	if err != nil {
+		return nil, 0, err
+	}
+	c, err := a.apiClient(cmd.Context())
+	return c, iid, err
 }
 
 func instanceArg(s string) (int64, error) {

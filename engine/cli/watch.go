@@ -29,11 +29,7 @@ cannot be read, 2 for wrong arguments. With -o json the final run is printed as 
 		Example: "  maestro watch hello 1\n  maestro start hello && maestro watch hello 1 || echo failed",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			iid, err := instanceArg(args[1])
-			if err != nil {
-				return err
-			}
-			c, err := a.apiClient(cmd.Context())
+			c, iid, err := a.instanceClient(cmd, args[1])
 			if err != nil {
 				return err
 			}
@@ -71,11 +67,7 @@ func (a *app) watch(ctx context.Context, c *client.Client, workflowID string, ii
 	drawn := 0
 	failures := 0
 	for {
-		r, err := c.Run(ctx, workflowID, iid, run)
-		var steps []*client.Step
-		if err == nil {
-			steps, _, err = c.Steps(ctx, workflowID, iid, r.RunID)
-		}
+		r, steps, _, err := c.RunWithSteps(ctx, workflowID, iid, run)
 		if err != nil {
 			if ctx.Err() != nil {
 				return &ExitCodeError{Code: ExitError, Message: "maestro: watch interrupted"}
@@ -178,19 +170,11 @@ func (a *app) timelineCmd() *cobra.Command {
 		Example: "  maestro timeline hello 1\n  maestro timeline hello 1 --run 2",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			iid, err := instanceArg(args[1])
+			c, iid, err := a.instanceClient(cmd, args[1])
 			if err != nil {
 				return err
 			}
-			c, err := a.apiClient(cmd.Context())
-			if err != nil {
-				return err
-			}
-			r, err := c.Run(cmd.Context(), args[0], iid, run)
-			if err != nil {
-				return err
-			}
-			steps, _, err := c.Steps(cmd.Context(), args[0], iid, r.RunID)
+			r, steps, _, err := c.RunWithSteps(cmd.Context(), args[0], iid, run)
 			if err != nil {
 				return err
 			}

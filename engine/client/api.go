@@ -144,6 +144,16 @@ func (c *Client) Steps(ctx context.Context, workflowID string, instanceID, run i
 	return steps, raw, err
 }
 
+// RunWithSteps reads a run (0: the latest) and its steps.
+func (c *Client) RunWithSteps(ctx context.Context, workflowID string, instanceID, run int64) (*Run, []*Step, json.RawMessage, error) {
+	r, err := c.Run(ctx, workflowID, instanceID, run)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	steps, raw, err := c.Steps(ctx, workflowID, instanceID, r.RunID)
+	return r, steps, raw, err
+}
+
 // Act stops or kills an instance's current run ("stop" or "kill").
 func (c *Client) Act(ctx context.Context, workflowID string, instanceID int64, action string) (json.RawMessage, error) {
 	return c.Do(ctx, http.MethodPut, fmt.Sprintf("/api/v3/workflows/%s/instances/%d/actions/%s", seg(workflowID), instanceID, action), nil, nil)

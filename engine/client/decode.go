@@ -412,18 +412,21 @@ func decodeStep(raw json.RawMessage) (*Step, error) {
 }
 
 // decodeSteps reads a run's steps: a JSON array (Maestro) or {"steps": [...]}.
-func decodeSteps(raw json.RawMessage) ([]*Step, error) {
-	items, err := listItems(raw, "steps")
+func decodeSteps(raw json.RawMessage) ([]*Step, error) { return decodeList(raw, "steps", decodeStep) }
+
+// decodeList reads a listing's elements (listItems) with decode.
+func decodeList[T any](raw json.RawMessage, key string, decode func(json.RawMessage) (T, error)) ([]T, error) {
+	items, err := listItems(raw, key)
 	if err != nil {
-		return nil, fmt.Errorf("decode steps: %w", err)
+		return nil, fmt.Errorf("decode %s: %w", key, err)
 	}
-	out := make([]*Step, 0, len(items))
+	out := make([]T, 0, len(items))
 	for _, it := range items {
-		s, err := decodeStep(it)
+		v, err := decode(it)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, s)
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -488,21 +491,7 @@ func decodeStart(raw json.RawMessage) (*StartResult, error) {
 }
 
 // decodeRuns reads a listing of instances.
-func decodeRuns(raw json.RawMessage) ([]*Run, error) {
-	items, err := listItems(raw, "items")
-	if err != nil {
-		return nil, fmt.Errorf("decode instances: %w", err)
-	}
-	out := make([]*Run, 0, len(items))
-	for _, it := range items {
-		r, err := decodeRun(it)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
-}
+func decodeRuns(raw json.RawMessage) ([]*Run, error) { return decodeList(raw, "items", decodeRun) }
 
 // decodeSignal reads a signal announcement's answer: Maestro's flat
 // SignalInstance, or {status, signal_instance}.
