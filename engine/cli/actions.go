@@ -180,7 +180,11 @@ func compact(raw json.RawMessage) string {
 	if json.Unmarshal(raw, &v) != nil {
 		return string(raw)
 	}
-	return string(mustJSON(v))
+	b, err := json.Marshal(v)
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
 }
 
 // printEvent writes an event as one line.
@@ -250,7 +254,7 @@ func (a *app) triggerCmd() *cobra.Command {
 				if tz != "" {
 					t["timezone"] = tz
 				}
-				trig = mustJSON(t)
+				trig, _ = json.Marshal(t) // a map of strings always encodes
 			}
 			var at time.Time
 			if after != "" {

@@ -243,6 +243,11 @@ func (a *app) printJSON(raw json.RawMessage) error {
 		_, err = a.opts.Stdout.Write(append(raw, '\n'))
 		return err
 	}
+	return a.printValue(v)
+}
+
+// printValue writes v as indented JSON.
+func (a *app) printValue(v any) error {
 	enc := json.NewEncoder(a.opts.Stdout)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)

@@ -272,7 +272,7 @@ func (a *app) getCmd() *cobra.Command {
 				return err
 			}
 			if a.json() {
-				return a.printJSON(mustJSON(map[string]json.RawMessage{"workflow_instance": r.Raw, "steps": rawSteps}))
+				return a.printValue(map[string]json.RawMessage{"workflow_instance": r.Raw, "steps": rawSteps})
 			}
 			a.printRun(r, steps, time.Now())
 			return nil
@@ -293,7 +293,7 @@ func (a *app) getWorkflow(ctx context.Context, c *client.Client, id string) erro
 		return err
 	}
 	if a.json() {
-		return a.printJSON(mustJSON(map[string]json.RawMessage{"overview": ov.Raw, "latest_version": v.Raw}))
+		return a.printValue(map[string]json.RawMessage{"overview": ov.Raw, "latest_version": v.Raw})
 	}
 	a.printf("workflow %s\n  owner:           %s\n  active version:  %s\n  latest version:  %d (pushed %s by %s)\n",
 		ov.WorkflowID, ov.Owner, ptrVersion(ov.ActiveVersionID), ov.LatestVersionID, when(v.CreateTime), v.CreatedBy)
@@ -394,14 +394,6 @@ func instanceArg(s string) (int64, error) {
 		return 0, &ExitCodeError{Code: ExitUsage, Message: fmt.Sprintf("maestro: instance must be a positive number, got %q", s)}
 	}
 	return n, nil
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // maps of raw JSON always encode
-	}
-	return b
 }
 
 // completeWorkflows completes a workflow id from the API.

@@ -193,7 +193,7 @@ func (a *app) timelineCmd() *cobra.Command {
 			}
 			sort.SliceStable(rows, func(i, j int) bool { return rows[i].Timestamp.Before(rows[j].Timestamp.Time) })
 			if a.json() {
-				return a.printJSON(mustJSON(rows))
+				return a.printValue(rows)
 			}
 			out := make([][]string, 0, len(rows))
 			for _, e := range rows {
