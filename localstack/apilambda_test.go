@@ -151,13 +151,20 @@ func TestAPILambdaInEmulator(t *testing.T) {
 	}
 	push := invoke(events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/api/v3/workflows", RequestContext: caller,
 		Body: `{"workflow":{"id":"from_lambda","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`})
-	if push.StatusCode != 201 {
+	if push.StatusCode != 200 {
 		t.Fatalf("push: %d %s", push.StatusCode, push.Body)
 	}
-	var created map[string]any
+	// Maestro's WorkflowCreateResponse: the version's author in its metadata.
+	var created struct {
+		WorkflowDefinition struct {
+			Metadata struct {
+				VersionAuthor string `json:"version_author"`
+			} `json:"metadata"`
+		} `json:"workflow_definition"`
+	}
 	_ = json.Unmarshal([]byte(push.Body), &created)
-	if created["created_by"] != "arn:aws:iam::000000000000:user/alice" {
-		t.Errorf("the IAM principal was not the caller: %v", created["created_by"])
+	if by := created.WorkflowDefinition.Metadata.VersionAuthor; by != "arn:aws:iam::000000000000:user/alice" {
+		t.Errorf("the IAM principal was not the caller: %q", by)
 	}
 	bad := invoke(events.APIGatewayProxyRequest{HTTPMethod: "POST", Path: "/api/v3/workflows", RequestContext: caller, Body: `{"workflow":`})
 	if bad.StatusCode != 400 {

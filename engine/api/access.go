@@ -10,10 +10,12 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/jobtemplate"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -48,19 +50,30 @@ var routeAccess = map[string]access{
 	"PUT /api/v3/workflows/{id}/versions/{version}/actions/activate": workflowOwner,
 	"PUT /api/v3/workflows/{id}/actions/deactivate":                  workflowOwner,
 	"POST /api/v3/workflows/{id}/properties":                         workflowOwner,
+	"POST /api/v3/workflows/{id}/properties/tag":                     workflowOwner,
+	"DELETE /api/v3/workflows/{id}/properties/tag/{tag}":             workflowOwner,
 	"DELETE /api/v3/workflows/{id}":                                  workflowOwner,
 
 	// Runs.
-	"POST /api/v3/workflows/{id}/versions/{version}/actions/start": workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop":      workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill":      workflowOwner,
-	"PUT /api/v3/workflows/{id}/actions/stop":                      workflowOwner,
-	"PUT /api/v3/workflows/{id}/actions/kill":                      workflowOwner,
-	"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart":  workflowOwner,
-	"PUT /api/v3/workflows/{id}/actions/unblock":                   workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock":   workflowOwner,
+	"POST /api/v3/workflows/{id}/versions/{version}/actions/start":          workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop":               workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill":               workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop":    workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill":    workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/unblock": workflowOwner,
+	"PUT /api/v3/workflows/{id}/actions/stop":                               workflowOwner,
+	"PUT /api/v3/workflows/{id}/actions/kill":                               workflowOwner,
+	"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart":           workflowOwner,
+	"PUT /api/v3/workflows/{id}/actions/unblock":                            workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock":            workflowOwner,
 
-	// Step actions.
+	// Step actions: Maestro's act on the latest run; the run-scoped ones
+	// are this API's own.
+	"POST /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/restart":                        workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop":                            workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill":                            workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip":                            workflowOwner,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass":                          workflowOwner,
 	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart":             workflowOwner,
 	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip":                workflowOwner,
 	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop":                workflowOwner,
@@ -77,6 +90,12 @@ var routeAccess = map[string]access{
 	"POST /api/v3/tag-permits":         {authz.Owner, tagPermitInBody},
 	"DELETE /api/v3/tag-permits/{tag}": {authz.Owner, tagPermitInPath},
 
+	// Job templates: creating a new job type is open; who created its
+	// first template owns it.
+	"POST /api/v3/job-templates":          {authz.Owner, jobTemplateInBody(jobTemplateTypeInJSON)},
+	"POST /api/v3/job-templates/yaml":     {authz.Owner, jobTemplateInBody(jobTemplateTypeInYAML)},
+	"DELETE /api/v3/job-templates/{type}": {authz.Owner, jobTemplateInPath},
+
 	// Open to every caller: the step_instance_uuid in the body proves the
 	// caller runs the attempt; signals are broadcast.
 	"PUT /api/v3/output-data":       reader,
@@ -87,29 +106,43 @@ var routeAccess = map[string]access{
 	"POST /api/v3/time-triggers/preview": reader,
 
 	// Reads.
-	"GET /api/v3/workflows/{id}/versions":                                                   reader,
-	"GET /api/v3/workflows/{id}/versions/{version}":                                         reader,
-	"GET /api/v3/workflows/{id}/overview":                                                   reader,
-	"GET /api/v3/workflows/{id}/timeline":                                                   reader,
-	"GET /api/v3/workflows/{id}/properties-snapshot/{snapshot}":                             reader,
-	"GET /api/v3/workflows/{id}/instances":                                                  reader,
-	"GET /api/v3/workflows/{id}/instances/{iid}":                                            reader,
-	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}":                                 reader,
-	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps":                           reader,
-	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}": reader,
-	"GET /api/v3/instances/action-map":                                                      reader,
-	"GET /api/v3/steps/instances/action-map":                                                reader,
-	"GET /api/v3/tag-permits":                                                               reader,
-	"GET /api/v3/tag-permits/{tag}":                                                         reader,
-	"GET /api/v3/workflows/steps/breakpoints":                                               reader,
-	"GET /api/v3/workflows/steps/breakpoints/paused-step-attempts":                          reader,
-	"GET /api/v3/signals/{name}/instances":                                                  reader,
-	"GET /api/v3/signals/{name}/instances/latest":                                           reader,
-	"GET /api/v3/signals/{name}/instances/{seq}":                                            reader,
-	"GET /api/v3/signals/{name}/instances/{seq}/lineage":                                    reader,
-	"GET /api/v3/workflows/{id}/signal-triggers":                                            reader,
-	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/signals":                         reader,
-	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/signals":            reader,
+	"GET /api/v3/workflows":                                                                                   reader,
+	"GET /api/v3/workflows/{id}/versions/pagination":                                                          reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs":                                                         reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/steps":                                                        reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/steps/{step}":                                                 reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/inline-path":                                                  reader,
+	"GET /api/v3/workflows/instances/inline-workflow-id":                                                      reader,
+	"GET /api/v3/workflows/instances/action-map":                                                              reader,
+	"GET /api/v3/workflows/steps/instances/action-map":                                                        reader,
+	"GET /api/v3/job-templates":                                                                               reader,
+	"GET /api/v3/job-templates/{type}":                                                                        reader,
+	"GET /api/v3/views/flatten/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}":                        reader,
+	"GET /api/v3/views/flatten/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/iterations/{iteration}": reader,
+	"GET /api/v3/views/flatten/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/summary":                reader,
+	"GET /api/v3/workflows/{id}/versions":                                                                     reader,
+	"GET /api/v3/workflows/{id}/versions/{version}":                                                           reader,
+	"GET /api/v3/workflows/{id}/overview":                                                                     reader,
+	"GET /api/v3/workflows/{id}/timeline":                                                                     reader,
+	"GET /api/v3/workflows/{id}/properties-snapshot/{snapshot}":                                               reader,
+	"GET /api/v3/workflows/{id}/instances":                                                                    reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}":                                                              reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}":                                                   reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps":                                             reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}":                   reader,
+	"GET /api/v3/instances/action-map":                                                                        reader,
+	"GET /api/v3/steps/instances/action-map":                                                                  reader,
+	"GET /api/v3/tag-permits":                                                                                 reader,
+	"GET /api/v3/tag-permits/{tag}":                                                                           reader,
+	"GET /api/v3/workflows/steps/breakpoints":                                                                 reader,
+	"GET /api/v3/workflows/steps/breakpoints/paused-step-attempts":                                            reader,
+	"GET /api/v3/signals/{name}/instances/latest":                                                             reader,
+	"GET /api/v3/signals/{name}/instances/{seq}":                                                              reader,
+	"GET /api/v3/signals/{name}/instances":                                                                    reader,
+	"GET /api/v3/signals/{name}/instances/{seq}/lineage":                                                      reader,
+	"GET /api/v3/workflows/{id}/signal-triggers":                                                              reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/signals":                                           reader,
+	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/signals":                              reader,
 }
 
 // The common accesses.
@@ -287,4 +320,56 @@ func peekBody(r *http.Request, v any) (*http.Request, error) {
 	r2 := r.Clone(r.Context())
 	r2.Body = io.NopCloser(bytes.NewReader(data))
 	return r2, nil
+}
+
+// jobTemplateTarget looks up who owns a job type's templates.
+func (s *Server) jobTemplateTarget(ctx context.Context, jobType string) (authz.Target, error) {
+	t := authz.Target{Kind: "job template", ID: jobType}
+	owner, ok, err := jobtemplate.NewStore(s.cfg.DB).Owner(ctx, jobType)
+	if err != nil || !ok {
+		return t, err
+	}
+	t.Exists, t.Owner = true, owner
+	return t, nil
+}
+
+func jobTemplateInPath(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+	t, err := s.jobTemplateTarget(r.Context(), r.PathValue("type"))
+	return t, r, err
+}
+
+// jobTemplateTypeInJSON and jobTemplateTypeInYAML read the job type a
+// job template request names (empty when it names none).
+func jobTemplateTypeInJSON(data []byte) string {
+	var body struct {
+		Definition struct {
+			JobType string `json:"job_type"`
+		} `json:"definition"`
+	}
+	_ = decodeJSON(data, &body, false) // the handler reports what is wrong with it
+	return body.Definition.JobType
+}
+
+func jobTemplateTypeInYAML(data []byte) string {
+	var body struct {
+		Definition struct {
+			JobType string `yaml:"job_type"`
+		} `yaml:"definition"`
+	}
+	_ = yaml.Unmarshal(data, &body) // the handler reports what is wrong with it
+	return body.Definition.JobType
+}
+
+// jobTemplateInBody reads the body ahead for the job type it names.
+func jobTemplateInBody(jobType func([]byte) string) func(*Server, *http.Request) (authz.Target, *http.Request, error) {
+	return func(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
+		data, err := readRaw(r)
+		if err != nil {
+			return authz.Target{}, r, err
+		}
+		r2 := r.Clone(r.Context())
+		r2.Body = io.NopCloser(bytes.NewReader(data))
+		t, err := s.jobTemplateTarget(r.Context(), jobType(data))
+		return t, r2, err
+	}
 }

@@ -27,52 +27,71 @@ type accessCase struct {
 // accessCases covers every route that changes anything (checked by
 // TestAccessTableCoversEveryMutatingRoute). Paths refer to authzFixture.
 var accessCases = []accessCase{
-	{"POST /api/v3/workflows", "POST", "/api/v3/workflows", simple("wf", "v2"), "owner", 201},
-	{"POST /api/v3/workflows/yaml", "POST", "/api/v3/workflows/yaml", "Workflow:\n  id: wf\n  jobs:\n    - job: {id: a, type: NoOp}\n", "owner", 201},
+	{"POST /api/v3/workflows", "POST", "/api/v3/workflows", simple("wf", "v2"), "owner", 200},
+	{"POST /api/v3/workflows/yaml", "POST", "/api/v3/workflows/yaml", "Workflow:\n  id: wf\n  jobs:\n    - job: {id: a, type: NoOp}\n", "owner", 200},
 	{"PUT /api/v3/workflows/actions/validate", "PUT", "/api/v3/workflows/actions/validate", simple("wf", "v2"), "reader", 200},
 	{"PUT /api/v3/workflows/actions/validate/yaml", "PUT", "/api/v3/workflows/actions/validate/yaml", "Workflow:\n  id: wf\n  jobs:\n    - job: {id: a, type: NoOp}\n", "reader", 200},
 	{"PUT /api/v3/workflows/{id}/versions/{version}/actions/activate", "PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "", "owner", 200},
 	{"PUT /api/v3/workflows/{id}/actions/deactivate", "PUT", "/api/v3/workflows/wf/actions/deactivate", "", "owner", 200},
-	{"POST /api/v3/workflows/{id}/properties", "POST", "/api/v3/workflows/wf/properties", `{"step_concurrency": 2}`, "owner", 201},
+	{"POST /api/v3/workflows/{id}/properties", "POST", "/api/v3/workflows/wf/properties", `{"step_concurrency": 2}`, "owner", 200},
+	{"POST /api/v3/workflows/{id}/properties/tag", "POST", "/api/v3/workflows/wf/properties/tag", `{"name":"tier-1"}`, "owner", 200},
+	{"DELETE /api/v3/workflows/{id}/properties/tag/{tag}", "DELETE", "/api/v3/workflows/wf/properties/tag/nightly", "", "owner", 200},
 	{"DELETE /api/v3/workflows/{id}", "DELETE", "/api/v3/workflows/wf", "", "owner", 409}, // live runs: the handler refuses
-	{"POST /api/v3/workflows/{id}/versions/{version}/actions/start", "POST", "/api/v3/workflows/wf/versions/latest/actions/start", `{"initiator":{"type":"manual","user":"alice"}}`, "owner", 201},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/2/actions/stop", "", "owner", 202},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/2/actions/kill", "", "owner", 202},
+	{"POST /api/v3/workflows/{id}/versions/{version}/actions/start", "POST", "/api/v3/workflows/wf/versions/latest/actions/start", `{"initiator":{"type":"manual","user":"alice"}}`, "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/2/actions/stop", "", "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/2/runs/1/actions/stop", "", "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/2/runs/1/actions/kill", "", "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/2/actions/kill", "", "owner", 200},
 	{"PUT /api/v3/workflows/{id}/actions/stop", "PUT", "/api/v3/workflows/wf/actions/stop", "", "owner", 202},
 	{"PUT /api/v3/workflows/{id}/actions/kill", "PUT", "/api/v3/workflows/wf/actions/kill", "", "owner", 202},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/actions/restart", "", "owner", 201},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/actions/restart", "", "owner", 200},
 	{"PUT /api/v3/workflows/{id}/actions/unblock", "PUT", "/api/v3/workflows/wf/actions/unblock", "", "owner", 200},
 	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock", "PUT", "/api/v3/workflows/wf/instances/1/actions/unblock", "", "owner", 200},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/restart", "", "owner", 201},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/skip", "", "owner", 201},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/stop", "", "owner", 202},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/kill", "", "owner", 202},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/bypass-dependencies", "", "owner", 409},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/unblock", "PUT", "/api/v3/workflows/wf/instances/1/runs/1/actions/unblock", "", "owner", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/steps/b/actions/restart", "", "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip", "PUT", "/api/v3/workflows/wf/instances/3/steps/b/actions/skip", "", "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/stop", "", "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/kill", "", "owner", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/bypass", "", "owner", 400},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/restart", "", "owner", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/skip", "", "owner", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/stop", "", "owner", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/kill", "", "owner", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/bypass-dependencies", "", "owner", 400},
 	{"POST /api/v3/workflows/steps/breakpoints", "POST", "/api/v3/workflows/steps/breakpoints", `{"workflow_id":"wf","step_id":"a"}`, "owner", 200},
 	{"DELETE /api/v3/workflows/steps/breakpoints", "DELETE", "/api/v3/workflows/steps/breakpoints?workflowId=wf&stepId=b", "", "owner", 200},
-	{"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", "PUT", "/api/v3/workflows/steps/breakpoints/wf/instances/3/runs/1/steps/a/attempts/1/actions/resume", "", "owner", 202},
+	{"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", "PUT", "/api/v3/workflows/steps/breakpoints/wf/instances/3/runs/1/steps/a/attempts/1/actions/resume", "", "owner", 200},
 	{"POST /api/v3/tag-permits", "POST", "/api/v3/tag-permits", `{"tag":"gpu","max_allowed":3}`, "owner", 200},
 	{"DELETE /api/v3/tag-permits/{tag}", "DELETE", "/api/v3/tag-permits/gpu", "", "owner", 200},
 	{"PUT /api/v3/output-data", "PUT", "/api/v3/output-data", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","params":{"x":{"type":"LONG","value":1}}}`, "reader", 200},
 	{"PUT /api/v3/step-completion", "PUT", "/api/v3/step-completion", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","state":"DONE"}`, "reader", 409},
 	{"POST /api/v3/time-triggers/preview", "POST", "/api/v3/time-triggers/preview", `{"time_trigger":{"cron":"0 12 * * *"},"count":2}`, "reader", 200},
-	{"POST /api/v3/signals", "POST", "/api/v3/signals", `{"name":"go","params":{"n":1}}`, "reader", 201},
+	{"POST /api/v3/signals", "POST", "/api/v3/signals", `{"name":"go","params":{"n":1}}`, "reader", 200},
 	{"POST /api/v3/signals/messages", "POST", "/api/v3/signals/messages", `{"table_update":{"table":"db.t","snapshot_id":1}}`, "reader", 200},
+	{"POST /api/v3/job-templates", "POST", "/api/v3/job-templates", jobTemplate("etl", "v2"), "owner", 200},
+	{"POST /api/v3/job-templates/yaml", "POST", "/api/v3/job-templates/yaml", "owner: {name: alice}\nstatus: ACTIVE\nsupport: data-eng\ndefinition: {job_type: etl, step_type: NoOp, version: v3}\n", "owner", 200},
+	{"DELETE /api/v3/job-templates/{type}", "DELETE", "/api/v3/job-templates/etl?version=default", "", "owner", 200},
+}
+
+// jobTemplate is a job template request for a NoOp job type at a version.
+func jobTemplate(jobType, version string) string {
+	return fmt.Sprintf(`{"owner":{"name":"alice"},"status":"ACTIVE","support":"data-eng",
+		"definition":{"job_type":%q,"step_type":"NoOp","version":%q,"params":{"x":{"value":1,"type":"LONG"}}}}`, jobType, version)
 }
 
 // authzFixture is a workflow wf owned by alice with three runs: 1 FAILED
 // (a SUCCEEDED, b FAILED), 2 CREATED, 3 IN_PROGRESS with step a PAUSED at a
 // breakpoint and step b RUNNING; a breakpoint on step b and a tag permit
-// gpu, both alice's.
+// gpu and the default template of job type etl, all alice's.
 // It returns the database and a handler that trusts no header: callers come
 // from the request context, as behind API Gateway.
 func authzFixture(t *testing.T) (*testEnv, http.Handler) {
 	t.Helper()
 	e := newTestServer(t)
 	e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"wf","steps":[
-		{"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"true"}}}},{"step":{"id":"b","type":"NoOp"}}]}}`).expect(t, 201)
+		{"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"true"}}}},{"step":{"id":"b","type":"NoOp"}}]}}`).expect(t, 200)
 	for range 3 {
-		e.send("POST", "/api/v3/workflows/wf/versions/latest/actions/start", "alice", "").expect(t, 201)
+		e.send("POST", "/api/v3/workflows/wf/versions/latest/actions/start", "alice", "").expect(t, 200)
 	}
 	ctx := context.Background()
 	for _, q := range []string{
@@ -91,6 +110,7 @@ func authzFixture(t *testing.T) (*testEnv, http.Handler) {
 	}
 	e.send("POST", "/api/v3/workflows/steps/breakpoints", "alice", `{"workflow_id":"wf","step_id":"b"}`).expect(t, 200)
 	e.send("POST", "/api/v3/tag-permits", "alice", `{"tag":"gpu","max_allowed":1}`).expect(t, 200)
+	e.send("POST", "/api/v3/job-templates", "alice", jobTemplate("etl", "default")).expect(t, 200)
 	h, err := api.New(api.Config{DB: e.pool, Logger: discardLogger(), Definitions: e.defs,
 		Runs: execution.New(e.pool, e.defs, 0), Admins: []string{admin}})
 	if err != nil {
@@ -110,7 +130,8 @@ func (e *testEnv) fingerprint(t *testing.T) string {
         (SELECT string_agg(concat_ws(':', step_id, status, seq), ',' ORDER BY instance_id, run_id, step_id) FROM step_instance),
         (SELECT count(*) FROM maestro_queue), (SELECT count(*) FROM step_breakpoint), (SELECT count(*) FROM signal_instance),
         (SELECT string_agg(t::text, ',' ORDER BY tag) FROM tag_permit t),
-        (SELECT count(*) FROM step_paused WHERE resumed), (SELECT count(*) FROM step_output_data)))`).Scan(&fp)
+        (SELECT count(*) FROM step_paused WHERE resumed), (SELECT count(*) FROM step_output_data),
+        (SELECT count(*) FROM workflow_properties_snapshot), (SELECT string_agg(j::text, ',' ORDER BY job_type, version) FROM job_template j)))`).Scan(&fp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +285,7 @@ func TestRunsRecordTheirCaller(t *testing.T) {
 	e, h := authzFixture(t)
 	code, body := call(t, h, "root", "POST", "/api/v3/workflows/wf/versions/latest/actions/start",
 		`{"initiator":{"type":"MANUAL","user":"alice"}}`)
-	if code != 201 {
+	if code != 200 {
 		t.Fatalf("start: %d %s", code, body)
 	}
 	var initiator string
@@ -279,7 +300,7 @@ func TestRunsRecordTheirCaller(t *testing.T) {
 			t.Errorf("%s: %d %s", bad, code, body)
 		}
 	}
-	if code, body := call(t, h, "alice", "POST", "/api/v3/workflows/wf/instances/1/actions/restart", `{"initiator":{"user":"mallory"}}`); code != 201 {
+	if code, body := call(t, h, "alice", "POST", "/api/v3/workflows/wf/instances/1/actions/restart", `{"initiator":{"user":"mallory"}}`); code != 200 {
 		t.Fatalf("restart: %d %s", code, body)
 	}
 	if err := e.pool.QueryRow(context.Background(), `SELECT initiator::text FROM workflow_instance WHERE workflow_id = 'wf' AND instance_id = 1 AND run_id = 2`).Scan(&initiator); err != nil {
@@ -288,7 +309,7 @@ func TestRunsRecordTheirCaller(t *testing.T) {
 	if initiator != `{"type": "MANUAL", "user": "alice"}` {
 		t.Fatalf("restart initiator %s", initiator)
 	}
-	if code, body := call(t, h, "alice", "PUT", "/api/v3/workflows/wf/instances/2/actions/stop", ""); code != 202 {
+	if code, body := call(t, h, "alice", "PUT", "/api/v3/workflows/wf/instances/2/actions/stop", ""); code != 200 {
 		t.Fatalf("stop: %d %s", code, body)
 	}
 	var reason string

@@ -2,9 +2,12 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,55 +15,59 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/wire"
 )
 
-// Breakpoint pauses the attempts of a step that match it when they reach
-// INITIALIZED. An unset version, instance, run or attempt matches all. The
-// step may be inside a foreach or while step: its iterations' attempts
-// match by the run of the workflow they belong to (docs/params.md).
-type Breakpoint struct {
-	ID              int64     `json:"id"`
-	WorkflowID      string    `json:"workflow_id"`
-	StepID          string    `json:"step_id"`
-	WorkflowVersion *int64    `json:"workflow_version,omitempty"`
-	InstanceID      *int64    `json:"workflow_instance_id,omitempty"`
-	RunID           *int64    `json:"workflow_run_id,omitempty"`
-	AttemptID       *int64    `json:"step_attempt_id,omitempty"`
-	CreatedBy       string    `json:"created_by,omitempty"`
-	CreateTime      time.Time `json:"create_time"`
-}
+// A breakpoint pauses the attempts of a step that match it when they
+// reach INITIALIZED. An unset version, instance, run or attempt matches
+// all (Maestro's breakpoints set only the workflow and the step; the rest
+// is this API's own). The step may be inside a foreach or while step: its
+// iterations' attempts match by the run of the workflow they belong to
+// (docs/params.md).
 
 const breakpointColumns = `breakpoint_id, workflow_id, step_id, workflow_version, instance_id, run_id, attempt_id,
     COALESCE(created_by, ''), create_time`
 
-func scanBreakpoint(r pgx.CollectableRow) (Breakpoint, error) {
-	var b Breakpoint
-	err := r.Scan(&b.ID, &b.WorkflowID, &b.StepID, &b.WorkflowVersion, &b.InstanceID, &b.RunID, &b.AttemptID, &b.CreatedBy, &b.CreateTime)
+func scanBreakpoint(r pgx.CollectableRow) (wire.StepBreakpoint, error) {
+	var b wire.StepBreakpoint
+	var created time.Time
+	err := r.Scan(&b.BreakpointID, &b.WorkflowID, &b.StepID, &b.VersionID, &b.InstanceID, &b.RunID, &b.AttemptID, &b.CreatedBy, &created)
+	b.CreateTime = wire.Millis(created)
 	return b, err
 }
 
-// PausedAttempt is a step attempt a breakpoint paused and nobody resumed.
-// For an iteration of a foreach or while step, WorkflowID, InstanceID and
-// RunID are the iteration run's.
-type PausedAttempt struct {
-	WorkflowID string    `json:"workflow_id"`
-	InstanceID int64     `json:"workflow_instance_id"`
-	RunID      int64     `json:"workflow_run_id"`
-	StepID     string    `json:"step_id"`
-	AttemptID  int64     `json:"step_attempt_id"`
-	PausedAt   time.Time `json:"paused_at"`
-}
-
+// breakpointBody is Maestro's StepBreakpointCreateRequest:
+// workflow_version may be a number or latest, active or default;
+// workflow_run (or workflow_run_id) a number or latest.
 type breakpointBody struct {
-	WorkflowID      string `json:"workflow_id"`
-	StepID          string `json:"step_id"`
-	WorkflowVersion *int64 `json:"workflow_version"`
-	InstanceID      *int64 `json:"workflow_instance_id"`
-	RunID           *int64 `json:"workflow_run_id"`
-	AttemptID       *int64 `json:"step_attempt_id"`
+	WorkflowID      string          `json:"workflow_id"`
+	StepID          string          `json:"step_id"`
+	WorkflowVersion json.RawMessage `json:"workflow_version"`
+	InstanceID      *int64          `json:"workflow_instance_id"`
+	Run             json.RawMessage `json:"workflow_run"`
+	RunID           json.RawMessage `json:"workflow_run_id"`
+	AttemptID       *int64          `json:"step_attempt_id"`
 }
 
-// createBreakpoint sets a breakpoint; setting the same one again returns it.
+// numberOrName reads a JSON number or a string (a number or a name).
+func numberOrName(raw json.RawMessage) (n int64, name string, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, "", nil
+	}
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return n, "", nil
+	}
+	if err := json.Unmarshal(raw, &name); err != nil {
+		return 0, "", errors.New("expected a number or a string")
+	}
+	if v, err := strconv.ParseInt(name, 10, 64); err == nil {
+		return v, "", nil
+	}
+	return 0, strings.ToLower(name), nil
+}
+
+// createBreakpoint sets a breakpoint and answers Maestro's StepBreakpoint;
+// setting the same one again returns it.
 func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error {
 	var body breakpointBody
 	if err := decodeStrict(r, &body); err != nil {
@@ -69,11 +76,25 @@ func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error 
 	if body.WorkflowID == "" || body.StepID == "" {
 		return badRequest("workflow_id and step_id are required")
 	}
-	for name, v := range map[string]*int64{"workflow_version": body.WorkflowVersion, "workflow_instance_id": body.InstanceID,
-		"workflow_run_id": body.RunID, "step_attempt_id": body.AttemptID} {
+	version, versionName, err := numberOrName(body.WorkflowVersion)
+	if err != nil {
+		return badRequest("workflow_version: " + err.Error())
+	}
+	runRaw := body.Run
+	if len(runRaw) == 0 {
+		runRaw = body.RunID
+	}
+	run, runName, err := numberOrName(runRaw)
+	if err != nil {
+		return badRequest("workflow_run: " + err.Error())
+	}
+	for name, v := range map[string]*int64{"workflow_instance_id": body.InstanceID, "step_attempt_id": body.AttemptID} {
 		if v != nil && *v <= 0 {
 			return badRequest(name + " must be a positive integer")
 		}
+	}
+	if (version < 0) || (run < 0) || (len(body.WorkflowVersion) > 0 && version == 0 && versionName == "") {
+		return badRequest("workflow_version and workflow_run must be positive numbers")
 	}
 	ok, err := s.exists(r.Context(), `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`, body.WorkflowID)
 	if err != nil {
@@ -81,6 +102,31 @@ func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error 
 	}
 	if !ok {
 		return notFound(fmt.Sprintf("workflow %s not found", body.WorkflowID))
+	}
+	var versionID, runID *int64
+	switch {
+	case versionName != "":
+		v, err := s.cfg.Definitions.Get(r.Context(), body.WorkflowID, versionName)
+		if err != nil {
+			return definitionError(err)
+		}
+		versionID = &v.Version
+	case version > 0:
+		versionID = &version
+	}
+	switch {
+	case runName == "latest" && body.InstanceID == nil:
+		return badRequest("workflow_run latest needs a workflow_instance_id")
+	case runName == "latest":
+		inst, err := s.cfg.Runs.Run(r.Context(), body.WorkflowID, *body.InstanceID, 0)
+		if err != nil {
+			return runError(err)
+		}
+		runID = &inst.RunID
+	case runName != "":
+		return badRequest("workflow_run must be a number or latest")
+	case run > 0:
+		runID = &run
 	}
 	rows, err := s.cfg.DB.Query(r.Context(), `WITH ins AS (
             INSERT INTO step_breakpoint (workflow_id, step_id, workflow_version, instance_id, run_id, attempt_id, created_by)
@@ -93,7 +139,7 @@ func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error 
         WHERE workflow_id = $1 AND step_id = $2 AND workflow_version IS NOT DISTINCT FROM $3
           AND instance_id IS NOT DISTINCT FROM $4 AND run_id IS NOT DISTINCT FROM $5 AND attempt_id IS NOT DISTINCT FROM $6
         LIMIT 1`,
-		body.WorkflowID, body.StepID, body.WorkflowVersion, body.InstanceID, body.RunID, body.AttemptID, CallerFrom(r.Context()))
+		body.WorkflowID, body.StepID, versionID, body.InstanceID, runID, body.AttemptID, CallerFrom(r.Context()))
 	if err != nil {
 		return fmt.Errorf("create breakpoint: %w", err)
 	}
@@ -137,9 +183,9 @@ func (s *Server) listBreakpoints(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("list breakpoints: %w", err)
 	}
 	if bs == nil {
-		bs = []Breakpoint{}
+		bs = []wire.StepBreakpoint{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"breakpoints": bs})
+	writeJSON(w, http.StatusOK, bs)
 	return nil
 }
 
@@ -148,26 +194,31 @@ func (s *Server) listPausedAttempts(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	rows, err := s.cfg.DB.Query(r.Context(), `SELECT workflow_id, instance_id, run_id, step_id, attempt_id, paused_at
-        FROM step_paused p WHERE `+instance.OfWorkflowSQL+` AND step_id = $2 AND NOT resumed
+	rows, err := s.cfg.DB.Query(r.Context(), `SELECT p.workflow_id, coalesce(i.workflow_version, 0), p.instance_id, p.run_id,
+            p.step_id, p.attempt_id, p.paused_at
+        FROM step_paused p
+        LEFT JOIN workflow_instance i ON i.workflow_id = p.workflow_id AND i.instance_id = p.instance_id AND i.run_id = p.run_id
+        WHERE `+strings.ReplaceAll(instance.OfWorkflowSQL, "workflow_id", "p.workflow_id")+` AND p.step_id = $2 AND NOT p.resumed
           AND EXISTS (SELECT 1 FROM step_instance s WHERE s.workflow_id = p.workflow_id AND s.instance_id = p.instance_id
               AND s.run_id = p.run_id AND s.step_id = p.step_id AND s.attempt_id = p.attempt_id AND s.status = 'PAUSED')
-        ORDER BY workflow_id, instance_id, run_id, attempt_id`, wf, step)
+        ORDER BY p.workflow_id, p.instance_id, p.run_id, p.attempt_id`, wf, step)
 	if err != nil {
 		return fmt.Errorf("list paused attempts: %w", err)
 	}
-	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PausedAttempt, error) {
-		var p PausedAttempt
-		err := r.Scan(&p.WorkflowID, &p.InstanceID, &p.RunID, &p.StepID, &p.AttemptID, &p.PausedAt)
+	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.PausedStepAttempt, error) {
+		var p wire.PausedStepAttempt
+		var paused time.Time
+		err := r.Scan(&p.WorkflowID, &p.VersionID, &p.InstanceID, &p.RunID, &p.StepID, &p.AttemptID, &paused)
+		p.CreateTime = wire.Millis(paused)
 		return p, err
 	})
 	if err != nil {
 		return fmt.Errorf("list paused attempts: %w", err)
 	}
 	if ps == nil {
-		ps = []PausedAttempt{}
+		ps = []wire.PausedStepAttempt{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"paused_step_attempts": ps})
+	writeJSON(w, http.StatusOK, ps)
 	return nil
 }
 
@@ -178,6 +229,13 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 	wf, step, err := stepQuery(r)
 	if err != nil {
 		return err
+	}
+	if resume, err := boolQuery(r, "resume", true); err != nil {
+		return err
+	} else if !resume {
+		// A paused attempt here resumes by itself once no breakpoint
+		// matches it; leaving it paused is not offered.
+		return badRequest("resume=false is not supported: deleting a step's breakpoints resumes the attempts they paused")
 	}
 	var deleted int64
 	resumed := 0
@@ -220,7 +278,9 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workflow_id": wf, "step_id": step, "deleted": deleted, "resumed": resumed})
+	writeJSON(w, http.StatusOK, wire.StepBreakpointDeleteResponse{WorkflowID: wf, StepID: step, Deleted: deleted, Resumed: resumed,
+		TimelineEvent: wire.LogEvent("StepBreakpoint has been removed by the user [%s]. Total of [%d] steps have been resumed",
+			CallerFrom(r.Context()), resumed)})
 	return nil
 }
 
@@ -232,8 +292,14 @@ func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	run, err := pathInt(r, "run")
-	if err != nil {
+	var run int64
+	if r.PathValue("run") == "latest" {
+		latest, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
+		if err != nil {
+			return runError(err)
+		}
+		run = latest.RunID
+	} else if run, err = pathInt(r, "run"); err != nil {
 		return err
 	}
 	attempt, err := pathInt(r, "attempt")
@@ -260,10 +326,9 @@ func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{
-		"workflow_id": ref.WorkflowID, "workflow_instance_id": ref.InstanceID, "workflow_run_id": ref.RunID,
-		"step_id": step, "step_attempt_id": attempt, "action": "RESUME", "status": "ACCEPTED",
-	})
+	writeJSON(w, http.StatusOK, wire.StepInstanceActionResponse{WorkflowID: ref.WorkflowID, InstanceID: ref.InstanceID,
+		RunID: ref.RunID, StepID: step, AttemptID: &attempt,
+		TimelineEvent: wire.LogEvent("User [%s] take action [RESUME] on the step [%s]", CallerFrom(r.Context()), step)})
 	return nil
 }
 

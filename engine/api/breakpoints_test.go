@@ -13,7 +13,7 @@ func (e *testEnv) waitPaused(query string, n int) response {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r := e.send(http.MethodGet, "/api/v3/workflows/steps/breakpoints/paused-step-attempts?"+query, "", "").expect(e.t, http.StatusOK)
-		if len(r.body["paused_step_attempts"].([]any)) == n {
+		if len(r.list) == n {
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -29,27 +29,27 @@ func TestBreakpointPauseResumeDelete(t *testing.T) {
 	e.withEngine()
 	e.send(http.MethodPost, "/api/v3/workflows", "alice", `{"properties":{"owner":"alice","run_strategy":"PARALLEL"},"workflow":{"id":"dbg","steps":[
 	    {"step":{"id":"a","type":"NoOp","transition":{"successors":{"b":"true"}}}},
-	    {"step":{"id":"b","type":"NoOp"}}]}}`).expect(t, http.StatusCreated)
+	    {"step":{"id":"b","type":"NoOp"}}]}}`).expect(t, http.StatusOK)
 
 	e.send(http.MethodPost, "/api/v3/workflows/steps/breakpoints", "alice", `{"workflow_id":"nope","step_id":"b"}`).expect(t, http.StatusNotFound)
 	e.send(http.MethodPost, "/api/v3/workflows/steps/breakpoints", "alice", `{"workflow_id":"dbg"}`).expect(t, http.StatusBadRequest)
 	bp := e.send(http.MethodPost, "/api/v3/workflows/steps/breakpoints", "alice", `{"workflow_id":"dbg","step_id":"b"}`).expect(t, http.StatusOK)
 	again := e.send(http.MethodPost, "/api/v3/workflows/steps/breakpoints", "alice", `{"workflow_id":"dbg","step_id":"b"}`).expect(t, http.StatusOK)
-	if bp.body["id"] != again.body["id"] || bp.body["created_by"] != "alice" {
+	if bp.body["breakpoint_id"] != again.body["breakpoint_id"] || bp.body["created_by"] != "alice" {
 		t.Fatalf("set twice: %s then %s", bp.raw, again.raw)
 	}
 	list := e.send(http.MethodGet, "/api/v3/workflows/steps/breakpoints?workflowId=dbg&stepId=b", "", "").expect(t, http.StatusOK)
-	if len(list.body["breakpoints"].([]any)) != 1 {
+	if len(list.list) != 1 {
 		t.Fatalf("listed %s", list.raw)
 	}
 
 	for range 3 {
-		e.send(http.MethodPost, "/api/v3/workflows/dbg/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+		e.send(http.MethodPost, "/api/v3/workflows/dbg/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 	}
 	e.waitPaused("workflowId=dbg&stepId=b", 3)
 	for i := 1; i <= 3; i++ {
 		a := e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/dbg/instances/%d/runs/1/steps/b/attempts/latest", i), "", "").expect(t, http.StatusOK)
-		if a.body["status"] != "PAUSED" {
+		if stepStatus(a) != "PAUSED" {
 			t.Fatalf("run %d: b is %s", i, a.raw)
 		}
 	}
@@ -57,7 +57,7 @@ func TestBreakpointPauseResumeDelete(t *testing.T) {
 	// Resuming one attempt wakes it at once (well before the fallback
 	// recheck), and only it.
 	began := time.Now()
-	e.send(http.MethodPut, "/api/v3/workflows/steps/breakpoints/dbg/instances/2/runs/1/steps/b/attempts/1/actions/resume", "alice", "").expect(t, http.StatusAccepted)
+	e.send(http.MethodPut, "/api/v3/workflows/steps/breakpoints/dbg/instances/2/runs/1/steps/b/attempts/1/actions/resume", "alice", "").expect(t, http.StatusOK)
 	if done := e.waitTerminal("/api/v3/workflows/dbg/instances/2"); done.body["status"] != "SUCCEEDED" {
 		t.Fatalf("resumed run ended %s", done.raw)
 	}
@@ -66,7 +66,7 @@ func TestBreakpointPauseResumeDelete(t *testing.T) {
 	}
 	e.send(http.MethodPut, "/api/v3/workflows/steps/breakpoints/dbg/instances/2/runs/1/steps/b/attempts/1/actions/resume", "alice", "").expect(t, http.StatusNotFound)
 	paused := e.waitPaused("workflowId=dbg&stepId=b", 2)
-	for _, p := range paused.body["paused_step_attempts"].([]any) {
+	for _, p := range paused.list {
 		if p.(map[string]any)["workflow_instance_id"].(float64) == 2 {
 			t.Fatalf("run 2 still listed as paused: %s", paused.raw)
 		}
@@ -87,14 +87,14 @@ func TestBreakpointPauseResumeDelete(t *testing.T) {
 
 	// A breakpoint on one instance pauses only that instance.
 	e.send(http.MethodPost, "/api/v3/workflows/steps/breakpoints", "alice", `{"workflow_id":"dbg","step_id":"a","workflow_instance_id":5}`).expect(t, http.StatusOK)
-	e.send(http.MethodPost, "/api/v3/workflows/dbg/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+	e.send(http.MethodPost, "/api/v3/workflows/dbg/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 	if done := e.waitTerminal("/api/v3/workflows/dbg/instances/4"); done.body["status"] != "SUCCEEDED" {
 		t.Fatalf("run 4 ended %s", done.raw)
 	}
-	e.send(http.MethodPost, "/api/v3/workflows/dbg/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+	e.send(http.MethodPost, "/api/v3/workflows/dbg/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 	e.waitPaused("workflowId=dbg&stepId=a", 1)
 	// A stopped run ends its paused step.
-	e.send(http.MethodPut, "/api/v3/workflows/dbg/instances/5/actions/stop", "alice", "").expect(t, http.StatusAccepted)
+	e.send(http.MethodPut, "/api/v3/workflows/dbg/instances/5/actions/stop", "alice", "").expect(t, http.StatusOK)
 	if done := e.waitTerminal("/api/v3/workflows/dbg/instances/5"); done.body["status"] != "STOPPED" {
 		t.Fatalf("run 5 ended %s", done.raw)
 	}

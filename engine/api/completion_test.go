@@ -49,9 +49,9 @@ func TestStepCompletion(t *testing.T) {
 	      "params":{"lambda":{"type":"MAP","value":{"function_name":{"type":"STRING","value":"etl"},
 	        "mode":{"type":"STRING","value":"async"},"poll_interval":{"type":"STRING","value":"1h"}}}}}},
 	    {"step":{"id":"use","type":"NoOp","params":{"plus":{"type":"LONG","expression":"fn__rows + 1"}}}},
-	    {"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`).expect(t, http.StatusCreated)
-	start := e.send(http.MethodPost, "/api/v3/workflows/cb/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
-	iid := int64(start.body["workflow_instance"].(map[string]any)["workflow_instance_id"].(float64))
+	    {"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`).expect(t, http.StatusOK)
+	start := e.send(http.MethodPost, "/api/v3/workflows/cb/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
+	iid := start.num(t, "workflow_instance_id")
 	running := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/fn/attempts/latest", iid), "RUNNING")
 	uuid := paramValue(t, running, "step_instance_uuid").(string)
 	napping := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/nap/attempts/latest", iid), "RUNNING")
@@ -88,7 +88,7 @@ func TestStepCompletion(t *testing.T) {
 		t.Errorf("use.plus = %v, want 13 (the job's output + 1)", v)
 	}
 	fn := e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/fn/attempts/latest", iid), "", "").expect(t, http.StatusOK)
-	if fn.body["status"] != "SUCCEEDED" || !strings.Contains(string(fn.raw), "reported DONE: loaded") {
+	if stepStatus(fn) != "SUCCEEDED" || !strings.Contains(string(fn.raw), "reported DONE: loaded") {
 		t.Errorf("fn attempt %s", fn.raw)
 	}
 }

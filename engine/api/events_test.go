@@ -32,7 +32,7 @@ func TestEventsEndpoint(t *testing.T) {
 	}
 	e := &testEnv{t: t, pool: pool, defs: defs, h: srv}
 	for _, id := range []string{"alpha", "beta"} {
-		e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"`+id+`","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 201)
+		e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"`+id+`","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 200)
 	}
 	e.send("PUT", "/api/v3/workflows/alpha/actions/deactivate", "alice", "").expect(t, 200)
 	var page response
@@ -124,7 +124,7 @@ func TestLiveStreamOutlivesTimeouts(t *testing.T) {
 	}()
 	time.Sleep(time.Second) // past both timeouts
 	e := &testEnv{t: t, pool: pool, defs: defs, h: h}
-	e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"late","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"late","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 200)
 	deadline := time.After(20 * time.Second)
 	for {
 		select {

@@ -31,8 +31,8 @@ Workflow:
               id: load
               type: NoOp
               arg1: $day
-`).expect(t, http.StatusCreated)
-	e.send(http.MethodPost, "/api/v3/workflows/backfill/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+`).expect(t, http.StatusOK)
+	e.send(http.MethodPost, "/api/v3/workflows/backfill/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 	done := e.waitTerminal("/api/v3/workflows/backfill/instances/1")
 	if done.body["status"] != "SUCCEEDED" {
 		t.Fatalf("backfill ended %s", done.raw)

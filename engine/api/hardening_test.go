@@ -65,7 +65,7 @@ func TestYAMLBombsAtOnceCostLittle(t *testing.T) {
 func TestLongRequestIDIsBadRequest(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "v1")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "v1")).expect(t, 200)
 	start := "/api/v3/workflows/wf/versions/latest/actions/start"
 	for _, n := range []int{2800, execution.MaxRequestIDLength + 1} {
 		r := e.send("POST", start, "alice", fmt.Sprintf(`{"request_id": %q}`, strings.Repeat("r", n))).expect(t, 400)
@@ -74,7 +74,7 @@ func TestLongRequestIDIsBadRequest(t *testing.T) {
 		}
 	}
 	id := strings.Repeat("r", execution.MaxRequestIDLength)
-	e.send("POST", start, "alice", fmt.Sprintf(`{"request_id": %q}`, id)).expect(t, 201)
+	e.send("POST", start, "alice", fmt.Sprintf(`{"request_id": %q}`, id)).expect(t, 200)
 	e.send("POST", start, "alice", fmt.Sprintf(`{"request_id": %q}`, id)).expect(t, 200)
 	r := e.send("POST", "/api/v3/signals", "alice", fmt.Sprintf(`{"name":"s","request_id": %q}`, strings.Repeat("q", 3000))).expect(t, 400)
 	if r.body["retryable"] != false {
@@ -117,7 +117,7 @@ func TestDatabaseDownIs503(t *testing.T) {
 
 	// A failure that is no outage: the instances table is gone.
 	broken := newTestServer(t)
-	broken.send("POST", "/api/v3/workflows", "alice", simple("wf", "v1")).expect(t, 201)
+	broken.send("POST", "/api/v3/workflows", "alice", simple("wf", "v1")).expect(t, 200)
 	if _, err := broken.pool.Exec(context.Background(), `ALTER TABLE workflow_instance RENAME TO gone`); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestStartBodyIsStrict(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"wf","params":{"p":{"type":"STRING","value":"x"}},
-		"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 201)
+		"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 200)
 	start := "/api/v3/workflows/wf/versions/latest/actions/start"
 	for _, bad := range []string{
 		`{"run_params": {}, "colour": "blue"}`,
@@ -155,7 +155,7 @@ func TestStartBodyIsStrict(t *testing.T) {
 	// Maestro's sample start request.
 	e.send("POST", start, "alice", `{"initiator": {"type": "manual"}, "request_id": "97a57978-803f-403e-9f9b-376d34689723",
 		"request_time": 1700000000000, "persist_failed_run": true, "runtime_tags": null, "artifacts": {},
-		"run_params": {"p": {"value": "bar", "type": "STRING"}}}`).expect(t, 201)
+		"run_params": {"p": {"value": "bar", "type": "STRING"}}}`).expect(t, 200)
 	// Too many run params.
 	var ps []string
 	for i := range execution.MaxRunParams + 1 {

@@ -52,20 +52,21 @@ func TestStartRunAndReadIt(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	e.withEngine()
-	e.send(http.MethodPost, "/api/v3/workflows", "alice", runWorkflow).expect(t, http.StatusCreated)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", runWorkflow).expect(t, http.StatusOK)
 
+	// Maestro's WorkflowStartResponse: the run's ids and a timeline event.
 	r := e.send(http.MethodPost, "/api/v3/workflows/runme/versions/latest/actions/start", "alice",
-		`{"run_params":{"n":{"type":"LONG","value":21}},"request_id":"req-1"}`).expect(t, http.StatusCreated)
-	if r.body["status"] != "CREATED" {
+		`{"run_params":{"n":{"type":"LONG","value":21}},"request_id":"req-1"}`).expect(t, http.StatusOK)
+	if r.body["status"] != "CREATED" || r.num(t, "workflow_version_id") != 1 || r.num(t, "workflow_run_id") != 1 ||
+		r.body["workflow_uuid"] == nil || r.get(t, "timeline_event.message") != "Manually run a new workflow instance by a user [alice]" {
 		t.Fatalf("start answered %s", r.raw)
 	}
-	inst := r.body["workflow_instance"].(map[string]any)
-	iid := int64(inst["workflow_instance_id"].(float64))
+	iid := r.num(t, "workflow_instance_id")
 
 	// The same request id is a duplicate of the same run.
 	dup := e.send(http.MethodPost, "/api/v3/workflows/runme/versions/latest/actions/start", "alice",
 		`{"request_id":"req-1"}`).expect(t, http.StatusOK)
-	if dup.body["status"] != "DUPLICATED" || dup.body["workflow_instance"].(map[string]any)["workflow_instance_id"].(float64) != float64(iid) {
+	if dup.body["status"] != "DUPLICATED" || dup.num(t, "workflow_instance_id") != iid || dup.body["workflow_uuid"] != r.body["workflow_uuid"] {
 		t.Fatalf("repeat answered %s", dup.raw)
 	}
 
@@ -73,17 +74,33 @@ func TestStartRunAndReadIt(t *testing.T) {
 	if done.body["status"] != "SUCCEEDED" {
 		t.Fatalf("run ended %s", done.raw)
 	}
-	ov := done.body["runtime_overview"].(map[string]any)
-	if ov["total_step_count"].(float64) != 2 || ov["step_overview"].(map[string]any)["SUCCEEDED"].(float64) != 2 {
-		t.Errorf("overview %v", ov)
+	// Maestro's runtime overview: each status with its steps as
+	// [ordinal, start, end].
+	if done.num(t, "runtime_overview.total_step_count") != 2 || done.num(t, "runtime_overview.step_overview.SUCCEEDED.cnt") != 2 {
+		t.Errorf("overview %s", done.raw)
+	}
+	ordered := done.get(t, "runtime_overview.step_overview.SUCCEEDED.steps").([]any)
+	if len(ordered) != 2 || ordered[0].([]any)[0] != 1.0 || ordered[1].([]any)[0] != 2.0 || ordered[0].([]any)[1] == nil {
+		t.Errorf("step overview %s", done.raw)
+	}
+	if done.get(t, "runtime_dag.first.successors.second") != "n > 0" || done.get(t, "run_config.policy") != "START_FRESH_NEW_RUN" ||
+		done.get(t, "params.n.evaluated_result") != 21.0 {
+		t.Errorf("instance %s", done.raw)
 	}
 	steps := e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/runme/instances/%d/runs/1/steps", iid), "", "").expect(t, http.StatusOK)
-	if n := len(steps.body["steps"].([]any)); n != 2 {
-		t.Errorf("%d steps listed", n)
+	if len(steps.list) != 2 || steps.list[0].(map[string]any)["step_id"] != "first" || steps.list[1].(map[string]any)["step_instance_id"] != 2.0 {
+		t.Errorf("steps listed %s", steps.raw)
 	}
 	att := e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/runme/instances/%d/runs/1/steps/second/attempts/latest", iid), "", "").expect(t, http.StatusOK)
-	if att.body["status"] != "SUCCEEDED" || att.body["params"].(map[string]any)["doubled"].(map[string]any)["value"].(float64) != 42 {
+	if stepStatus(att) != "SUCCEEDED" || att.get(t, "params.doubled.evaluated_result").(float64) != 42 ||
+		att.get(t, "params.doubled.expression") != "n * 2" || att.get(t, "definition.step.id") != "second" {
 		t.Errorf("attempt %s", att.raw)
+	}
+	rs := att.body["runtime_state"].(map[string]any)
+	for _, k := range []string{"create_time", "initialize_time", "evaluate_param_time", "start_time", "end_time", "modify_time"} {
+		if _, ok := rs[k].(float64); !ok {
+			t.Errorf("runtime_state.%s missing: %s", k, att.raw)
+		}
 	}
 	if tl := att.body["timeline"].([]any); len(tl) < 8 {
 		t.Errorf("timeline has %d events, want every transition", len(tl))
@@ -91,14 +108,14 @@ func TestStartRunAndReadIt(t *testing.T) {
 	e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/runme/instances/%d/runs/1/steps/second/attempts/1", iid), "", "").expect(t, http.StatusOK)
 	e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/runme/instances/%d/runs/1/steps/second/attempts/9", iid), "", "").expect(t, http.StatusNotFound)
 
-	// A stop of a finished run is a conflict.
-	e.send(http.MethodPut, fmt.Sprintf("/api/v3/workflows/runme/instances/%d/actions/stop", iid), "alice", "").expect(t, http.StatusConflict)
+	// A stop of a finished run is refused (Maestro's invalid status, 400).
+	e.send(http.MethodPut, fmt.Sprintf("/api/v3/workflows/runme/instances/%d/actions/stop", iid), "alice", "").expect(t, http.StatusBadRequest)
 }
 
 func TestStartErrors(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send(http.MethodPost, "/api/v3/workflows", "alice", runWorkflow).expect(t, http.StatusCreated)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", runWorkflow).expect(t, http.StatusOK)
 	tests := []struct {
 		name, path, body string
 		code             int
@@ -131,33 +148,54 @@ func TestStopAndListInstances(t *testing.T) {
 	e := newTestServer(t)
 	e.withEngine()
 	e.send(http.MethodPost, "/api/v3/workflows", "alice",
-		`{"workflow":{"id":"slow","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusCreated)
+		`{"workflow":{"id":"slow","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusOK)
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.send(http.MethodPost, "/api/v3/workflows/slow/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+			e.send(http.MethodPost, "/api/v3/workflows/slow/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 		}()
 	}
 	wg.Wait()
-	page := e.send(http.MethodGet, "/api/v3/workflows/slow/instances?limit=3", "", "").expect(t, http.StatusOK)
-	items := page.body["items"].([]any)
-	if len(items) != 3 || page.body["next_cursor"] == nil {
+	// Maestro's pagination: first from the newest, then from end_cursor.
+	page := e.send(http.MethodGet, "/api/v3/workflows/slow/instances?first=3", "", "").expect(t, http.StatusOK)
+	items := page.body["elements"].([]any)
+	if len(items) != 3 || page.get(t, "page_info.has_next_page") != true || page.get(t, "page_info.end_cursor") != "3" ||
+		page.num(t, "total_count") != 5 || items[0].(map[string]any)["workflow_instance_id"] != 5.0 {
 		t.Fatalf("first page %s", page.raw)
 	}
-	next := e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/slow/instances?limit=3&cursor=%v", page.body["next_cursor"]), "", "").expect(t, http.StatusOK)
-	if len(next.body["items"].([]any)) != 2 || next.body["next_cursor"] != nil {
+	next := e.send(http.MethodGet, fmt.Sprintf("/api/v3/workflows/slow/instances?first=3&cursor=%v", page.get(t, "page_info.end_cursor")), "", "").expect(t, http.StatusOK)
+	if len(next.body["elements"].([]any)) != 2 || next.get(t, "page_info.has_next_page") != false || next.get(t, "page_info.has_previous_page") != true {
 		t.Fatalf("second page %s", next.raw)
 	}
+	back := e.send(http.MethodGet, "/api/v3/workflows/slow/instances?last=2&cursor=3", "", "").expect(t, http.StatusOK)
+	if els := back.body["elements"].([]any); len(els) != 2 || els[0].(map[string]any)["workflow_instance_id"] != 5.0 {
+		t.Fatalf("backward page %s", back.raw)
+	}
+	// This API's limit pages forward too.
+	if l := e.send(http.MethodGet, "/api/v3/workflows/slow/instances?limit=2", "", "").expect(t, http.StatusOK); len(l.body["elements"].([]any)) != 2 {
+		t.Fatalf("limit page %s", l.raw)
+	}
+	e.send(http.MethodGet, "/api/v3/workflows/slow/instances?first=2&last=2", "", "").expect(t, http.StatusBadRequest)
+	e.send(http.MethodGet, "/api/v3/workflows/slow/instances?first=201", "", "").expect(t, http.StatusBadRequest)
 
-	e.send(http.MethodPut, "/api/v3/workflows/slow/instances/1/actions/kill", "alice", "").expect(t, http.StatusAccepted)
+	kill := e.send(http.MethodPut, "/api/v3/workflows/slow/instances/1/actions/kill", "alice", "").expect(t, http.StatusOK)
+	if kill.body["completed"] != false || kill.body["info"] != "The action is accepted and is still running. Please check it again." {
+		t.Errorf("kill answered %s", kill.raw)
+	}
 	if got := e.waitTerminal("/api/v3/workflows/slow/instances/1"); got.body["status"] != "FAILED" {
 		t.Errorf("killed run is %v", got.body["status"])
 	}
+	// Killing it again is done already (Maestro's no-op answer).
+	again := e.send(http.MethodPut, "/api/v3/workflows/slow/instances/1/runs/1/actions/kill", "alice", "").expect(t, http.StatusOK)
+	if again.body["completed"] != true || again.body["workflow_instance_status"] != "FAILED" {
+		t.Errorf("second kill answered %s", again.raw)
+	}
+	e.send(http.MethodPut, "/api/v3/workflows/slow/instances/2/runs/2/actions/stop", "alice", "").expect(t, http.StatusBadRequest)
 	all := e.send(http.MethodPut, "/api/v3/workflows/slow/actions/stop", "alice", "").expect(t, http.StatusAccepted)
-	if all.body["instances"].(float64) != 4 {
-		t.Errorf("stop all acted on %v runs, want 4", all.body["instances"])
+	if all.num(t, "info") != 4 || all.body["action"] != "STOP" {
+		t.Errorf("stop all acted on %v runs, want 4", all.body["info"])
 	}
 	for i := 2; i <= 5; i++ {
 		if got := e.waitTerminal(fmt.Sprintf("/api/v3/workflows/slow/instances/%d", i)); got.body["status"] != "STOPPED" {
@@ -176,7 +214,7 @@ func TestStartRefusesForbiddenOverrides(t *testing.T) {
 	e := newTestServer(t)
 	e.send(http.MethodPost, "/api/v3/workflows", "alice",
 		`{"workflow":{"id":"modes","params":{"fixed":{"type":"LONG","value":1,"mode":"CONSTANT"}},
-		  "steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, http.StatusCreated)
+		  "steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, http.StatusOK)
 	r := e.send(http.MethodPost, "/api/v3/workflows/modes/versions/latest/actions/start", "alice",
 		`{"run_params":{"fixed":{"type":"LONG","value":2}}}`).expect(t, http.StatusBadRequest)
 	if !strings.Contains(r.body["message"].(string), "fixed") {

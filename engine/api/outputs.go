@@ -36,8 +36,11 @@ func (s *Server) patternRoutes() {
 }
 
 // outputDataBody is what an external job sends to set output params of the
-// step attempt that runs it. step_instance_uuid is the attempt's
-// step_instance_uuid param: knowing it proves the caller runs the attempt.
+// step attempt that runs it: Maestro's StepOutputDataRequest (params,
+// artifacts and its extra fields external_job_type, external_job_id,
+// created_time) with the attempt's identity. step_instance_uuid is the
+// attempt's step_instance_uuid param: knowing it proves the caller runs
+// the attempt.
 type outputDataBody struct {
 	WorkflowID string `json:"workflow_id"`
 	InstanceID int64  `json:"workflow_instance_id"`
@@ -45,11 +48,22 @@ type outputDataBody struct {
 	StepID     string `json:"step_id"`
 	AttemptID  int64  `json:"step_attempt_id"`
 	UUID       string `json:"step_instance_uuid"`
-	// Params are typed values: {"name": {"type": "LONG", "value": 5}}.
+	// Params are typed values: {"name": {"type": "LONG", "value": 5}}, or
+	// Maestro's evaluated Parameters (evaluated_result, evaluated_time).
 	Params map[string]struct {
-		Type  workflow.ParamType `json:"type"`
-		Value json.RawMessage    `json:"value"`
+		Type            workflow.ParamType `json:"type"`
+		Value           json.RawMessage    `json:"value"`
+		EvaluatedResult json.RawMessage    `json:"evaluated_result"`
+		EvaluatedTime   *int64             `json:"evaluated_time"`
+		Expression      *string            `json:"expression"`
+		Mode            workflow.ParamMode `json:"mode"`
 	} `json:"params"`
+	// Artifacts are kept with the attempt and shown on it.
+	Artifacts map[string]json.RawMessage `json:"artifacts"`
+	// Maestro's extra fields: who sent the data.
+	ExternalJobType string `json:"external_job_type"`
+	ExternalJobID   string `json:"external_job_id"`
+	CreatedTime     *int64 `json:"created_time"`
 }
 
 func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
@@ -61,8 +75,8 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 	if body.WorkflowID == "" || body.StepID == "" || body.InstanceID <= 0 || body.RunID <= 0 || body.AttemptID <= 0 || body.UUID == "" {
 		problems = append(problems, "workflow_id, workflow_instance_id, workflow_run_id, step_id, step_attempt_id and step_instance_uuid are required")
 	}
-	if len(body.Params) == 0 {
-		problems = append(problems, "params: at least one output param is required")
+	if len(body.Params) == 0 && len(body.Artifacts) == 0 {
+		problems = append(problems, "params: at least one output param (or artifact) is required")
 	}
 	vals := make(params.Values, len(body.Params))
 	for _, name := range slices.Sorted(maps.Keys(body.Params)) {
@@ -79,10 +93,14 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 			problems = append(problems, fmt.Sprintf("params.%s: unknown type %q", name, p.Type))
 			continue
 		}
-		dec := json.NewDecoder(bytes.NewReader(p.Value))
+		value := p.Value
+		if len(value) == 0 || string(value) == "null" {
+			value = p.EvaluatedResult
+		}
+		dec := json.NewDecoder(bytes.NewReader(value))
 		dec.UseNumber()
 		var raw any
-		if len(p.Value) == 0 || dec.Decode(&raw) != nil {
+		if len(value) == 0 || dec.Decode(&raw) != nil {
 			problems = append(problems, fmt.Sprintf("params.%s: value is required", name))
 			continue
 		}
@@ -100,6 +118,10 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("invalid output data", problems...)
 	}
 	encoded, err := json.Marshal(vals)
+	if err != nil {
+		return err
+	}
+	artifacts, err := json.Marshal(orEmptyRaw(body.Artifacts))
 	if err != nil {
 		return err
 	}
@@ -126,14 +148,17 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 		}
 		// Output data set by several requests merges; the merged params
 		// stay within params.MaxBytes too.
-		err = tx.QueryRow(r.Context(), `INSERT INTO step_output_data (step_uuid, workflow_id, instance_id, run_id, step_id, attempt_id, params)
-            VALUES ($1, $2, $3, $4, $5, $6, $7)
-            ON CONFLICT (step_uuid) DO UPDATE SET params = step_output_data.params || EXCLUDED.params, modify_time = now()
-                WHERE octet_length((step_output_data.params || EXCLUDED.params)::text) <= $8
+		err = tx.QueryRow(r.Context(), `INSERT INTO step_output_data (step_uuid, workflow_id, instance_id, run_id, step_id, attempt_id,
+                params, artifacts)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $9)
+            ON CONFLICT (step_uuid) DO UPDATE SET params = step_output_data.params || EXCLUDED.params,
+                artifacts = step_output_data.artifacts || EXCLUDED.artifacts, modify_time = now()
+                WHERE octet_length((step_output_data.params || EXCLUDED.params)::text)
+                    + octet_length((step_output_data.artifacts || EXCLUDED.artifacts)::text) <= $8
             RETURNING params`, body.UUID, body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID, encoded,
-			params.MaxBytes).Scan(&merged)
+			params.MaxBytes, artifacts).Scan(&merged)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return badRequest(fmt.Sprintf("invalid output data: the attempt's output params would be more than %d bytes", params.MaxBytes))
+			return badRequest(fmt.Sprintf("invalid output data: the attempt's output params and artifacts would be more than %d bytes", params.MaxBytes))
 		}
 		return err
 	})
@@ -157,4 +182,12 @@ func (s *Server) exists(ctx context.Context, sql string, args ...any) (bool, err
 		return false, err
 	}
 	return ok, nil
+}
+
+// orEmptyRaw is m, or an empty map when m is nil.
+func orEmptyRaw(m map[string]json.RawMessage) map[string]json.RawMessage {
+	if m == nil {
+		return map[string]json.RawMessage{}
+	}
+	return m
 }

@@ -16,16 +16,23 @@ func (e *testEnv) waitAttempt(path string, want ...string) response {
 		r := e.send(http.MethodGet, path, "", "")
 		if r.code == http.StatusOK {
 			for _, w := range want {
-				if r.body["status"] == w {
+				if stepStatus(r) == w {
 					return r
 				}
 			}
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: status %v, want one of %v", path, r.body["status"], want)
+			e.t.Fatalf("%s: status %v, want one of %v", path, stepStatus(r), want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// stepStatus is the status of a step instance answer (its runtime_state's).
+func stepStatus(r response) string {
+	rs, _ := r.body["runtime_state"].(map[string]any)
+	st, _ := rs["status"].(string)
+	return st
 }
 
 func paramValue(t *testing.T, attempt response, name string) any {
@@ -38,7 +45,7 @@ func paramValue(t *testing.T, attempt response, name string) any {
 	if !ok {
 		t.Fatalf("attempt has no param %s: %s", name, attempt.raw)
 	}
-	return p["value"]
+	return p["evaluated_result"]
 }
 
 func TestPutOutputData(t *testing.T) {
@@ -50,9 +57,9 @@ func TestPutOutputData(t *testing.T) {
 	      "params":{"result":{"type":"LONG","value":0}}}},
 	    {"step":{"id":"use","type":"NoOp","params":{
 	      "plus":{"type":"LONG","expression":"nap__result + 1"},
-	      "where":{"type":"STRING","value":"at ${path@nap}"}}}}]}}`).expect(t, http.StatusCreated)
-	start := e.send(http.MethodPost, "/api/v3/workflows/job/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
-	iid := int64(start.body["workflow_instance"].(map[string]any)["workflow_instance_id"].(float64))
+	      "where":{"type":"STRING","value":"at ${path@nap}"}}}}]}}`).expect(t, http.StatusOK)
+	start := e.send(http.MethodPost, "/api/v3/workflows/job/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
+	iid := start.num(t, "workflow_instance_id")
 	attemptPath := fmt.Sprintf("/api/v3/workflows/job/instances/%d/runs/1/steps/nap/attempts/latest", iid)
 	running := e.waitAttempt(attemptPath, "RUNNING")
 	uuid := paramValue(t, running, "step_instance_uuid").(string)

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +21,9 @@ func (e *testEnv) waitStepStatus(path, step, status string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := e.send(http.MethodGet, path, "", "").expect(e.t, http.StatusOK)
-		for _, s := range r.body["steps"].([]any) {
+		for _, s := range r.list {
 			m := s.(map[string]any)
-			if m["step_id"] == step && m["status"] == status {
+			if m["step_id"] == step && m["runtime_state"].(map[string]any)["status"] == status {
 				return
 			}
 		}
@@ -36,16 +37,20 @@ func (e *testEnv) waitStepStatus(path, step, status string) {
 func TestActionMaps(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	im := e.send(http.MethodGet, "/api/v3/instances/action-map", "", "").expect(t, http.StatusOK)
-	if got := im.body["FAILED"].([]any); len(got) != 2 || got[0] != "restart" || got[1] != "unblock" {
-		t.Errorf("instance action map %s", im.raw)
-	}
-	sm := e.send(http.MethodGet, "/api/v3/steps/instances/action-map", "", "").expect(t, http.StatusOK)
-	if got := sm.body["WAITING_FOR_SIGNALS"].([]any); len(got) != 4 || got[3] != "bypass-dependencies" {
-		t.Errorf("step action map %s", sm.raw)
-	}
-	if got := sm.body["SUCCEEDED"].([]any); len(got) != 1 || got[0] != "restart" {
-		t.Errorf("step action map %s", sm.raw)
+	// At Maestro's paths (and this API's older ones), with Maestro's
+	// action names.
+	for _, prefix := range []string{"/api/v3/workflows", "/api/v3"} {
+		im := e.send(http.MethodGet, prefix+"/instances/action-map", "", "").expect(t, http.StatusOK)
+		if got := im.body["FAILED"].([]any); len(got) != 2 || got[0] != "RESTART" || got[1] != "UNBLOCK" {
+			t.Errorf("instance action map %s", im.raw)
+		}
+		sm := e.send(http.MethodGet, prefix+"/steps/instances/action-map", "", "").expect(t, http.StatusOK)
+		if got := sm.body["WAITING_FOR_SIGNALS"].([]any); len(got) != 4 || got[3] != "BYPASS_STEP_DEPENDENCIES" {
+			t.Errorf("step action map %s", sm.raw)
+		}
+		if got := sm.body["SUCCEEDED"].([]any); len(got) != 1 || got[0] != "RESTART" {
+			t.Errorf("step action map %s", sm.raw)
+		}
 	}
 }
 
@@ -53,18 +58,22 @@ func TestUnblockAndRestartOverREST(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	e.withEngine()
-	e.send(http.MethodPost, "/api/v3/workflows", "alice", strictWorkflow).expect(t, http.StatusCreated)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", strictWorkflow).expect(t, http.StatusOK)
 	start := "/api/v3/workflows/strictapi/versions/latest/actions/start"
-	e.send(http.MethodPost, start, "alice", `{"run_params":{"fail":{"type":"BOOLEAN","value":true}}}`).expect(t, http.StatusCreated)
+	e.send(http.MethodPost, start, "alice", `{"run_params":{"fail":{"type":"BOOLEAN","value":true}}}`).expect(t, http.StatusOK)
 	if got := e.waitTerminal("/api/v3/workflows/strictapi/instances/1"); got.body["status"] != "FAILED" {
 		t.Fatalf("run 1 %s", got.raw)
 	}
-	queued := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated)
-	if inst := queued.body["workflow_instance"].(map[string]any); inst["status"] != "CREATED" || inst["queued"] != true {
+	queued := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusOK)
+	if queued.body["status"] != "CREATED" || queued.num(t, "workflow_instance_id") != 2 {
 		t.Fatalf("start behind a failed run %s", queued.raw)
 	}
-	// Unblocking a run that is not FAILED is a conflict.
-	e.send(http.MethodPut, "/api/v3/workflows/strictapi/instances/2/actions/unblock", "alice", "").expect(t, http.StatusConflict)
+	if inst := e.send(http.MethodGet, "/api/v3/workflows/strictapi/instances/2", "", "").expect(t, http.StatusOK); inst.body["queued"] != true {
+		t.Fatalf("run 2 should wait behind the failed run: %s", inst.raw)
+	}
+	// Unblocking a run that is not FAILED is refused (Maestro's invalid
+	// status, a 400).
+	e.send(http.MethodPut, "/api/v3/workflows/strictapi/instances/2/actions/unblock", "alice", "").expect(t, http.StatusBadRequest)
 	e.send(http.MethodPut, "/api/v3/workflows/strictapi/instances/9/actions/unblock", "alice", "").expect(t, http.StatusNotFound)
 	e.send(http.MethodPut, "/api/v3/workflows/nope/actions/unblock", "alice", "").expect(t, http.StatusNotFound)
 	time.Sleep(200 * time.Millisecond)
@@ -72,7 +81,7 @@ func TestUnblockAndRestartOverREST(t *testing.T) {
 		t.Fatalf("run 2 ran while blocked: %s", got.raw)
 	}
 	r := e.send(http.MethodPut, "/api/v3/workflows/strictapi/actions/unblock", "alice", "").expect(t, http.StatusOK)
-	if r.body["unblocked"].(float64) != 1 {
+	if r.num(t, "info") != 1 || r.body["action"] != "UNBLOCK" {
 		t.Errorf("unblock answered %s", r.raw)
 	}
 	if got := e.waitTerminal("/api/v3/workflows/strictapi/instances/2"); got.body["status"] != "SUCCEEDED" {
@@ -85,8 +94,8 @@ func TestUnblockAndRestartOverREST(t *testing.T) {
 	e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/7/actions/restart", "alice", "").expect(t, http.StatusNotFound)
 	rr := e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/actions/restart", "alice",
 		`{"restart_config":{"restart_policy":"RESTART_FROM_BEGINNING"},"run_params":{"fail":{"type":"BOOLEAN","value":false}}}`).
-		expect(t, http.StatusCreated)
-	if inst := rr.body["workflow_instance"].(map[string]any); inst["workflow_run_id"].(float64) != 2 {
+		expect(t, http.StatusOK)
+	if rr.num(t, "workflow_run_id") != 2 || rr.body["status"] != "CREATED" || rr.body["workflow_uuid"] == nil {
 		t.Fatalf("restart answered %s", rr.raw)
 	}
 	done := e.waitTerminal("/api/v3/workflows/strictapi/instances/1")
@@ -99,16 +108,19 @@ func TestUnblockAndRestartOverREST(t *testing.T) {
 		views["boom"].(map[string]any)["status"] != "UNSATISFIED" {
 		t.Errorf("aggregated info %v", agg)
 	}
-	// A step action not allowed from the step's status is a clear 409.
+	// A step action not allowed from the step's status is a clear 400
+	// (Maestro's invalid status).
 	c := e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/runs/2/steps/nap/actions/stop", "alice", "").
-		expect(t, http.StatusConflict)
-	if c.body["status"] != "CONFLICT" {
-		t.Errorf("conflict body %s", c.raw)
+		expect(t, http.StatusBadRequest)
+	if c.body["status"] != "BAD_REQUEST" || !strings.Contains(c.body["message"].(string), "not allowed") {
+		t.Errorf("refusal body %s", c.raw)
 	}
+	e.send(http.MethodPut, "/api/v3/workflows/strictapi/instances/1/steps/nap/actions/stop", "alice", "").
+		expect(t, http.StatusBadRequest)
 	e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/runs/2/steps/ghost/actions/skip", "alice", "").
 		expect(t, http.StatusNotFound)
 	e.send(http.MethodPost, "/api/v3/workflows/strictapi/instances/1/runs/1/steps/nap/actions/restart", "alice", "").
-		expect(t, http.StatusConflict) // not the latest run
+		expect(t, http.StatusBadRequest) // not the latest run
 }
 
 func TestStepActionsOverREST(t *testing.T) {
@@ -116,28 +128,30 @@ func TestStepActionsOverREST(t *testing.T) {
 	e := newTestServer(t)
 	e.withEngine()
 	e.send(http.MethodPost, "/api/v3/workflows", "alice",
-		`{"workflow":{"id":"napper","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusCreated)
-	e.send(http.MethodPost, "/api/v3/workflows/napper/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+		`{"workflow":{"id":"napper","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusOK)
+	e.send(http.MethodPost, "/api/v3/workflows/napper/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 	e.waitStepStatus("/api/v3/workflows/napper/instances/1/runs/1/steps", "nap", "RUNNING")
-	e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/1/steps/nap/actions/restart", "alice", "").
-		expect(t, http.StatusConflict)
-	r := e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/latest/steps/nap/actions/stop", "alice", "").
-		expect(t, http.StatusAccepted)
-	if r.body["status"] != "ACCEPTED" || r.body["action"] != "stop" {
+	e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/steps/nap/actions/restart", "alice", "").
+		expect(t, http.StatusBadRequest)
+	// Maestro's step stop (the latest run) answers the attempt's state.
+	r := e.send(http.MethodPut, "/api/v3/workflows/napper/instances/1/steps/nap/actions/stop", "alice", "").
+		expect(t, http.StatusOK)
+	if r.num(t, "step_attempt_id") != 1 || r.get(t, "timeline_event.message") != "User [alice] take action [STOP] on the step" ||
+		r.get(t, "step_runtime_state.status") == nil {
 		t.Errorf("stop answered %s", r.raw)
 	}
 	if got := e.waitTerminal("/api/v3/workflows/napper/instances/1"); got.body["status"] != "STOPPED" {
 		t.Fatalf("run %s", got.raw)
 	}
 	// Restarting the stopped step of the ended run starts run 2.
-	rr := e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/1/steps/nap/actions/restart", "alice", "").
-		expect(t, http.StatusCreated)
-	if rr.body["status"] != "RESTARTED" {
+	rr := e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/steps/nap/actions/restart", "alice", "").
+		expect(t, http.StatusOK)
+	if rr.body["status"] != "CREATED" || rr.num(t, "workflow_run_id") != 2 || rr.num(t, "workflow_version_id") != 1 {
 		t.Fatalf("restart answered %s", rr.raw)
 	}
 	e.waitStepStatus("/api/v3/workflows/napper/instances/1/runs/2/steps", "nap", "RUNNING")
 	e.send(http.MethodPost, "/api/v3/workflows/napper/instances/1/runs/2/steps/nap/actions/kill", "alice", "").
-		expect(t, http.StatusAccepted)
+		expect(t, http.StatusOK)
 	if got := e.waitTerminal("/api/v3/workflows/napper/instances/1"); got.body["status"] != "FAILED" {
 		t.Fatalf("killed run %s", got.raw)
 	}
@@ -149,12 +163,12 @@ func TestStepActionsOverREST(t *testing.T) {
 		expect(t, http.StatusNotFound)
 	r3 := e.send(http.MethodPost, restart, "alice",
 		`{"restart_config":{"restart_policy":"RESTART_FROM_SPECIFIC","restart_path":[{"workflow_id":"napper","instance_id":1,"step_id":"nap"}]}}`).
-		expect(t, http.StatusCreated)
-	if inst := r3.body["workflow_instance"].(map[string]any); inst["workflow_run_id"].(float64) != 3 {
+		expect(t, http.StatusOK)
+	if r3.num(t, "workflow_run_id") != 3 {
 		t.Fatalf("restart answered %s", r3.raw)
 	}
 	e.waitStepStatus("/api/v3/workflows/napper/instances/1/runs/3/steps", "nap", "RUNNING")
-	e.send(http.MethodPut, "/api/v3/workflows/napper/instances/1/actions/stop", "alice", "").expect(t, http.StatusAccepted)
+	e.send(http.MethodPut, "/api/v3/workflows/napper/instances/1/actions/stop", "alice", "").expect(t, http.StatusOK)
 	e.waitTerminal("/api/v3/workflows/napper/instances/1")
 }
 
@@ -166,15 +180,17 @@ func TestFirstOnlyStartAnswersStopped(t *testing.T) {
 	e.withEngine()
 	e.send(http.MethodPost, "/api/v3/workflows", "alice",
 		`{"properties":{"owner":"alice","run_strategy":"FIRST_ONLY"},
-		  "workflow":{"id":"firstapi","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusCreated)
+		  "workflow":{"id":"firstapi","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, http.StatusOK)
 	start := "/api/v3/workflows/firstapi/versions/latest/actions/start"
-	if r := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated); r.body["status"] != "CREATED" {
+	if r := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusOK); r.body["status"] != "CREATED" {
 		t.Fatalf("first start %s", r.raw)
 	}
-	r := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated)
-	inst := r.body["workflow_instance"].(map[string]any)
-	if r.body["status"] != "STOPPED" || inst["status"] != "STOPPED" || inst["workflow_instance_id"].(float64) != 2 {
+	r := e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusOK)
+	if r.body["status"] != "STOPPED" || r.num(t, "workflow_instance_id") != 2 {
 		t.Fatalf("second start %s", r.raw)
+	}
+	if inst := e.send(http.MethodGet, "/api/v3/workflows/firstapi/instances/2", "", "").expect(t, http.StatusOK); inst.body["status"] != "STOPPED" {
+		t.Fatalf("the dropped run is %s", inst.raw)
 	}
 	e.send(http.MethodPut, "/api/v3/workflows/firstapi/actions/stop", "alice", "").expect(t, http.StatusAccepted)
 	e.waitTerminal("/api/v3/workflows/firstapi/instances/1")
@@ -194,9 +210,9 @@ func TestPropertiesChangeReadmitsQueuedRuns(t *testing.T) {
 	}
 	t.Cleanup(eng.Stop)
 	e.send(http.MethodPost, "/api/v3/workflows", "alice",
-		`{"workflow":{"id":"queued","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`).expect(t, http.StatusCreated)
+		`{"workflow":{"id":"queued","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`).expect(t, http.StatusOK)
 	for range 3 {
-		e.send(http.MethodPost, "/api/v3/workflows/queued/versions/latest/actions/start", "alice", "").expect(t, http.StatusCreated)
+		e.send(http.MethodPost, "/api/v3/workflows/queued/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 	}
 	running := func() int {
 		var n int
@@ -213,7 +229,7 @@ func TestPropertiesChangeReadmitsQueuedRuns(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	e.send(http.MethodPost, "/api/v3/workflows/queued/properties", "alice",
-		`{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":5}}`).expect(t, http.StatusCreated)
+		`{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":5}}`).expect(t, http.StatusOK)
 	deadline = time.Now().Add(5 * time.Second)
 	for running() != 3 {
 		if time.Now().After(deadline) {

@@ -11,6 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/signalmsg"
 	"github.com/maestro-aws/maestro/engine/trigger"
+	"github.com/maestro-aws/maestro/engine/wire"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -29,22 +30,33 @@ func (s *Server) signalRoutes() {
 
 // The responses of the signal endpoints, each built in one place.
 
-// announcedJSON is one announcement's answer: CREATED with the new signal
-// instance, or DUPLICATED with the one stored before.
-func announcedJSON(r signalbroker.Result) map[string]any {
-	status := "CREATED"
-	if r.Duplicate {
-		status = "DUPLICATED"
+// signalView is a stored signal as Maestro's SignalInstance.
+func signalView(sig *signal.Signal) *wire.SignalInstance {
+	return &wire.SignalInstance{Name: sig.Name, SeqID: sig.Seq, InstanceID: sig.InstanceID,
+		Params: sig.Params, Payload: sig.Payload, RequestID: sig.RequestID,
+		RequestTime: wire.Millis(sig.RequestTime), CreateTime: wire.Millis(sig.CreateTime)}
+}
+
+// announcedJSON is one announcement's answer: Maestro's SignalInstance of
+// the new signal, or of the one stored before ("duplicated": true).
+func announcedJSON(r signalbroker.Result) *wire.SignalInstance {
+	v := signalView(r.Signal)
+	v.Duplicated = r.Duplicate
+	return v
+}
+
+// signalViews are stored signals as Maestro's SignalInstances.
+func signalViews(sigs []*signal.Signal) []*wire.SignalInstance {
+	out := make([]*wire.SignalInstance, 0, len(sigs))
+	for _, sig := range sigs {
+		out = append(out, signalView(sig))
 	}
-	return map[string]any{"status": status, "signal_instance": r.Signal}
+	return out
 }
 
 // signalListJSON is a page of signal instances, newest first.
 func signalListJSON(name string, sigs []*signal.Signal, next int64) map[string]any {
-	if sigs == nil {
-		sigs = []*signal.Signal{}
-	}
-	out := map[string]any{"name": name, "signal_instances": sigs}
+	out := map[string]any{"name": name, "signal_instances": signalViews(sigs)}
 	if next > 0 {
 		out["next_before"] = next
 	}
@@ -59,9 +71,10 @@ func lineageJSON(key string, of any, ls []signal.Lineage) map[string]any {
 	return map[string]any{key: of, "lineage": ls}
 }
 
-// announceSignal answers 201 with the new signal instance, or 200 with the
-// stored one when the signal was announced before (same name and instance
-// id: the request id, or else the name and params, as in Maestro).
+// announceSignal answers Maestro's SignalInstance: the new one, or the one
+// stored before when the signal was announced before (same name and
+// instance id: the request id, or else the name and params, as in
+// Maestro), with "duplicated": true.
 func (s *Server) announceSignal(w http.ResponseWriter, r *http.Request) error {
 	data, err := readBody(r)
 	if err != nil {
@@ -78,11 +91,7 @@ func (s *Server) announceSignal(w http.ResponseWriter, r *http.Request) error {
 	if res[0].Err != nil {
 		return signalError(res[0].Err)
 	}
-	code := http.StatusCreated
-	if res[0].Duplicate {
-		code = http.StatusOK
-	}
-	writeJSON(w, code, announcedJSON(res[0]))
+	writeJSON(w, http.StatusOK, announcedJSON(res[0]))
 	return nil
 }
 
@@ -104,7 +113,7 @@ func (s *Server) announceMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, 0, len(res))
+	out := make([]*wire.SignalInstance, 0, len(res))
 	var problems []string
 	for i, x := range res {
 		if x.Err != nil {
@@ -191,7 +200,7 @@ func (s *Server) latestSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return signalError(err)
 	}
-	writeJSON(w, http.StatusOK, sig)
+	writeJSON(w, http.StatusOK, signalView(sig))
 	return nil
 }
 
@@ -204,7 +213,7 @@ func (s *Server) getSignal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return signalError(err)
 	}
-	writeJSON(w, http.StatusOK, sig)
+	writeJSON(w, http.StatusOK, signalView(sig))
 	return nil
 }
 
@@ -225,7 +234,7 @@ func (s *Server) signalLineage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, lineageJSON("signal_instance", sig, ls))
+	writeJSON(w, http.StatusOK, lineageJSON("signal_instance", signalView(sig), ls))
 	return nil
 }
 
@@ -257,22 +266,6 @@ func (s *Server) runSignals(w http.ResponseWriter, r *http.Request) error {
 // active version) with their states and what they matched.
 func (s *Server) listSignalTriggers(w http.ResponseWriter, r *http.Request) error {
 	return listWorkflowTriggers(s, w, r, "signal_triggers", trigger.ListSignals)
-}
-
-// bypassDependencies is the bypass-dependencies step action; the caller is
-// recorded on the step's timeline.
-func (s *Server) bypassDependencies(w http.ResponseWriter, r *http.Request) error {
-	iid, run, err := pathRunOrLatest(r)
-	if err != nil {
-		return err
-	}
-	res, err := s.cfg.Runs.BypassDependencies(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"),
-		CallerFrom(r.Context()))
-	if err != nil {
-		return controlError(err)
-	}
-	writeJSON(w, http.StatusAccepted, res)
-	return nil
 }
 
 // signalError maps signal errors; the rest as runError does.

@@ -7,31 +7,35 @@ import (
 	"testing"
 )
 
-// Announcing and reading signals: 201 for a new instance, 200 for a repeated
-// request id, the newest instance by name, one by seq id, and a JSON 400 for
-// every malformed announcement.
+// Announcing and reading signals: Maestro's SignalInstance for a new
+// instance and for a repeated request id (the stored one, "duplicated"),
+// the newest instance by name, one by seq id, and a JSON 400 for every
+// malformed announcement.
 func TestSignalsOverREST(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	first := e.send(http.MethodPost, "/api/v3/signals", "alice",
-		`{"name":"table_updated","params":{"db":"sales","watermark":9007199254740993},"payload":{"rows":3},"request_id":"r-1"}`).
-		expect(t, http.StatusCreated)
-	if first.body["status"] != "CREATED" {
+		`{"name":"table_updated","params":{"db":"sales","watermark":9007199254740993},"payload":{"rows":3},"request_id":"r-1",
+		  "request_time":1234567,"extra":{"source":{"id":"test-id"}}}`).
+		expect(t, http.StatusOK)
+	if first.body["duplicated"] != nil || first.num(t, "request_time") != 1234567 || first.body["instance_id"] == nil ||
+		first.get(t, "payload.extra.source.id") != "test-id" || first.get(t, "payload.rows") != float64(3) {
 		t.Fatalf("announce answered %s", first.raw)
 	}
 	// The LONG keeps every digit.
 	if !strings.Contains(string(first.raw), `"watermark":9007199254740993`) {
 		t.Errorf("watermark lost precision: %s", first.raw)
 	}
-	seq := first.num(t, "signal_instance.seq_id")
+	seq := first.num(t, "seq_id")
 	dup := e.send(http.MethodPost, "/api/v3/signals", "alice", `{"name":"table_updated","params":{"db":"ads"},"request_id":"r-1"}`).
 		expect(t, http.StatusOK)
-	if dup.body["status"] != "DUPLICATED" || dup.num(t, "signal_instance.seq_id") != seq || dup.get(t, "signal_instance.params.db") != "sales" {
+	if dup.body["duplicated"] != true || dup.num(t, "seq_id") != seq || dup.get(t, "params.db") != "sales" ||
+		dup.body["instance_id"] != first.body["instance_id"] {
 		t.Fatalf("repeat answered %s", dup.raw)
 	}
-	second := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"table_updated"}`).expect(t, http.StatusCreated)
+	second := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"table_updated"}`).expect(t, http.StatusOK)
 	latest := e.send(http.MethodGet, "/api/v3/signals/table_updated/instances/latest", "", "").expect(t, http.StatusOK)
-	if latest.num(t, "seq_id") != second.num(t, "signal_instance.seq_id") {
+	if latest.num(t, "seq_id") != second.num(t, "seq_id") {
 		t.Errorf("latest %s, want %s", latest.raw, second.raw)
 	}
 	got := e.send(http.MethodGet, "/api/v3/signals/table_updated/instances/"+strconv.FormatInt(seq, 10), "", "").expect(t, http.StatusOK)
@@ -46,12 +50,12 @@ func TestSignalsOverREST(t *testing.T) {
 	// As in Maestro: fields other than the request's join the payload, and
 	// the same name and params without a request id are one signal.
 	extra := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"s","params":{"a":1},"extra":{"source":"x"},"request_time":1700000000000}`).
-		expect(t, http.StatusCreated)
-	if extra.get(t, "signal_instance.payload.extra.source") != "x" || extra.get(t, "signal_instance.request_time") != "2023-11-14T22:13:20Z" {
+		expect(t, http.StatusOK)
+	if extra.get(t, "payload.extra.source") != "x" || extra.num(t, "request_time") != 1700000000000 {
 		t.Errorf("extra fields: %s", extra.raw)
 	}
 	again := e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"s","params":{"a":1}}`).expect(t, http.StatusOK)
-	if again.body["status"] != "DUPLICATED" || again.num(t, "signal_instance.seq_id") != extra.num(t, "signal_instance.seq_id") {
+	if again.body["duplicated"] != true || again.num(t, "seq_id") != extra.num(t, "seq_id") {
 		t.Errorf("same name and params: %s", again.raw)
 	}
 
@@ -80,9 +84,9 @@ func TestSignalsOverREST(t *testing.T) {
 	}
 }
 
-// A step waiting for a signal over REST: bypass-dependencies is a 409
-// before the step waits and after it ran, a 202 while it waits; the
-// signal endpoint wakes another run's step.
+// A step waiting for a signal over REST: bypass is a 400 (Maestro's
+// invalid status) before the step waits and after it ran, accepted while
+// it waits; the signal endpoint wakes another run's step.
 func TestSignalDependencyOverREST(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
@@ -91,21 +95,24 @@ func TestSignalDependencyOverREST(t *testing.T) {
 		"workflow":{"id":"gated","steps":[
 		{"step":{"id":"nap","type":"Sleep","sleep_seconds":60,"transition":{"successors":{"gate":"true"}}}},
 		{"step":{"id":"gate","type":"NoOp","signal_dependencies":[{"name":"go","match_params":{
-			"n":{"param":{"type":"LONG","value":1},"operator":"="}}}]}}]}}`).expect(t, http.StatusCreated)
+			"n":{"param":{"type":"LONG","value":1},"operator":"="}}}]}}]}}`).expect(t, http.StatusOK)
 	start := "/api/v3/workflows/gated/versions/latest/actions/start"
-	e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated)
+	e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusOK)
 	e.waitStepStatus("/api/v3/workflows/gated/instances/1/runs/1/steps", "nap", "RUNNING")
-	bypass := "/api/v3/workflows/gated/instances/1/runs/latest/steps/%s/actions/bypass-dependencies"
-	c := e.send(http.MethodPost, strings.Replace(bypass, "%s", "nap", 1), "alice", "").expect(t, http.StatusConflict)
-	if c.body["status"] != "CONFLICT" || !strings.Contains(c.body["message"].(string), "RUNNING") {
+	// Maestro's bypass (PUT, the latest run) and this API's run-scoped one.
+	bypass := "/api/v3/workflows/gated/instances/1/steps/%s/actions/bypass"
+	runBypass := "/api/v3/workflows/gated/instances/1/runs/latest/steps/%s/actions/bypass-dependencies"
+	c := e.send(http.MethodPut, strings.Replace(bypass, "%s", "nap", 1), "alice", "").expect(t, http.StatusBadRequest)
+	if c.body["status"] != "BAD_REQUEST" || !strings.Contains(c.body["message"].(string), "RUNNING") {
 		t.Errorf("bypass of a RUNNING step: %s", c.raw)
 	}
-	e.send(http.MethodPost, strings.Replace(bypass, "%s", "gate", 1), "alice", "").expect(t, http.StatusNotFound) // no attempt yet
-	e.send(http.MethodPost, "/api/v3/workflows/gated/instances/1/runs/1/steps/nap/actions/skip", "alice", "").expect(t, http.StatusAccepted)
+	e.send(http.MethodPut, strings.Replace(bypass, "%s", "gate", 1), "alice", "").expect(t, http.StatusNotFound) // no attempt yet
+	e.send(http.MethodPut, "/api/v3/workflows/gated/instances/1/steps/nap/actions/skip", "alice", "").expect(t, http.StatusOK)
 	e.waitStepStatus("/api/v3/workflows/gated/instances/1/runs/1/steps", "gate", "WAITING_FOR_SIGNALS")
-	e.send(http.MethodPost, strings.Replace(bypass, "%s", "gate", 1), "carol", "").expect(t, http.StatusForbidden)
-	r := e.send(http.MethodPost, strings.Replace(bypass, "%s", "gate", 1), admin, "").expect(t, http.StatusAccepted)
-	if r.body["status"] != "ACCEPTED" || r.body["action"] != "bypass-dependencies" {
+	e.send(http.MethodPut, strings.Replace(bypass, "%s", "gate", 1), "carol", "").expect(t, http.StatusForbidden)
+	r := e.send(http.MethodPost, strings.Replace(runBypass, "%s", "gate", 1), admin, "").expect(t, http.StatusOK)
+	if r.get(t, "timeline_event.message") != "User ["+admin+"] take action [BYPASS_STEP_DEPENDENCIES] on the step" ||
+		r.num(t, "step_attempt_id") != 1 {
 		t.Errorf("bypass answered %s", r.raw)
 	}
 	if got := e.waitTerminal("/api/v3/workflows/gated/instances/1"); got.body["status"] != "SUCCEEDED" {
@@ -115,15 +122,15 @@ func TestSignalDependencyOverREST(t *testing.T) {
 	if !strings.Contains(string(a.raw), "signal dependencies bypassed by "+admin) {
 		t.Errorf("timeline lacks the bypass: %s", a.raw)
 	}
-	e.send(http.MethodPost, strings.Replace(bypass, "%s", "gate", 1), admin, "").expect(t, http.StatusConflict)
+	e.send(http.MethodPut, strings.Replace(bypass, "%s", "gate", 1), admin, "").expect(t, http.StatusBadRequest)
 
 	// Run 2 waits for the signal.
-	e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusCreated)
+	e.send(http.MethodPost, start, "alice", "").expect(t, http.StatusOK)
 	e.waitStepStatus("/api/v3/workflows/gated/instances/2/runs/1/steps", "nap", "RUNNING")
-	e.send(http.MethodPost, "/api/v3/workflows/gated/instances/2/runs/1/steps/nap/actions/skip", "alice", "").expect(t, http.StatusAccepted)
+	e.send(http.MethodPost, "/api/v3/workflows/gated/instances/2/runs/1/steps/nap/actions/skip", "alice", "").expect(t, http.StatusOK)
 	e.waitStepStatus("/api/v3/workflows/gated/instances/2/runs/1/steps", "gate", "WAITING_FOR_SIGNALS")
-	e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"go","params":{"n":2}}`).expect(t, http.StatusCreated)
-	e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"go","params":{"n":1}}`).expect(t, http.StatusCreated)
+	e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"go","params":{"n":2}}`).expect(t, http.StatusOK)
+	e.send(http.MethodPost, "/api/v3/signals", "", `{"name":"go","params":{"n":1}}`).expect(t, http.StatusOK)
 	if got := e.waitTerminal("/api/v3/workflows/gated/instances/2"); got.body["status"] != "SUCCEEDED" {
 		t.Fatalf("run %s", got.raw)
 	}

@@ -54,10 +54,13 @@ func newTestServerOn(t testing.TB, pool *pgxpool.Pool, opts ...definition.Option
 	return &testEnv{t: t, pool: pool, defs: defs, h: srv}
 }
 
-// response is a decoded answer.
+// response is a decoded answer: body when it is a JSON object, list when
+// it is an array, str when it is a string.
 type response struct {
 	code int
 	body map[string]any
+	list []any
+	str  string
 	raw  []byte
 }
 
@@ -80,8 +83,19 @@ func (e *testEnv) serve(req *http.Request) response {
 	rec := httptest.NewRecorder()
 	e.h.ServeHTTP(rec, req)
 	r := response{code: rec.Code, raw: rec.Body.Bytes()}
-	if err := json.Unmarshal(r.raw, &r.body); err != nil {
-		e.t.Fatalf("%s %s: body is not a JSON object: %q", req.Method, req.URL, r.raw)
+	var v any
+	if err := json.Unmarshal(r.raw, &v); err != nil {
+		e.t.Fatalf("%s %s: body is not JSON: %q", req.Method, req.URL, r.raw)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		r.body = x
+	case []any:
+		r.list = x
+	case string:
+		r.str = x
+	default:
+		e.t.Fatalf("%s %s: body is neither an object, an array nor a string: %q", req.Method, req.URL, r.raw)
 	}
 	if rec.Code >= 400 {
 		checkErrorBody(e.t, req, r)
@@ -117,6 +131,24 @@ func (r response) errorsText() string {
 		parts = append(parts, e.(string))
 	}
 	return strings.Join(parts, "\n")
+}
+
+// wd returns the WorkflowDefinition in an answer: a push's
+// workflow_definition, else the answer itself (a version read).
+func (r response) wd(t testing.TB) response {
+	t.Helper()
+	d, ok := r.body["workflow_definition"].(map[string]any)
+	if !ok {
+		return r
+	}
+	raw, _ := json.Marshal(d)
+	return response{code: r.code, body: d, raw: raw}
+}
+
+// version is the version number of a push's or a version read's answer.
+func (r response) version(t testing.TB) int64 {
+	t.Helper()
+	return r.wd(t).num(t, "metadata.workflow_version_id")
 }
 
 // num reads a JSON number at a dotted path.
@@ -196,28 +228,34 @@ func simple(id, variant string, extra ...string) string {
 func TestCreateWorkflow(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	r := e.send("POST", "/api/v3/workflows", "alice", tenSteps("sales.nightly", "alice", "v1")).expect(t, 201)
-	if r.body["workflow_id"] != "sales.nightly" || r.num(t, "workflow_version_id") != 1 || r.body["created"] != true ||
-		r.body["is_active"] != true || r.num(t, "active_version_id") != 1 || r.num(t, "latest_version_id") != 1 ||
-		r.body["created_by"] != "alice" {
+	r := e.send("POST", "/api/v3/workflows", "alice", tenSteps("sales.nightly", "alice", "v1")).expect(t, 200)
+	d := r.wd(t)
+	if d.get(t, "metadata.workflow_id") != "sales.nightly" || r.version(t) != 1 || r.body["created"] != true ||
+		d.body["is_active"] != true || d.body["is_latest"] != true || d.body["is_default"] != true ||
+		r.num(t, "active_version_id") != 1 || r.num(t, "latest_version_id") != 1 ||
+		d.get(t, "metadata.version_author") != "alice" || d.get(t, "activated_by") != "alice" {
 		t.Fatalf("unexpected create response %s", r.raw)
 	}
-	if r.get(t, "definition.id") != "sales.nightly" || len(r.get(t, "definition.steps").([]any)) != 10 {
+	if d.get(t, "workflow.id") != "sales.nightly" || len(d.get(t, "workflow.steps").([]any)) != 10 {
 		t.Fatalf("definition not echoed: %s", r.raw)
 	}
-	if r.num(t, "properties_snapshot.snapshot_version") != 1 || r.get(t, "properties_snapshot.properties.owner") != "alice" ||
-		!strings.EqualFold(r.get(t, "properties_snapshot.properties.run_strategy").(string), "sequential") || r.get(t, "properties_snapshot.author") != "alice" {
+	if d.num(t, "properties_snapshot.snapshot_version") != 1 || d.get(t, "properties_snapshot.owner") != "alice" ||
+		d.get(t, "properties_snapshot.run_strategy.rule") != "SEQUENTIAL" || d.get(t, "properties_snapshot.author") != "alice" {
 		t.Fatalf("unexpected properties snapshot in %s", r.raw)
 	}
-	got := e.send("GET", "/api/v3/workflows/sales.nightly/versions/1", "", "").expect(t, 200)
-	if got.body["created"] != nil {
-		t.Fatalf("GET must not carry created: %s", got.raw)
+	// Times are epoch milliseconds, as Maestro's.
+	if ct := d.num(t, "metadata.create_time"); ct < time.Now().Add(-time.Hour).UnixMilli() || ct > time.Now().Add(time.Hour).UnixMilli() {
+		t.Fatalf("create_time %d is not epoch milliseconds", ct)
 	}
-	if !jsonEqual(t, got.get(t, "definition"), r.get(t, "definition")) {
+	got := e.send("GET", "/api/v3/workflows/sales.nightly/versions/1", "", "").expect(t, 200)
+	if got.body["created"] != nil || got.body["workflow_definition"] != nil {
+		t.Fatalf("GET answers the WorkflowDefinition itself: %s", got.raw)
+	}
+	if !jsonEqual(t, got.get(t, "workflow"), d.get(t, "workflow")) {
 		t.Fatalf("stored definition differs:\n%s\n%s", got.raw, r.raw)
 	}
 	// The definition comes back in Maestro's field order, not JSONB's.
-	if !bytes.Contains(got.raw, []byte(`"definition":{"id":"sales.nightly","name":`)) {
+	if !bytes.Contains(got.raw, []byte(`"workflow":{"id":"sales.nightly","name":`)) {
 		t.Fatalf("definition field order lost: %s", got.raw)
 	}
 }
@@ -225,8 +263,8 @@ func TestCreateWorkflow(t *testing.T) {
 func TestCreateWithoutCallerIsAnonymous(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	r := e.send("POST", "/api/v3/workflows", "", simple("anon", "a")).expect(t, 201)
-	if r.body["created_by"] != definition.Anonymous || r.get(t, "properties_snapshot.author") != definition.Anonymous {
+	r := e.send("POST", "/api/v3/workflows", "", simple("anon", "a")).expect(t, 200).wd(t)
+	if r.get(t, "metadata.version_author") != definition.Anonymous || r.get(t, "properties_snapshot.author") != definition.Anonymous {
 		t.Fatalf("caller should be anonymous: %s", r.raw)
 	}
 	o := e.send("GET", "/api/v3/workflows/anon/overview", "", "").expect(t, 200)
@@ -245,7 +283,7 @@ func jsonEqual(t testing.TB, a, b any) bool {
 func TestUnchangedPushReturnsSameVersion(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 200)
 	// Same definition with keys reordered and whitespace changed.
 	var generic map[string]any
 	if err := json.Unmarshal([]byte(tenSteps("wf", "alice", "v1")), &generic); err != nil {
@@ -255,7 +293,7 @@ func TestUnchangedPushReturnsSameVersion(t *testing.T) {
 	// Only the owner may push, even an unchanged definition.
 	e.send("POST", "/api/v3/workflows", "bob", string(compact)).expect(t, 403)
 	r := e.send("POST", "/api/v3/workflows", "alice", string(compact)).expect(t, 200)
-	if r.body["created"] != false || r.num(t, "workflow_version_id") != 1 || r.body["created_by"] != "alice" {
+	if r.body["created"] != false || r.version(t) != 1 || r.wd(t).get(t, "metadata.version_author") != "alice" {
 		t.Fatalf("unchanged push should return version 1: %s", r.raw)
 	}
 	page := e.send("GET", "/api/v3/workflows/wf/versions", "", "").expect(t, 200)
@@ -264,9 +302,9 @@ func TestUnchangedPushReturnsSameVersion(t *testing.T) {
 	}
 	// A change makes version 2; pushing version 1's content again is a
 	// change too (it is compared with the latest version) and makes 3.
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 201)
-	r = e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
-	if r.num(t, "workflow_version_id") != 3 || r.num(t, "active_version_id") != 3 {
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 200)
+	r = e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 200)
+	if r.version(t) != 3 || r.num(t, "active_version_id") != 3 || r.body["created"] != true {
 		t.Fatalf("revert should be version 3: %s", r.raw)
 	}
 }
@@ -274,15 +312,16 @@ func TestUnchangedPushReturnsSameVersion(t *testing.T) {
 func TestIsActiveFalseKeepsActiveVersion(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "one")).expect(t, 201)
-	r := e.send("POST", "/api/v3/workflows", "alice", simple("wf", "two", `"is_active": false`)).expect(t, 201)
-	if r.num(t, "workflow_version_id") != 2 || r.body["is_active"] != false || r.num(t, "active_version_id") != 1 {
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "one")).expect(t, 200)
+	r := e.send("POST", "/api/v3/workflows", "alice", simple("wf", "two", `"is_active": false`)).expect(t, 200)
+	if r.version(t) != 2 || r.wd(t).body["is_active"] != false || r.num(t, "active_version_id") != 1 ||
+		r.wd(t).body["is_default"] != false || r.wd(t).body["is_latest"] != true || r.wd(t).body["activate_time"] != nil {
 		t.Fatalf("inactive push changed the active version: %s", r.raw)
 	}
 	for sel, want := range map[string]int64{"active": 1, "default": 1, "latest": 2, "2": 2} {
 		got := e.send("GET", "/api/v3/workflows/wf/versions/"+sel, "", "").expect(t, 200)
-		if got.num(t, "workflow_version_id") != want {
-			t.Fatalf("versions/%s = %d, want %d", sel, got.num(t, "workflow_version_id"), want)
+		if got.version(t) != want {
+			t.Fatalf("versions/%s = %d, want %d", sel, got.version(t), want)
 		}
 	}
 	// Pushing version 2 unchanged without is_active changes nothing;
@@ -292,16 +331,17 @@ func TestIsActiveFalseKeepsActiveVersion(t *testing.T) {
 		t.Fatalf("unchanged push without is_active activated: %s", r.raw)
 	}
 	r = e.send("POST", "/api/v3/workflows", "alice", simple("wf", "two", `"is_active": true`)).expect(t, 200)
-	if r.body["created"] != false || r.body["is_active"] != true || r.num(t, "active_version_id") != 2 {
+	if r.body["created"] != false || r.wd(t).body["is_active"] != true || r.num(t, "active_version_id") != 2 ||
+		r.wd(t).body["activate_time"] == nil {
 		t.Fatalf("unchanged push with is_active true should activate version 2: %s", r.raw)
 	}
 	// A first version pushed inactive leaves the workflow inactive.
-	r = e.send("POST", "/api/v3/workflows", "alice", simple("staged", "x", `"is_active": false`)).expect(t, 201)
-	if r.body["active_version_id"] != nil || r.body["is_active"] != false {
+	r = e.send("POST", "/api/v3/workflows", "alice", simple("staged", "x", `"is_active": false`)).expect(t, 200)
+	if r.body["active_version_id"] != nil || r.wd(t).body["is_active"] != false || r.wd(t).body["is_default"] != true {
 		t.Fatalf("want no active version: %s", r.raw)
 	}
 	e.send("GET", "/api/v3/workflows/staged/versions/active", "", "").expect(t, 404)
-	if e.send("GET", "/api/v3/workflows/staged/versions/default", "", "").expect(t, 200).num(t, "workflow_version_id") != 1 {
+	if e.send("GET", "/api/v3/workflows/staged/versions/default", "", "").expect(t, 200).version(t) != 1 {
 		t.Fatal("default must fall back to the latest version")
 	}
 }
@@ -345,16 +385,18 @@ func TestEmptyBody(t *testing.T) {
 func TestUnknownFieldsAreListed(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
+	// A top-level field is the version's metadata, as in Maestro; inside
+	// properties and workflow every field is checked.
 	body := `{"properties": {"owner": "alice", "colour": "red"}, "is_activ": true,
 	  "workflow": {"id": "wf", "nmae": "typo", "steps": [{"step": {"id": "a", "type": "NoOp"}}]}}`
 	r := e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 400)
 	errs := r.errorsText()
-	for _, want := range []string{"properties.colour", "workflow.nmae", "is_activ"} {
+	for _, want := range []string{"properties.colour", "workflow.nmae"} {
 		if !strings.Contains(errs, want) {
 			t.Errorf("errors should name %s:\n%s", want, errs)
 		}
 	}
-	if !strings.Contains(r.body["message"].(string), "3 problems") {
+	if !strings.Contains(r.body["message"].(string), "2 problems") {
 		t.Errorf("message should count the problems: %s", r.body["message"])
 	}
 	// Fields a typed step does not define are checked against its type.
@@ -505,21 +547,20 @@ func TestMaestroSamplesAreAccepted(t *testing.T) {
 	for name, body := range samples {
 		t.Run(name, func(t *testing.T) {
 			v := e.send("PUT", "/api/v3/workflows/actions/validate", "alice", body).expect(t, 200)
-			if v.body["valid"] != true {
+			if v.body["type"] != "ACTION" || v.body["action"] != "VALIDATE" || v.body["author"] != "alice" {
 				t.Fatalf("validate: %s", v.raw)
 			}
-			r := e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 201)
-			id := r.body["workflow_id"].(string)
+			r := e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 200).wd(t)
+			id := r.get(t, "metadata.workflow_id").(string)
 			got := e.send("GET", "/api/v3/workflows/"+id+"/versions/latest", "", "").expect(t, 200)
-			if !jsonEqual(t, got.get(t, "definition"), r.get(t, "definition")) {
+			if !jsonEqual(t, got.get(t, "workflow"), r.get(t, "workflow")) {
 				t.Fatalf("read back differs:\n%s\n%s", got.raw, r.raw)
 			}
 			// Pushing what was read back is not a change.
-			again := fmt.Sprintf(`{"workflow": %s}`, mustJSON(t, got.get(t, "definition")))
-			if props := got.get(t, "properties_snapshot.properties"); props != nil {
-				again = fmt.Sprintf(`{"properties": %s, "workflow": %s}`, mustJSON(t, props), mustJSON(t, got.get(t, "definition")))
+			again := e.send("POST", "/api/v3/workflows", admin, fmt.Sprintf(`{"workflow": %s}`, mustJSON(t, got.get(t, "workflow")))).expect(t, 200)
+			if again.body["created"] != false {
+				t.Fatalf("pushing what was read back made a version: %s", again.raw)
 			}
-			e.send("POST", "/api/v3/workflows", admin, again).expect(t, 200)
 		})
 	}
 }
@@ -537,7 +578,7 @@ func TestValidateWritesNothing(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	r := e.send("PUT", "/api/v3/workflows/actions/validate", "alice", tenSteps("dry", "alice", "x")).expect(t, 200)
-	if r.body["valid"] != true || r.body["workflow_id"] != "dry" {
+	if r.body["action"] != "VALIDATE" || r.body["message"] != "the workflow definition is valid." {
 		t.Fatalf("validate: %s", r.raw)
 	}
 	e.send("GET", "/api/v3/workflows/dry/versions/latest", "", "").expect(t, 404)
@@ -581,22 +622,24 @@ func TestYAMLPush(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	v := e.send("PUT", "/api/v3/workflows/actions/validate/yaml", "alice", yamlDefinition).expect(t, 200)
-	if v.body["workflow_id"] != "sales.dsl" {
+	if v.body["action"] != "VALIDATE" {
 		t.Fatalf("validate yaml: %s", v.raw)
 	}
-	r := e.send("POST", "/api/v3/workflows/yaml", "alice", yamlDefinition).expect(t, 201)
-	if r.body["workflow_id"] != "sales.dsl" || r.num(t, "workflow_version_id") != 1 ||
-		r.get(t, "properties_snapshot.properties.owner") != "alice" {
+	r := e.send("POST", "/api/v3/workflows/yaml", "alice", yamlDefinition).expect(t, 200)
+	if r.wd(t).get(t, "metadata.workflow_id") != "sales.dsl" || r.version(t) != 1 ||
+		r.wd(t).get(t, "properties_snapshot.owner") != "alice" {
 		t.Fatalf("yaml push: %s", r.raw)
 	}
-	if steps := r.get(t, "definition.steps").([]any); len(steps) != 4 {
+	if steps := r.wd(t).get(t, "workflow.steps").([]any); len(steps) != 4 {
 		t.Fatalf("want 4 steps: %s", r.raw)
 	}
 	// The same document again is unchanged.
-	e.send("POST", "/api/v3/workflows/yaml", "alice", yamlDefinition).expect(t, 200)
+	if again := e.send("POST", "/api/v3/workflows/yaml", "alice", yamlDefinition).expect(t, 200); again.body["created"] != false {
+		t.Fatalf("unchanged yaml push: %s", again.raw)
+	}
 	// is_active in the DSL.
-	r = e.send("POST", "/api/v3/workflows/yaml", "alice", strings.Replace(yamlDefinition, "threshold: 42", "threshold: 43\n  is_active: false", 1)).expect(t, 201)
-	if r.num(t, "workflow_version_id") != 2 || r.num(t, "active_version_id") != 1 {
+	r = e.send("POST", "/api/v3/workflows/yaml", "alice", strings.Replace(yamlDefinition, "threshold: 42", "threshold: 43\n  is_active: false", 1)).expect(t, 200)
+	if r.version(t) != 2 || r.num(t, "active_version_id") != 1 {
 		t.Fatalf("is_active false in yaml: %s", r.raw)
 	}
 	// Bad YAML and DSL problems are 400s with DSL paths.
@@ -641,15 +684,19 @@ func TestConcurrentPushesNumberVersionsWithoutGaps(t *testing.T) {
 			req.Header.Set("user", "alice")
 			rec := httptest.NewRecorder()
 			e.h.ServeHTTP(rec, req)
-			if rec.Code != 201 {
+			if rec.Code != 200 {
 				t.Errorf("push %d: %d %s", i, rec.Code, rec.Body)
 				return
 			}
 			var body struct {
-				Version int64 `json:"workflow_version_id"`
+				Definition struct {
+					Metadata struct {
+						Version int64 `json:"workflow_version_id"`
+					} `json:"metadata"`
+				} `json:"workflow_definition"`
 			}
 			_ = json.Unmarshal(rec.Body.Bytes(), &body)
-			versions[i] = body.Version
+			versions[i] = body.Definition.Metadata.Version
 		})
 	}
 	wg.Wait()
@@ -679,7 +726,7 @@ func TestConcurrentFirstPushesOfManyWorkflows(t *testing.T) {
 				req := httptest.NewRequest("POST", "/api/v3/workflows", strings.NewReader(simple(fmt.Sprint("wf", i), fmt.Sprint(j))))
 				rec := httptest.NewRecorder()
 				e.h.ServeHTTP(rec, req)
-				if rec.Code != 201 {
+				if rec.Code != 200 {
 					t.Errorf("push: %d %s", rec.Code, rec.Body)
 				}
 			})
@@ -698,10 +745,10 @@ func TestGetVersionSelectors(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	for i := range 3 {
-		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 201)
+		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 200)
 	}
 	for sel, want := range map[string]int64{"1": 1, "2": 2, "3": 3, "latest": 3, "active": 3, "default": 3} {
-		if got := e.send("GET", "/api/v3/workflows/wf/versions/"+sel, "", "").expect(t, 200).num(t, "workflow_version_id"); got != want {
+		if got := e.send("GET", "/api/v3/workflows/wf/versions/"+sel, "", "").expect(t, 200).version(t); got != want {
 			t.Errorf("%s: got %d, want %d", sel, got, want)
 		}
 	}
@@ -720,7 +767,7 @@ func TestListVersionsPagination(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	for i := range 5 {
-		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 201)
+		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 200)
 	}
 	var seen []int64
 	path := "/api/v3/workflows/wf/versions?limit=2"
@@ -760,41 +807,46 @@ func TestListVersionsPagination(t *testing.T) {
 func TestPropertiesMergeAndSnapshots(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
-	r := e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 3, "time_trigger_disabled": true}`).expect(t, 201)
-	if r.body["created"] != true || r.num(t, "properties_snapshot.snapshot_version") != 2 {
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 200)
+	// Maestro's answer is the PropertiesSnapshot, the properties inline.
+	r := e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 3, "time_trigger_disabled": true}`).expect(t, 200)
+	if r.num(t, "snapshot_version") != 2 || r.body["workflow_id"] != "wf" || r.body["author"] != "alice" {
 		t.Fatalf("%s", r.raw)
 	}
-	props := r.get(t, "properties_snapshot.properties").(map[string]any)
-	if props["owner"] != "alice" || !strings.EqualFold(props["run_strategy"].(string), "sequential") || props["step_concurrency"] != 3.0 ||
-		props["time_trigger_disabled"] != true {
-		t.Fatalf("merge lost or missed fields: %v", props)
+	if r.body["owner"] != "alice" || r.get(t, "run_strategy.rule") != "SEQUENTIAL" || r.body["step_concurrency"] != 3.0 ||
+		r.body["time_trigger_disabled"] != true {
+		t.Fatalf("merge lost or missed fields: %s", r.raw)
 	}
 	// The same change again adds nothing.
 	r = e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 3}`).expect(t, 200)
-	if r.body["created"] != false || r.num(t, "properties_snapshot.snapshot_version") != 2 {
+	if r.num(t, "snapshot_version") != 2 {
 		t.Fatalf("%s", r.raw)
 	}
-	// Snapshots are kept.
+	// Snapshots are kept, and named by number or by create time (Maestro's
+	// snapshot id).
 	one := e.send("GET", "/api/v3/workflows/wf/properties-snapshot/1", "", "").expect(t, 200)
-	if one.get(t, "properties.step_concurrency") != 10.0 || one.body["author"] != "alice" {
+	if one.body["step_concurrency"] != 10.0 || one.body["author"] != "alice" {
 		t.Fatalf("snapshot 1: %s", one.raw)
 	}
+	byTime := e.send("GET", fmt.Sprintf("/api/v3/workflows/wf/properties-snapshot/%d", one.num(t, "create_time")), "", "").expect(t, 200)
+	if byTime.num(t, "snapshot_version") != 1 {
+		t.Fatalf("snapshot by create time: %s", byTime.raw)
+	}
 	latest := e.send("GET", "/api/v3/workflows/wf/properties-snapshot/latest", "", "").expect(t, 200)
-	if latest.num(t, "snapshot_version") != 2 || latest.get(t, "properties.step_concurrency") != 3.0 {
+	if latest.num(t, "snapshot_version") != 2 || latest.body["step_concurrency"] != 3.0 {
 		t.Fatalf("latest: %s", latest.raw)
 	}
 	// Versions show the current snapshot; a push without properties keeps it.
-	v := e.send("POST", "/api/v3/workflows", "alice", simple("wf", "no properties")).expect(t, 201)
-	if v.num(t, "properties_snapshot.snapshot_version") != 2 || v.get(t, "properties_snapshot.properties.step_concurrency") != 3.0 {
+	v := e.send("POST", "/api/v3/workflows", "alice", simple("wf", "no properties")).expect(t, 200).wd(t)
+	if v.num(t, "properties_snapshot.snapshot_version") != 2 || v.get(t, "properties_snapshot.step_concurrency") != 3.0 {
 		t.Fatalf("push without properties changed them: %s", v.raw)
 	}
 	// A push with changed properties adds a snapshot even without a new version.
 	body := strings.Replace(tenSteps("wf", "alice", "v1"), `"step_concurrency": 10`, `"step_concurrency": 7`, 1)
-	e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 201) // definition changed back from "no properties"
+	e.send("POST", "/api/v3/workflows", "alice", body).expect(t, 200) // definition changed back from "no properties"
 	p := e.send("POST", "/api/v3/workflows", "alice", strings.Replace(body, `"step_concurrency": 7`, `"step_concurrency": 8`, 1)).expect(t, 200)
-	if p.body["created"] != false || p.num(t, "properties_snapshot.snapshot_version") != 4 ||
-		p.get(t, "properties_snapshot.properties.step_concurrency") != 8.0 {
+	if p.body["created"] != false || p.wd(t).num(t, "properties_snapshot.snapshot_version") != 4 ||
+		p.wd(t).get(t, "properties_snapshot.step_concurrency") != 8.0 {
 		t.Fatalf("properties-only push: %s", p.raw)
 	}
 	// Bad input.
@@ -815,7 +867,7 @@ func TestPropertiesMergeAndSnapshots(t *testing.T) {
 func TestOnlyOwnerOrAdminChangesPropertiesOrDeletes(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "carol", tenSteps("wf", "alice", "v1")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "carol", tenSteps("wf", "alice", "v1")).expect(t, 200)
 	// alice owns it through properties.owner although carol created it.
 	for _, who := range []string{"bob", "carol", ""} {
 		r := e.send("POST", "/api/v3/workflows/wf/properties", who, `{"step_concurrency": 2}`).expect(t, 403)
@@ -826,20 +878,20 @@ func TestOnlyOwnerOrAdminChangesPropertiesOrDeletes(t *testing.T) {
 	}
 	// A non-owner may not push a version, whether it changes the
 	// properties or not; the refused push writes nothing.
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 200)
 	e.send("POST", "/api/v3/workflows", "bob", tenSteps("wf", "alice", "v3")).expect(t, 403)
 	r := e.send("POST", "/api/v3/workflows", "bob", tenSteps("wf", "bob", "v3")).expect(t, 403)
 	if !strings.Contains(r.body["message"].(string), "owned by alice") {
 		t.Fatalf("%s", r.raw)
 	}
-	if got := e.send("GET", "/api/v3/workflows/wf/versions/latest", "", "").expect(t, 200).num(t, "workflow_version_id"); got != 2 {
+	if got := e.send("GET", "/api/v3/workflows/wf/versions/latest", "", "").expect(t, 200).version(t); got != 2 {
 		t.Fatalf("refused push created version %d", got)
 	}
 	// The owner and an admin may; ownership moves with properties.owner.
-	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 2}`).expect(t, 201)
-	e.send("POST", "/api/v3/workflows/wf/properties", admin, `{"owner": "bob"}`).expect(t, 201)
+	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 2}`).expect(t, 200)
+	e.send("POST", "/api/v3/workflows/wf/properties", admin, `{"owner": "bob"}`).expect(t, 200)
 	e.send("POST", "/api/v3/workflows/wf/properties", "alice", `{"step_concurrency": 4}`).expect(t, 403)
-	e.send("POST", "/api/v3/workflows/wf/properties", "bob", `{"step_concurrency": 4}`).expect(t, 201)
+	e.send("POST", "/api/v3/workflows/wf/properties", "bob", `{"step_concurrency": 4}`).expect(t, 200)
 	o := e.send("GET", "/api/v3/workflows/wf/overview", "", "").expect(t, 200)
 	if o.body["owner"] != "bob" {
 		t.Fatalf("owner should be bob: %s", o.raw)
@@ -847,7 +899,7 @@ func TestOnlyOwnerOrAdminChangesPropertiesOrDeletes(t *testing.T) {
 	e.send("DELETE", "/api/v3/workflows/wf", "alice", "").expect(t, 403)
 	e.send("DELETE", "/api/v3/workflows/wf", "bob", "").expect(t, 200)
 	// An admin may delete anyone's workflow.
-	e.send("POST", "/api/v3/workflows", "dave", simple("daves", "x")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "dave", simple("daves", "x")).expect(t, 200)
 	e.send("DELETE", "/api/v3/workflows/daves", admin, "").expect(t, 200)
 }
 
@@ -888,14 +940,14 @@ func (e *testEnv) count(query string, args ...any) int64 {
 func TestDeleteThen404(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 200)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")).expect(t, 200)
 	e.addInstances("wf", "SUCCEEDED", "FAILED", "STOPPED")
-	e.send("POST", "/api/v3/workflows", "alice", simple("other", "x")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", simple("other", "x")).expect(t, 200)
 	e.addInstances("other", "SUCCEEDED")
 
 	r := e.send("DELETE", "/api/v3/workflows/wf", "alice", "").expect(t, 200)
-	if r.body["status"] != "DELETED" || r.num(t, "deleted_instance_runs") != 3 {
+	if r.body["status"] != "DELETED" || r.num(t, "deleted_instance_runs") != 3 || r.body["type"] != "ACTION" || r.body["action"] != "DELETE" {
 		t.Fatalf("%s", r.raw)
 	}
 	for _, path := range []string{"/versions/latest", "/versions/1", "/versions", "/overview", "/properties-snapshot/latest"} {
@@ -914,13 +966,13 @@ func TestDeleteThen404(t *testing.T) {
 	}
 	// The timeline survives and records the deletion.
 	tl := e.send("GET", "/api/v3/workflows/wf/timeline", "", "").expect(t, 200)
-	first := tl.body["items"].([]any)[0].(map[string]any)
+	first := tl.body["timeline_events"].([]any)[0].(map[string]any)
 	if first["type"] != definition.EventDelete || first["author"] != "alice" {
 		t.Fatalf("timeline: %s", tl.raw)
 	}
 	// The id can be pushed again and starts over.
-	again := e.send("POST", "/api/v3/workflows", "bob", simple("wf", "new life")).expect(t, 201)
-	if again.num(t, "workflow_version_id") != 1 || again.num(t, "properties_snapshot.snapshot_version") != 1 {
+	again := e.send("POST", "/api/v3/workflows", "bob", simple("wf", "new life")).expect(t, 200)
+	if again.version(t) != 1 || again.wd(t).num(t, "properties_snapshot.snapshot_version") != 1 {
 		t.Fatalf("%s", again.raw)
 	}
 }
@@ -928,7 +980,7 @@ func TestDeleteThen404(t *testing.T) {
 func TestDeleteRefusesLiveRuns(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "x")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "x")).expect(t, 200)
 	e.addInstances("wf", "SUCCEEDED", "IN_PROGRESS")
 	r := e.send("DELETE", "/api/v3/workflows/wf", "alice", "").expect(t, 409)
 	if !strings.Contains(r.body["message"].(string), "stop or kill") {
@@ -943,10 +995,10 @@ func TestDeleteRefusesLiveRuns(t *testing.T) {
 func TestDeleteLargeWorkflowThroughQueue(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t, definition.WithInlineDeleteLimit(3), definition.WithDeleteBatchSize(2))
-	e.send("POST", "/api/v3/workflows", "alice", simple("big", "x")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", simple("big", "x")).expect(t, 200)
 	e.addInstances("big", "SUCCEEDED", "FAILED", "SUCCEEDED", "STOPPED", "TIMED_OUT")
 
-	r := e.send("DELETE", "/api/v3/workflows/big", "alice", "").expect(t, 202)
+	r := e.send("DELETE", "/api/v3/workflows/big", "alice", "").expect(t, 200)
 	if r.body["status"] != "DELETING" || r.body["deletion_id"] == "" {
 		t.Fatalf("%s", r.raw)
 	}
@@ -983,13 +1035,13 @@ func TestDeleteLargeWorkflowThroughQueue(t *testing.T) {
 	}
 	tl := e.send("GET", "/api/v3/workflows/big/timeline", "", "").expect(t, 200)
 	var types []string
-	for _, it := range tl.body["items"].([]any) {
+	for _, it := range tl.body["timeline_events"].([]any) {
 		types = append(types, it.(map[string]any)["type"].(string))
 	}
 	if !slices.Equal(types[:2], []string{definition.EventDeleteCompleted, definition.EventDelete}) {
 		t.Fatalf("timeline: %v", types)
 	}
-	e.send("POST", "/api/v3/workflows", "alice", simple("big", "again")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", simple("big", "again")).expect(t, 200)
 	if err := e.defs.ProcessDelete(ctx, []byte(`{"workflow_id": 1}`)); err == nil {
 		t.Fatal("a malformed message should fail")
 	}
@@ -998,13 +1050,13 @@ func TestDeleteLargeWorkflowThroughQueue(t *testing.T) {
 func TestOverview(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 201)
-	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")+"").expect(t, 201)
-	e.send("POST", "/api/v3/workflows", "alice", strings.Replace(tenSteps("wf", "alice", "v3"), "{\n  \"properties\"", `{"is_active": false, "properties"`, 1)).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v1")).expect(t, 200)
+	e.send("POST", "/api/v3/workflows", "alice", tenSteps("wf", "alice", "v2")+"").expect(t, 200)
+	e.send("POST", "/api/v3/workflows", "alice", strings.Replace(tenSteps("wf", "alice", "v3"), "{\n  \"properties\"", `{"is_active": false, "properties"`, 1)).expect(t, 200)
 	o := e.send("GET", "/api/v3/workflows/wf/overview", "", "").expect(t, 200)
 	if o.num(t, "active_version_id") != 2 || o.num(t, "latest_version_id") != 3 || o.num(t, "default_version_id") != 2 ||
 		o.body["owner"] != "alice" || o.num(t, "properties_snapshot.snapshot_version") != 1 ||
-		o.num(t, "instances.latest_instance_id") != 0 {
+		o.num(t, "instances.latest_instance_id") != 0 || o.num(t, "step_concurrency") != 10 || o.num(t, "failed_instances") != 0 {
 		t.Fatalf("%s", o.raw)
 	}
 	e.addInstances("wf", "SUCCEEDED", "FAILED", "SUCCEEDED", "IN_PROGRESS", "FAILED", "SUCCEEDED")
@@ -1021,18 +1073,24 @@ func TestOverview(t *testing.T) {
 		counts["IN_PROGRESS"] != 1.0 || latest["SUCCEEDED"] != 6.0 || latest["FAILED"] != 5.0 || latest["IN_PROGRESS"] != 4.0 {
 		t.Fatalf("%s", o.raw)
 	}
+	// Maestro's counts: the live instances by status, the failed ones.
+	if o.num(t, "latest_instance_id") != 6 || o.num(t, "failed_instances") != 1 || o.num(t, "nonterminal_instances.IN_PROGRESS") != 1 ||
+		o.num(t, "nonterminal_instances.CREATED") != 0 || o.num(t, "nonterminal_instances.PAUSED") != 0 {
+		t.Fatalf("%s", o.raw)
+	}
 	e.send("GET", "/api/v3/workflows/nope/overview", "", "").expect(t, 404)
 }
 
 func TestActivateAndDeactivate(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
-	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "1")).expect(t, 201)
-	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "2")).expect(t, 201)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "1")).expect(t, 200)
+	e.send("POST", "/api/v3/workflows", "alice", simple("wf", "2")).expect(t, 200)
 
 	e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "bob", "").expect(t, 403)
 	d := e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", "alice", "").expect(t, 200)
-	if d.body["active_version_id"] != nil || d.num(t, "previous_active_version_id") != 2 || d.body["changed"] != true {
+	if d.body["active_version_id"] != nil || d.num(t, "previous_active_version_id") != 2 || d.body["changed"] != true ||
+		d.num(t, "workflow_version_id") != 0 || d.get(t, "timeline_event.action") != "DEACTIVATE" {
 		t.Fatalf("%s", d.raw)
 	}
 	if d = e.send("PUT", "/api/v3/workflows/wf/actions/deactivate", admin, "").expect(t, 200); d.body["changed"] != false {
@@ -1043,14 +1101,15 @@ func TestActivateAndDeactivate(t *testing.T) {
 
 	e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "bob", "").expect(t, 403)
 	a := e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "alice", "").expect(t, 200)
-	if a.num(t, "active_version_id") != 1 || a.body["previous_active_version_id"] != nil || a.body["changed"] != true {
+	if a.num(t, "active_version_id") != 1 || a.body["previous_active_version_id"] != nil || a.body["changed"] != true ||
+		a.num(t, "workflow_version_id") != 1 || a.get(t, "timeline_event.action") != "ACTIVATE" || a.get(t, "timeline_event.author") != "alice" {
 		t.Fatalf("%s", a.raw)
 	}
 	if a = e.send("PUT", "/api/v3/workflows/wf/versions/1/actions/activate", "alice", "").expect(t, 200); a.body["changed"] != false {
 		t.Fatalf("%s", a.raw)
 	}
 	v := e.send("GET", "/api/v3/workflows/wf/versions/1", "", "").expect(t, 200)
-	if v.body["is_active"] != true {
+	if v.body["is_active"] != true || v.body["activated_by"] != "alice" || v.body["activate_time"] == nil {
 		t.Fatalf("%s", v.raw)
 	}
 	if a = e.send("PUT", "/api/v3/workflows/wf/versions/latest/actions/activate", "alice", "").expect(t, 200); a.num(t, "active_version_id") != 2 {
@@ -1063,7 +1122,7 @@ func TestActivateAndDeactivate(t *testing.T) {
 
 	tl := e.send("GET", "/api/v3/workflows/wf/timeline", "", "").expect(t, 200)
 	var types []string
-	for _, it := range tl.body["items"].([]any) {
+	for _, it := range tl.body["timeline_events"].([]any) {
 		types = append(types, it.(map[string]any)["type"].(string))
 	}
 	want := []string{definition.EventActivate, definition.EventActivate, definition.EventDeactivate,
@@ -1077,17 +1136,17 @@ func TestTimelinePagination(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	for i := range 4 {
-		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 201)
+		e.send("POST", "/api/v3/workflows", "alice", simple("wf", fmt.Sprint(i))).expect(t, 200)
 	}
 	// 1 snapshot + 4 versions = 5 events.
 	var ids []int64
 	path := "/api/v3/workflows/wf/timeline?limit=2"
 	for {
 		r := e.send("GET", path, "", "").expect(t, 200)
-		for _, it := range r.body["items"].([]any) {
+		for _, it := range r.body["timeline_events"].([]any) {
 			m := it.(map[string]any)
 			ids = append(ids, int64(m["event_id"].(float64)))
-			if m["create_time"] == nil || m["message"] == "" || m["author"] != "alice" {
+			if m["timestamp"] == nil || m["log"] == "" || m["author"] != "alice" {
 				t.Fatalf("event %v", m)
 			}
 		}
@@ -1174,7 +1233,7 @@ func benchPush(b *testing.B, e *testEnv, path string, want int, body func(i int)
 // two timeline events.
 func BenchmarkCreateWorkflow(b *testing.B) {
 	e := benchServer(b)
-	benchPush(b, e, "/api/v3/workflows", 201, func(i int) string {
+	benchPush(b, e, "/api/v3/workflows", 200, func(i int) string {
 		return tenSteps(fmt.Sprintf("bench.wf%d", i), "alice", "v1")
 	})
 }
@@ -1183,7 +1242,7 @@ func BenchmarkCreateWorkflow(b *testing.B) {
 // new version.
 func BenchmarkPushNewVersion(b *testing.B) {
 	e := benchServer(b)
-	benchPush(b, e, "/api/v3/workflows", 201, func(i int) string {
+	benchPush(b, e, "/api/v3/workflows", 200, func(i int) string {
 		return tenSteps("bench.wf", "alice", fmt.Sprint("variant ", i))
 	})
 }

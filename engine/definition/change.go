@@ -50,11 +50,11 @@ type PropertiesUpdate struct {
 	New bool
 }
 
-// UpdateProperties merges change into the workflow's properties as a new
+// UpdateProperties applies change to the workflow's properties as a new
 // snapshot. Only the owner (properties.owner, else the creator) or an
 // administrator may do it (ErrForbidden). A change that changes nothing
 // adds no snapshot.
-func (s *Store) UpdateProperties(ctx context.Context, workflowID string, change *workflow.Properties, actor Actor) (*PropertiesUpdate, error) {
+func (s *Store) UpdateProperties(ctx context.Context, workflowID string, change workflow.PropertiesChange, actor Actor) (*PropertiesUpdate, error) {
 	var out *PropertiesUpdate
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		st, err := lockFor(ctx, tx, workflowID, actor, "change the properties of")
@@ -66,14 +66,15 @@ func (s *Store) UpdateProperties(ctx context.Context, workflowID string, change 
 			return fmt.Errorf("workflow %s: %w", workflowID, err)
 		}
 		if st.propsVersion > 0 && string(m.canonical) == string(m.currentCanonical) {
-			snap := &Snapshot{WorkflowID: workflowID, Version: st.propsVersion, Properties: st.props}
+			snap := &Snapshot{WorkflowID: workflowID, Version: st.propsVersion, Properties: st.props, Owner: st.owner}
 			if err := tx.QueryRow(ctx, sqlSnapshotMeta, workflowID, st.propsVersion).Scan(&snap.Author, &snap.CreateTime); err != nil {
 				return fmt.Errorf("read workflow %s properties snapshot %d: %w", workflowID, st.propsVersion, err)
 			}
 			out = &PropertiesUpdate{Snapshot: snap}
 			return nil
 		}
-		snap := &Snapshot{WorkflowID: workflowID, Version: st.propsVersion + 1, Properties: m.json, Author: actor.Who()}
+		snap := &Snapshot{WorkflowID: workflowID, Version: st.propsVersion + 1, Properties: m.json, Author: actor.Who(),
+			Owner: m.owner(st.createdBy)}
 		b := &pgx.Batch{}
 		queueSnapshot(b, snap, m.owner(st.createdBy))
 		queueTimeline(b, workflowID, TimelineEvent{Type: EventUpdateProperties, Author: actor.Who(), SnapshotVersion: snap.Version,
@@ -145,7 +146,7 @@ func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor
 			return nil
 		}
 		out.Changed = true
-		if _, err := tx.Exec(ctx, sqlSetActive, workflowID, version); err != nil {
+		if _, err := tx.Exec(ctx, sqlSetActive, workflowID, version, actor.Who()); err != nil {
 			return fmt.Errorf("activate workflow %s version %d: %w", workflowID, version, err)
 		}
 		if err := syncTriggers(ctx, tx, workflowID); err != nil {
@@ -177,7 +178,7 @@ func (s *Store) Deactivate(ctx context.Context, workflowID string, actor Actor) 
 			return nil
 		}
 		out.Changed = true
-		if _, err := tx.Exec(ctx, sqlSetActive, workflowID, nil); err != nil {
+		if _, err := tx.Exec(ctx, sqlSetActive, workflowID, nil, actor.Who()); err != nil {
 			return fmt.Errorf("deactivate workflow %s: %w", workflowID, err)
 		}
 		if err := syncTriggers(ctx, tx, workflowID); err != nil {

@@ -23,14 +23,21 @@ SELECT (SELECT fingerprint FROM workflow_version WHERE workflow_id = $1 AND vers
        EXISTS (SELECT 1 FROM workflow_deletion WHERE workflow_id = $1)`
 
 const sqlInsertVersion = `
-INSERT INTO workflow_version (workflow_id, version, definition, fingerprint, created_by)
-VALUES ($1, $2, $3, $4, $5) RETURNING created_at`
+INSERT INTO workflow_version (workflow_id, version, definition, fingerprint, created_by, metadata)
+VALUES ($1, $2, $3, $4, $5, coalesce($6::jsonb, '{}'::jsonb)) RETURNING created_at`
 
+// SetVersions: $4 (the author) activated version $3 when $5 is true, which
+// the version records (Maestro's activate_time and activated_by).
 const sqlSetVersions = `
-UPDATE workflow SET latest_version = $2, active_version = $3, modified_at = now() WHERE workflow_id = $1`
+WITH w AS (UPDATE workflow SET latest_version = $2, active_version = $3, modified_at = now() WHERE workflow_id = $1)
+UPDATE workflow_version SET activate_time = now(), activated_by = $4
+WHERE workflow_id = $1 AND version = $3 AND $5::bool`
 
+// SetActive: version $2 (NULL to deactivate) becomes active, activated by
+// $3.
 const sqlSetActive = `
-UPDATE workflow SET active_version = $2, modified_at = now() WHERE workflow_id = $1`
+WITH w AS (UPDATE workflow SET active_version = $2, modified_at = now() WHERE workflow_id = $1)
+UPDATE workflow_version SET activate_time = now(), activated_by = $3 WHERE workflow_id = $1 AND version = $2`
 
 const sqlInsertSnapshot = `
 INSERT INTO workflow_properties_snapshot (workflow_id, snapshot_version, properties, author)
@@ -47,8 +54,8 @@ INSERT INTO workflow_timeline (workflow_id, event) VALUES ($1, $2)`
 // current state and properties snapshot. A NULL version means the workflow
 // exists but the version does not.
 const sqlGetVersion = `
-SELECT v.version, v.definition, v.created_by, v.created_at,
-       w.active_version, w.latest_version,
+SELECT v.version, v.definition, v.created_by, v.created_at, v.metadata, v.activate_time, v.activated_by,
+       w.active_version, w.latest_version, w.modified_at, w.owner,
        w.properties_version, s.properties, s.author, s.created_at
 FROM workflow w
 LEFT JOIN workflow_version v ON v.workflow_id = w.workflow_id AND v.version = CASE
@@ -98,13 +105,52 @@ SELECT event_id, event, created_at FROM workflow_timeline
 WHERE workflow_id = $1 AND ($2::bigint = 0 OR event_id < $2::bigint)
 ORDER BY event_id DESC LIMIT $3`
 
-// GetSnapshot: $2 = 0 names the latest snapshot.
+// GetSnapshot: $2 = 0 names the latest snapshot, a number below
+// snapshotTimeFloor a snapshot version, a larger one the snapshot created
+// at that epoch millisecond (Maestro names snapshots by create time).
 const sqlGetSnapshot = `
-SELECT s.snapshot_version, s.properties, s.author, s.created_at
+SELECT s.snapshot_version, s.properties, s.author, s.created_at, w.owner
 FROM workflow w JOIN workflow_properties_snapshot s
   ON s.workflow_id = w.workflow_id
- AND s.snapshot_version = CASE WHEN $2::bigint > 0 THEN $2::bigint ELSE w.properties_version END
+ AND s.snapshot_version = CASE
+        WHEN $2::bigint = 0 THEN w.properties_version
+        WHEN $2::bigint < 1000000000000 THEN $2::bigint
+        ELSE (SELECT max(t.snapshot_version) FROM workflow_properties_snapshot t
+              WHERE t.workflow_id = w.workflow_id
+                AND floor(extract(epoch FROM t.created_at) * 1000)::bigint = $2::bigint) END
 WHERE w.workflow_id = $1`
+
+// VersionRange: the versions from $2 to $3, newest first, with the
+// workflow's state and current properties snapshot.
+const sqlVersionRange = `
+SELECT v.version, v.definition, v.created_by, v.created_at, v.metadata, v.activate_time, v.activated_by,
+       w.active_version, w.latest_version, w.modified_at, w.owner,
+       w.properties_version, s.properties, s.author, s.created_at
+FROM workflow w
+JOIN workflow_version v ON v.workflow_id = w.workflow_id AND v.version BETWEEN $2 AND $3
+LEFT JOIN workflow_properties_snapshot s
+       ON s.workflow_id = w.workflow_id AND s.snapshot_version = w.properties_version
+WHERE w.workflow_id = $1
+ORDER BY v.version DESC`
+
+// ListWorkflows: a page of workflows in id order after the cursor $1,
+// filtered by an id prefix ($2, ” for all), an owner ($3, ” for any) and
+// a text ($4, ” for any) found in the id or the default version's name or
+// description, case-insensitively. The prefix is a range on the primary
+// key (ids compare byte-wise). Inline (iteration) workflows have no row.
+const sqlListWorkflows = `
+SELECT w.workflow_id, w.active_version, w.latest_version, w.owner, w.created_by, w.created_at, w.modified_at,
+       w.properties, coalesce(v.definition->>'name', ''), coalesce(v.definition->>'description', ''),
+       coalesce(v.definition->'tags', '[]'::jsonb), w.latest_instance_id
+FROM workflow w
+JOIN workflow_version v ON v.workflow_id = w.workflow_id AND v.version = coalesce(w.active_version, w.latest_version)
+WHERE w.workflow_id > $1
+  AND ($2 = '' OR (w.workflow_id >= $2 AND w.workflow_id < $2 || chr(1114111)))
+  AND ($3 = '' OR w.owner = $3)
+  AND ($4 = '' OR strpos(lower(w.workflow_id), lower($4)) > 0
+       OR strpos(lower(coalesce(v.definition->>'name', '')), lower($4)) > 0
+       OR strpos(lower(coalesce(v.definition->>'description', '')), lower($4)) > 0)
+ORDER BY w.workflow_id LIMIT $5`
 
 // Properties, activation, delete: lock the workflow row.
 const sqlLockWorkflow = `

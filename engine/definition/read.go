@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // VersionSummary describes one version in a listing.
@@ -115,7 +117,7 @@ func (s *Store) Overview(ctx context.Context, workflowID string) (*Overview, err
 	}
 	if snapProps != nil {
 		o.PropertiesSnapshot = &Snapshot{WorkflowID: workflowID, Version: pv, Properties: snapProps,
-			Author: *snapAuthor, CreateTime: *snapTime}
+			Author: *snapAuthor, CreateTime: *snapTime, Owner: o.Owner}
 	}
 	st := &o.Instances
 	st.StatusCounts, st.LatestInstanceIDs = map[string]int64{}, map[string]int64{}
@@ -156,7 +158,7 @@ func (s *Store) GetSnapshot(ctx context.Context, workflowID, selector string) (*
 	}
 	snap := &Snapshot{WorkflowID: workflowID}
 	var props []byte
-	err := s.db.QueryRow(ctx, sqlGetSnapshot, workflowID, n).Scan(&snap.Version, &props, &snap.Author, &snap.CreateTime)
+	err := s.db.QueryRow(ctx, sqlGetSnapshot, workflowID, n).Scan(&snap.Version, &props, &snap.Author, &snap.CreateTime, &snap.Owner)
 	if errNoRows(err) {
 		return nil, fmt.Errorf("workflow %s has no properties snapshot %s: %w", workflowID, selector, ErrNotFound)
 	}
@@ -179,4 +181,87 @@ func (s *Store) Owner(ctx context.Context, workflowID string) (string, error) {
 		return "", fmt.Errorf("read workflow %s owner: %w", workflowID, err)
 	}
 	return owner, nil
+}
+
+// VersionRange returns the workflow's versions from low to high
+// (inclusive), newest first, each with the workflow's current state as Get
+// returns it. ErrNotFound when the workflow does not exist.
+func (s *Store) VersionRange(ctx context.Context, workflowID string, low, high int64) ([]*Version, error) {
+	rows, err := s.db.Query(ctx, sqlVersionRange, workflowID, low, high)
+	if err != nil {
+		return nil, fmt.Errorf("read workflow %s versions %d to %d: %w", workflowID, low, high, err)
+	}
+	defer rows.Close()
+	out := []*Version{}
+	for rows.Next() {
+		v, err := scanVersion(rows, workflowID)
+		if err != nil {
+			return nil, fmt.Errorf("read workflow %s versions %d to %d: %w", workflowID, low, high, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read workflow %s versions %d to %d: %w", workflowID, low, high, err)
+	}
+	return out, nil
+}
+
+// WorkflowSummary describes one workflow in a listing: its default version
+// (the active one, else the latest) and its current state.
+type WorkflowSummary struct {
+	WorkflowID       string
+	ActiveVersion    *int64
+	LatestVersion    int64
+	Owner            string
+	CreatedBy        string
+	CreateTime       time.Time
+	ModifyTime       time.Time
+	Properties       json.RawMessage
+	Name             string
+	Description      string
+	Tags             json.RawMessage
+	LatestInstanceID int64
+}
+
+// DefaultVersion is the active version, else the latest.
+func (w WorkflowSummary) DefaultVersion() int64 {
+	if w.ActiveVersion != nil {
+		return *w.ActiveVersion
+	}
+	return w.LatestVersion
+}
+
+// WorkflowFilter selects workflows in a listing; empty fields match all.
+type WorkflowFilter struct {
+	// Prefix matches workflow ids that start with it.
+	Prefix string
+	// Owner matches the workflow's owner exactly.
+	Owner string
+	// Text matches, case-insensitively, a part of the workflow id or of
+	// its default version's name or description.
+	Text string
+}
+
+// ListWorkflows returns up to limit workflows matching f, in workflow id
+// order after the id after ("" for the first page), and whether more
+// follow.
+func (s *Store) ListWorkflows(ctx context.Context, f WorkflowFilter, after string, limit int) ([]WorkflowSummary, bool, error) {
+	limit = pageSize(limit)
+	rows, err := s.db.Query(ctx, sqlListWorkflows, after, f.Prefix, f.Owner, f.Text, limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("list workflows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (WorkflowSummary, error) {
+		var w WorkflowSummary
+		err := r.Scan(&w.WorkflowID, &w.ActiveVersion, &w.LatestVersion, &w.Owner, &w.CreatedBy, &w.CreateTime,
+			&w.ModifyTime, &w.Properties, &w.Name, &w.Description, &w.Tags, &w.LatestInstanceID)
+		return w, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("list workflows: %w", err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
 }

@@ -134,6 +134,37 @@ type Version struct {
 	LatestVersion int64
 	// Snapshot is the workflow's current properties snapshot.
 	Snapshot *Snapshot
+	// Metadata is what the push carried besides the workflow:
+	// {"git_info": {...}, "extra": {...}} (see VersionMetadata); empty
+	// when it carried nothing.
+	Metadata json.RawMessage
+	// ActivateTime and ActivatedBy say when and by whom the version was
+	// last made active; nil and "" when it never was.
+	ActivateTime *time.Time
+	ActivatedBy  string
+	// ModifyTime is when the workflow last changed (a version pushed or
+	// activated, its properties changed).
+	ModifyTime time.Time
+}
+
+// VersionMetadata is the metadata of a version as stored: the push's
+// git_info and its other top-level fields (Maestro's metadata extra info).
+type VersionMetadata struct {
+	GitInfo *workflow.GitInfo          `json:"git_info,omitempty"`
+	Extra   map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// metadataOf returns the canonical JSON of d's metadata, nil when d has
+// none.
+func metadataOf(d *workflow.Definition) ([]byte, error) {
+	if d.GitInfo == nil && len(d.Extra) == 0 {
+		return nil, nil
+	}
+	raw, err := json.Marshal(VersionMetadata{GitInfo: d.GitInfo, Extra: d.Extra})
+	if err != nil {
+		return nil, err
+	}
+	return workflow.CanonicalJSON(raw)
 }
 
 // Snapshot is one numbered snapshot of a workflow's properties.
@@ -143,6 +174,8 @@ type Snapshot struct {
 	Properties json.RawMessage `json:"properties"`
 	Author     string          `json:"author"`
 	CreateTime time.Time       `json:"create_time"`
+	// Owner is the workflow's owner: properties.owner, else its creator.
+	Owner string `json:"-"`
 }
 
 // Created is what Create did.
@@ -193,7 +226,14 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 	if err != nil {
 		return nil, fmt.Errorf("canonicalise workflow %s: %w", id, err)
 	}
-	sum := sha256.Sum256(canonical)
+	meta, err := metadataOf(d)
+	if err != nil {
+		return nil, fmt.Errorf("encode workflow %s metadata: %w", id, err)
+	}
+	// A push is unchanged when its workflow and its metadata are the
+	// latest version's; a push without metadata has the fingerprint of
+	// the workflow alone, as before metadata was kept.
+	sum := sha256.Sum256(append(canonical, meta...))
 	author := actor.Who()
 	initialOwner := author
 	if d.Properties != nil && d.Properties.Owner != nil && d.Properties.Owner.Name != "" {
@@ -215,7 +255,7 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 		if deleting {
 			return fmt.Errorf("workflow %s: an earlier workflow of this id is still being deleted; push again later: %w", id, ErrDeleting)
 		}
-		props, err := mergedProperties(st.props, d.Properties)
+		props, err := mergedProperties(st.props, workflow.PropertiesChange{Set: d.Properties})
 		if err != nil {
 			return fmt.Errorf("workflow %s: %w", id, err)
 		}
@@ -238,9 +278,10 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 		c.PropertiesChanged = propsChanged
 
 		b := &pgx.Batch{}
-		snap := &Snapshot{WorkflowID: id, Version: st.propsVersion, Properties: st.props}
+		snap := &Snapshot{WorkflowID: id, Version: st.propsVersion, Properties: st.props, Owner: st.owner}
 		if propsChanged {
-			snap = &Snapshot{WorkflowID: id, Version: st.propsVersion + 1, Properties: props.json, Author: author}
+			snap = &Snapshot{WorkflowID: id, Version: st.propsVersion + 1, Properties: props.json, Author: author,
+				Owner: props.owner(st.createdBy)}
 			queueSnapshot(b, snap, props.owner(st.createdBy))
 			queueTimeline(b, id, TimelineEvent{Type: EventUpdateProperties, Author: author, SnapshotVersion: snap.Version,
 				Message: fmt.Sprintf("added properties snapshot %d", snap.Version)})
@@ -251,7 +292,7 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 		}
 		var createdAt time.Time
 		if c.New {
-			b.Queue(sqlInsertVersion, id, version, raw, sum[:], author).QueryRow(func(r pgx.Row) error { return r.Scan(&createdAt) })
+			b.Queue(sqlInsertVersion, id, version, raw, sum[:], author, meta).QueryRow(func(r pgx.Row) error { return r.Scan(&createdAt) })
 			msg := fmt.Sprintf("created version %d", version)
 			if c.Activated {
 				msg += " and activated it"
@@ -263,7 +304,7 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 				Message: fmt.Sprintf("activated version %d (pushed unchanged with is_active)", version)})
 		}
 		if c.New || c.Activated {
-			b.Queue(sqlSetVersions, id, version, active)
+			b.Queue(sqlSetVersions, id, version, active, author, c.Activated)
 		}
 		queuePushEvents(b, pushed{workflowID: id, name: d.Workflow.Name, author: author, created: c, version: version,
 			snapshot: snap.Version, active: active, previous: st.active})
@@ -288,6 +329,10 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 			WorkflowID: id, Version: version, Workflow: d.Workflow, Raw: raw,
 			Active: active != nil && *active == version, CreatedBy: author, CreatedAt: createdAt,
 			Properties: snap.Properties, ActiveVersion: active, LatestVersion: version, Snapshot: snap,
+			Metadata: meta, ModifyTime: createdAt,
+		}
+		if c.Version.Active {
+			c.Version.ActivateTime, c.Version.ActivatedBy = &createdAt, author
 		}
 		out = c
 		return nil
@@ -321,7 +366,7 @@ func (m *merged) owner(createdBy string) string {
 	return createdBy
 }
 
-func mergedProperties(current []byte, change *workflow.Properties) (*merged, error) {
+func mergedProperties(current []byte, change workflow.PropertiesChange) (*merged, error) {
 	cur := &workflow.Properties{}
 	if len(bytes.TrimSpace(current)) > 0 {
 		p, err := workflow.DecodeProperties(current)
@@ -330,7 +375,7 @@ func mergedProperties(current []byte, change *workflow.Properties) (*merged, err
 		}
 		cur = p
 	}
-	m := &merged{props: cur.Merge(change)}
+	m := &merged{props: change.Apply(cur)}
 	var err error
 	if m.json, err = json.Marshal(m.props); err != nil {
 		return nil, fmt.Errorf("encode properties: %w", err)
@@ -387,32 +432,50 @@ type querier interface {
 // getVersion reads a version named by a number (n > 0) or by name.
 func getVersion(ctx context.Context, q querier, workflowID string, n int64, name string) (*Version, error) {
 	sel := selector{n: n, name: name}
+	v, err := scanVersion(q.QueryRow(ctx, sqlGetVersion, workflowID, n, name), workflowID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	case errors.Is(err, errNoVersion) && sel.name == "active":
+		return nil, fmt.Errorf("workflow %s has no active version: %w", workflowID, ErrNotFound)
+	case errors.Is(err, errNoVersion):
+		return nil, fmt.Errorf("workflow %s has no version %s: %w", workflowID, sel, ErrNotFound)
+	case err != nil:
+		return nil, fmt.Errorf("read workflow %s version %s: %w", workflowID, sel, err)
+	}
+	return v, nil
+}
+
+// errNoVersion: the workflow exists, the version read does not.
+var errNoVersion = errors.New("no such version")
+
+// scanVersion reads a row of sqlGetVersion or sqlVersionRange.
+func scanVersion(row pgx.Row, workflowID string) (*Version, error) {
 	var (
 		version           *int64
 		raw               []byte
 		createdBy         *string
 		createdAt         *time.Time
+		activatedBy       *string
+		owner             string
 		snapProps         []byte
 		snapAuthor        *string
 		snapTime          *time.Time
 		v                 = &Version{WorkflowID: workflowID}
 		propertiesVersion int64
 	)
-	err := q.QueryRow(ctx, sqlGetVersion, workflowID, n, name).Scan(&version, &raw, &createdBy, &createdAt,
-		&v.ActiveVersion, &v.LatestVersion, &propertiesVersion, &snapProps, &snapAuthor, &snapTime)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
-	}
+	err := row.Scan(&version, &raw, &createdBy, &createdAt, &v.Metadata, &v.ActivateTime, &activatedBy,
+		&v.ActiveVersion, &v.LatestVersion, &v.ModifyTime, &owner, &propertiesVersion, &snapProps, &snapAuthor, &snapTime)
 	if err != nil {
-		return nil, fmt.Errorf("read workflow %s version %s: %w", workflowID, sel, err)
+		return nil, err
 	}
 	if version == nil {
-		if sel.name == "active" {
-			return nil, fmt.Errorf("workflow %s has no active version: %w", workflowID, ErrNotFound)
-		}
-		return nil, fmt.Errorf("workflow %s has no version %s: %w", workflowID, sel, ErrNotFound)
+		return nil, errNoVersion
 	}
 	v.Version, v.Raw, v.CreatedBy, v.CreatedAt = *version, raw, *createdBy, *createdAt
+	if activatedBy != nil {
+		v.ActivatedBy = *activatedBy
+	}
 	if err := json.Unmarshal(v.Raw, &v.Workflow); err != nil {
 		return nil, fmt.Errorf("decode workflow %s version %d: %w", workflowID, v.Version, err)
 	}
@@ -420,7 +483,7 @@ func getVersion(ctx context.Context, q querier, workflowID string, n int64, name
 	if snapProps != nil {
 		v.Properties = snapProps
 		v.Snapshot = &Snapshot{WorkflowID: workflowID, Version: propertiesVersion, Properties: snapProps,
-			Author: *snapAuthor, CreateTime: *snapTime}
+			Author: *snapAuthor, CreateTime: *snapTime, Owner: owner}
 	}
 	return v, nil
 }

@@ -68,10 +68,12 @@ type Page[T any] struct {
 	Next  *int64 `json:"next_cursor,omitempty"`
 }
 
-// Page sizes.
+// Page sizes. A timeline page may hold up to MaxTimelinePage events (the
+// most Maestro's timeline returns).
 const (
 	DefaultPageSize = 20
 	MaxPageSize     = 100
+	MaxTimelinePage = 300
 )
 
 func pageSize(limit int) int {
@@ -85,7 +87,9 @@ func pageSize(limit int) int {
 // cursor (0 for the first page). It is readable after the workflow was
 // deleted; ErrNotFound means the workflow never existed.
 func (s *Store) Timeline(ctx context.Context, workflowID string, cursor int64, limit int) (*Page[TimelineEvent], error) {
-	limit = pageSize(limit)
+	if limit <= 0 || limit > MaxTimelinePage {
+		limit = MaxTimelinePage
+	}
 	rows, err := s.db.Query(ctx, sqlTimeline, workflowID, cursor, limit+1)
 	if err != nil {
 		return nil, fmt.Errorf("read workflow %s timeline: %w", workflowID, err)

@@ -139,7 +139,7 @@ func TestEventContract(t *testing.T) {
 	if _, err := e.Defs.CreateAs(ctx, d, actor); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Defs.UpdateProperties(ctx, "orders-daily", &workflow.Properties{Description: ptr("all orders")}, actor); err != nil {
+	if _, err := e.Defs.UpdateProperties(ctx, "orders-daily", workflow.PropertiesChange{Set: &workflow.Properties{Description: ptr("all orders")}}, actor); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Defs.Activate(ctx, "orders-daily", "1", actor); err != nil {

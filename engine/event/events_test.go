@@ -154,7 +154,7 @@ func TestDefinitionChangeEvents(t *testing.T) {
 	e.PushAs(def, "tester")                                                                                                         // version 1, snapshot 1
 	e.PushAs(`{"workflow":{"id":"wf","name":"The WF","steps":[{"step":{"id":"s2","type":"NoOp"}}]}}`, "tester")                     // version 2
 	e.PushAs(`{"properties":{"step_concurrency":5},"workflow":{"id":"wf","steps":[{"step":{"id":"s3","type":"NoOp"}}]}}`, "tester") // 3 + snapshot 2
-	if _, err := e.Defs.UpdateProperties(ctx, "wf", &workflow.Properties{Description: ptr("d")}, definition.Actor{Name: "tester"}); err != nil {
+	if _, err := e.Defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{Description: ptr("d")}}, definition.Actor{Name: "tester"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Defs.Activate(ctx, "wf", "1", definition.Actor{Name: "tester"}); err != nil {

@@ -41,6 +41,11 @@ ORDER BY run_id, step_id, attempt_id DESC`
 // notCreated is the aggregated status of a step no run has created.
 const notCreated instance.StepStatus = "NOT_CREATED"
 
+// Aggregate returns the aggregated view of an instance's runs up to inst.
+func (s *Service) Aggregate(ctx context.Context, inst *Instance) (*AggregatedInfo, error) {
+	return s.aggregate(ctx, inst)
+}
+
 func (s *Service) aggregate(ctx context.Context, inst *Instance) (*AggregatedInfo, error) {
 	rows, err := s.db.Query(ctx, aggregatedStepsSQL, inst.WorkflowID, inst.InstanceID, inst.RunID)
 	if err != nil {

@@ -37,6 +37,13 @@ type Instance struct {
 	// RunConfig says how the run was started (START or a restart policy).
 	RunConfig      json.RawMessage `json:"run_config,omitempty"`
 	AggregatedInfo *AggregatedInfo `json:"aggregated_info,omitempty"`
+	// GroupID is the run's flow group.
+	GroupID int32 `json:"-"`
+	// TimeoutSeconds is the run's timeout (0: none).
+	TimeoutSeconds int64 `json:"-"`
+	// Parent is the run's parent (a subworkflow, foreach or while step)
+	// as the engine records it; nil for a top-level run.
+	Parent json.RawMessage `json:"-"`
 
 	groupID int32
 }
@@ -49,29 +56,41 @@ type RuntimeOverview struct {
 	// RollupOverview counts leaf steps across nested child runs and
 	// earlier runs (docs/rollup.md); only Detail fills it.
 	RollupOverview *RollupOverview `json:"rollup_overview,omitempty"`
+	// Steps are the run's steps with the status and times of their latest
+	// attempt, in step id order.
+	Steps []StepSummary `json:"-"`
+}
+
+// StepSummary is the latest attempt of one step of a run.
+type StepSummary struct {
+	StepID    string
+	Status    instance.StepStatus
+	StartTime *time.Time
+	EndTime   *time.Time
 }
 
 const instanceSelect = `SELECT workflow_id, instance_id, run_id, workflow_version, uuid::text, request_id, status,
     initiator, run_params, params, timeline, create_time, start_time, end_time, modify_time, definition, group_id,
-    queued, run_config
+    queued, run_config, timeout_seconds, parent
     FROM workflow_instance`
 
 func scanInstance(r pgx.Row) (*Instance, error) {
 	var i Instance
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.UUID, &i.RequestID, &i.Status,
 		&i.Initiator, &i.RunParams, &i.Params, &i.Timeline, &i.CreateTime, &i.StartTime, &i.EndTime, &i.ModifyTime,
-		&i.Definition, &i.groupID, &i.Queued, &i.RunConfig)
+		&i.Definition, &i.groupID, &i.Queued, &i.RunConfig, &i.TimeoutSeconds, &i.Parent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
+	i.GroupID = i.groupID
 	return &i, nil
 }
 
-// Instance reads one run with its step overview; run 0 means the latest.
-func (s *Service) Instance(ctx context.Context, workflowID string, instanceID, run int64) (*Instance, error) {
+// Run reads one run without its step overview; run 0 means the latest.
+func (s *Service) Run(ctx context.Context, workflowID string, instanceID, run int64) (*Instance, error) {
 	q := instanceSelect + ` WHERE workflow_id = $1 AND instance_id = $2 AND ($3::bigint = 0 OR run_id = $3::bigint) ORDER BY run_id DESC LIMIT 1`
 	inst, err := scanInstance(s.db.QueryRow(ctx, q, workflowID, instanceID, run))
 	if errors.Is(err, ErrNotFound) {
@@ -80,26 +99,33 @@ func (s *Service) Instance(ctx context.Context, workflowID string, instanceID, r
 	if err != nil {
 		return nil, fmt.Errorf("read workflow instance %s/%d: %w", workflowID, instanceID, err)
 	}
-	rows, err := s.db.Query(ctx, `SELECT status, count(*) FROM (
-            SELECT DISTINCT ON (step_id) status FROM step_instance
+	return inst, nil
+}
+
+// Instance reads one run with its step overview; run 0 means the latest.
+func (s *Service) Instance(ctx context.Context, workflowID string, instanceID, run int64) (*Instance, error) {
+	inst, err := s.Run(ctx, workflowID, instanceID, run)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (step_id) step_id, status, start_time, end_time FROM step_instance
             WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
-            ORDER BY step_id, attempt_id DESC) latest GROUP BY status`, workflowID, instanceID, inst.RunID)
+            ORDER BY step_id, attempt_id DESC`, workflowID, instanceID, inst.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("count steps: %w", err)
 	}
-	defer rows.Close()
-	ov := &RuntimeOverview{StepOverview: map[instance.StepStatus]int64{}}
-	for rows.Next() {
-		var st instance.StepStatus
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count steps: %w", err)
-		}
-		ov.StepOverview[st] = n
-		ov.TotalStepCount += int(n)
-	}
-	if err := rows.Err(); err != nil {
+	steps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StepSummary, error) {
+		var st StepSummary
+		err := r.Scan(&st.StepID, &st.Status, &st.StartTime, &st.EndTime)
+		return st, err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("count steps: %w", err)
+	}
+	ov := &RuntimeOverview{StepOverview: map[instance.StepStatus]int64{}, Steps: steps}
+	for _, st := range steps {
+		ov.StepOverview[st.Status]++
+		ov.TotalStepCount++
 	}
 	inst.RuntimeOverview = ov
 	return inst, nil
@@ -130,13 +156,6 @@ func (s *Service) byRequestID(ctx context.Context, workflowID, requestID string)
 	return inst, nil
 }
 
-// Page is one page of a listing; Next is the cursor of the following page,
-// absent on the last.
-type Page[T any] struct {
-	Items []T    `json:"items"`
-	Next  *int64 `json:"next_cursor,omitempty"`
-}
-
 // MaxListBytes bounds what a listing reads into memory and answers with
 // (runs' and attempts' params, outputs and timelines): well below the 6 MB a
 // Lambda may answer through API Gateway.
@@ -145,50 +164,6 @@ const MaxListBytes = 4 << 20
 // size is roughly what the run's JSON takes.
 func (i *Instance) size() int {
 	return len(i.Initiator) + len(i.RunParams) + len(i.Params) + len(i.Timeline) + len(i.RunConfig) + 512
-}
-
-// List returns a workflow's instances (latest run of each), newest first,
-// starting below cursor (0 for the first page). A page ends early when it
-// holds MaxListBytes; its next cursor goes on from there.
-func (s *Service) List(ctx context.Context, workflowID string, cursor int64, limit int) (*Page[*Instance], error) {
-	if limit <= 0 || limit > 100 {
-		limit = 20
-	}
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (instance_id) workflow_id, instance_id, run_id, workflow_version, uuid::text,
-            request_id, status, initiator, run_params, params, timeline, create_time, start_time, end_time, modify_time,
-            NULL::jsonb, group_id, queued, run_config
-        FROM workflow_instance WHERE workflow_id = $1 AND ($2::bigint = 0 OR instance_id < $2::bigint)
-        ORDER BY instance_id DESC, run_id DESC LIMIT $3`, workflowID, cursor, limit+1)
-	if err != nil {
-		return nil, fmt.Errorf("list instances: %w", err)
-	}
-	defer rows.Close()
-	page := &Page[*Instance]{Items: []*Instance{}}
-	size := 0
-	for rows.Next() {
-		inst, err := scanInstance(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list instances: %w", err)
-		}
-		page.Items = append(page.Items, inst)
-		// A page ends early once it holds MaxListBytes: runs may carry
-		// up to 750 KB of params each.
-		if size += inst.size(); size > MaxListBytes && len(page.Items) <= limit {
-			limit = len(page.Items)
-			rows.Close()
-			page.Items = append(page.Items, nil) // there is more
-			break
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list instances: %w", err)
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		next := page.Items[limit-1].InstanceID
-		page.Next = &next
-	}
-	return page, nil
 }
 
 // StepAttempt is the API view of one step attempt.
@@ -210,6 +185,8 @@ type StepAttempt struct {
 	StartTime    *time.Time          `json:"start_time,omitempty"`
 	EndTime      *time.Time          `json:"end_time,omitempty"`
 	ModifyTime   time.Time           `json:"modify_time"`
+	// Artifacts are those an external job sent with its output data.
+	Artifacts json.RawMessage `json:"artifacts,omitempty"`
 	// DetailOmitted is set in a step list once the list holds MaxListBytes:
 	// this attempt's params, outputs, runtime state and timeline are left
 	// out (null); read the attempt itself for them.
@@ -218,17 +195,19 @@ type StepAttempt struct {
 
 // omitDetail drops the attempt's large fields.
 func (a *StepAttempt) omitDetail() {
-	a.Params, a.Outputs, a.RuntimeState, a.Timeline = nil, nil, nil, nil
+	a.Params, a.Outputs, a.RuntimeState, a.Timeline, a.Artifacts = nil, nil, nil, nil, nil
 	a.DetailOmitted = true
 }
 
 const stepSelect = `SELECT workflow_id, instance_id, run_id, step_id, attempt_id, uuid::text, step_type, status,
-    params, outputs, runtime_state, retry, timeline, create_time, start_time, end_time, modify_time FROM step_instance`
+    params, outputs, runtime_state, retry, timeline, create_time, start_time, end_time, modify_time,
+    (SELECT o.artifacts FROM step_output_data o WHERE o.step_uuid = step_instance.uuid) AS artifacts FROM step_instance`
 
 func scanStep(r pgx.Row) (*StepAttempt, error) {
 	var a StepAttempt
 	err := r.Scan(&a.WorkflowID, &a.InstanceID, &a.RunID, &a.StepID, &a.AttemptID, &a.UUID, &a.Type, &a.Status,
-		&a.Params, &a.Outputs, &a.RuntimeState, &a.RetryInfo, &a.Timeline, &a.CreateTime, &a.StartTime, &a.EndTime, &a.ModifyTime)
+		&a.Params, &a.Outputs, &a.RuntimeState, &a.RetryInfo, &a.Timeline, &a.CreateTime, &a.StartTime, &a.EndTime, &a.ModifyTime,
+		&a.Artifacts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -245,6 +224,12 @@ func (s *Service) Steps(ctx context.Context, workflowID string, instanceID, run 
 	if err != nil {
 		return nil, fmt.Errorf("list steps: %w", err)
 	}
+	return collectSteps(rows)
+}
+
+// collectSteps reads step attempts; once they hold MaxListBytes, the rest
+// come without their detail (StepAttempt.DetailOmitted).
+func collectSteps(rows pgx.Rows) ([]*StepAttempt, error) {
 	defer rows.Close()
 	out := []*StepAttempt{}
 	size := 0
@@ -253,12 +238,15 @@ func (s *Service) Steps(ctx context.Context, workflowID string, instanceID, run 
 		if err != nil {
 			return nil, fmt.Errorf("list steps: %w", err)
 		}
-		if size += len(a.Params) + len(a.Outputs) + len(a.RuntimeState) + len(a.Timeline) + 512; size > MaxListBytes {
+		if size += len(a.Params) + len(a.Outputs) + len(a.RuntimeState) + len(a.Timeline) + len(a.Artifacts) + 512; size > MaxListBytes {
 			a.omitDetail()
 		}
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list steps: %w", err)
+	}
+	return out, nil
 }
 
 // Attempt reads one attempt of a step; attempt 0 means the latest.
@@ -273,4 +261,99 @@ func (s *Service) Attempt(ctx context.Context, workflowID string, instanceID, ru
 		return nil, fmt.Errorf("read step attempt: %w", err)
 	}
 	return a, nil
+}
+
+// Bounds are the lowest and highest ids of a range (instance ids of a
+// workflow, run ids of an instance); both are 0 when there is none.
+type Bounds struct{ Low, High int64 }
+
+// InstanceBounds returns the lowest and highest instance ids of a workflow.
+func (s *Service) InstanceBounds(ctx context.Context, workflowID string) (Bounds, error) {
+	var b Bounds
+	err := s.db.QueryRow(ctx, `SELECT coalesce(min(instance_id), 0), coalesce(max(instance_id), 0)
+        FROM workflow_instance WHERE workflow_id = $1`, workflowID).Scan(&b.Low, &b.High)
+	if err != nil {
+		return b, fmt.Errorf("read instance ids of %s: %w", workflowID, err)
+	}
+	return b, nil
+}
+
+// RunBounds returns the lowest and highest run ids of an instance.
+func (s *Service) RunBounds(ctx context.Context, workflowID string, instanceID int64) (Bounds, error) {
+	var b Bounds
+	err := s.db.QueryRow(ctx, `SELECT coalesce(min(run_id), 0), coalesce(max(run_id), 0)
+        FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2`, workflowID, instanceID).Scan(&b.Low, &b.High)
+	if err != nil {
+		return b, fmt.Errorf("read run ids of %s/%d: %w", workflowID, instanceID, err)
+	}
+	return b, nil
+}
+
+// collectInstances reads runs, newest first, without their definitions
+// (listings stay small), ending early once they hold MaxListBytes.
+func collectInstances(rows pgx.Rows) ([]*Instance, error) {
+	defer rows.Close()
+	out := []*Instance{}
+	size := 0
+	for rows.Next() {
+		inst, err := scanInstance(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, inst)
+		if size += inst.size(); size > MaxListBytes {
+			break
+		}
+	}
+	return out, rows.Err()
+}
+
+// InstancesBetween returns the latest run of each instance with an id from
+// low to high, newest first, without definitions. It ends early once the
+// runs read hold MaxListBytes.
+func (s *Service) InstancesBetween(ctx context.Context, workflowID string, low, high int64) ([]*Instance, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (instance_id) workflow_id, instance_id, run_id, workflow_version,
+            uuid::text, request_id, status, initiator, run_params, params, timeline, create_time, start_time, end_time,
+            modify_time, NULL::jsonb, group_id, queued, run_config, timeout_seconds, parent
+        FROM workflow_instance WHERE workflow_id = $1 AND instance_id BETWEEN $2 AND $3
+        ORDER BY instance_id DESC, run_id DESC`, workflowID, low, high)
+	if err != nil {
+		return nil, fmt.Errorf("list instances of %s: %w", workflowID, err)
+	}
+	out, err := collectInstances(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list instances of %s: %w", workflowID, err)
+	}
+	return out, nil
+}
+
+// RunsBetween returns an instance's runs with ids from low to high, newest
+// first, without definitions, ending early once they hold MaxListBytes.
+func (s *Service) RunsBetween(ctx context.Context, workflowID string, instanceID, low, high int64) ([]*Instance, error) {
+	rows, err := s.db.Query(ctx, `SELECT workflow_id, instance_id, run_id, workflow_version,
+            uuid::text, request_id, status, initiator, run_params, params, timeline, create_time, start_time, end_time,
+            modify_time, NULL::jsonb, group_id, queued, run_config, timeout_seconds, parent
+        FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id BETWEEN $3 AND $4
+        ORDER BY run_id DESC`, workflowID, instanceID, low, high)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s/%d: %w", workflowID, instanceID, err)
+	}
+	out, err := collectInstances(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s/%d: %w", workflowID, instanceID, err)
+	}
+	return out, nil
+}
+
+// LatestSteps returns the newest attempt of each step of an instance
+// across all its runs (of stepID only, when it is not ""), in step id
+// order; the detail of attempts past MaxListBytes is omitted.
+func (s *Service) LatestSteps(ctx context.Context, workflowID string, instanceID int64, stepID string) ([]*StepAttempt, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (step_id) * FROM (`+stepSelect+`
+        WHERE workflow_id = $1 AND instance_id = $2 AND ($3 = '' OR step_id = $3)) s
+        ORDER BY step_id, run_id DESC, attempt_id DESC`, workflowID, instanceID, stepID)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of %s/%d: %w", workflowID, instanceID, err)
+	}
+	return collectSteps(rows)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -44,7 +45,11 @@ type RestartRequest struct {
 	SkipStepID string
 	// RunParams override the previous run's run params by name.
 	RunParams workflow.Params
-	Initiator map[string]any
+	// StepRunParams override the params of top-level steps (by step id)
+	// in the new run (Maestro's step_run_params and step_restart_params):
+	// as restart params, checked against the steps' param modes.
+	StepRunParams map[string]workflow.Params
+	Initiator     map[string]any
 }
 
 // carriedStatuses are the step statuses a restart from incomplete keeps:
@@ -164,6 +169,12 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		if err != nil {
 			return err
 		}
+		definition := prev.definition
+		if len(req.StepRunParams) > 0 {
+			if definition, err = overrideStepParams(&wf, req.StepRunParams); err != nil {
+				return err
+			}
+		}
 		ref = flow.Ref{WorkflowID: req.WorkflowID, InstanceID: req.InstanceID, RunID: prev.runID + 1}
 		drop, err := flow.PrepareStart(ctx, tx, req.WorkflowID, props)
 		if err != nil {
@@ -177,8 +188,11 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		if req.StepID != "" {
 			cfg["step_id"] = req.StepID
 		}
+		if len(req.StepRunParams) > 0 {
+			cfg["step_run_params"] = req.StepRunParams
+		}
 		queued, err = s.insertRun(ctx, tx, newRun{
-			ref: ref, version: prev.version, definition: prev.definition, runParams: runParams,
+			ref: ref, version: prev.version, definition: definition, runParams: runParams,
 			initiator: initiator, timeoutSeconds: prev.timeoutSeconds, dropReason: drop, runConfig: cfg,
 			created: fmt.Sprintf("restart of run %d (%s)", prev.runID, policy),
 		}, props)
@@ -197,6 +211,40 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		s.admitLater(ctx, ref.WorkflowID)
 	}
 	return s.Instance(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
+}
+
+// overrideStepParams applies step params overrides to a run's workflow
+// (top-level steps), as restart params checked against the steps' param
+// modes, and returns the workflow's JSON for the new run.
+func overrideStepParams(wf *workflow.Workflow, overrides map[string]workflow.Params) ([]byte, error) {
+	for _, id := range slices.Sorted(maps.Keys(overrides)) {
+		idx := slices.IndexFunc(wf.Steps, func(n workflow.StepNode) bool { return n.ID() == id })
+		if idx < 0 {
+			return nil, fmt.Errorf("%w: step_run_params: the workflow has no top-level step %q", ErrInvalid, id)
+		}
+		n := &wf.Steps[idx]
+		common := n.Common()
+		defs := params.StepDefinitionDefs(n)
+		if err := params.CheckOverrides(defs, overrides[id], params.PhaseRestart); err != nil {
+			return nil, fmt.Errorf("%w: step_run_params of step %s: %w", ErrInvalid, id, err)
+		}
+		merged := maps.Clone(common.Params)
+		if merged == nil {
+			merged = workflow.Params{}
+		}
+		for name, p := range overrides[id] {
+			if def, ok := defs[name]; ok && p.Mode == "" {
+				p.Mode = def.Mode
+			}
+			merged[name] = p
+		}
+		common.Params = merged
+	}
+	out, err := json.Marshal(wf)
+	if err != nil {
+		return nil, fmt.Errorf("encode the restarted workflow: %w", err)
+	}
+	return out, nil
 }
 
 // downstream is step and every step reachable from it.
@@ -355,6 +403,19 @@ type StepActionResult struct {
 // from that step (RESTART_FROM_SPECIFIC) and skip a new run from the
 // incomplete steps with that step SKIPPED; other actions are conflicts.
 func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, run int64, stepID string, action flow.Action) (*StepActionResult, error) {
+	return s.stepAct(ctx, workflowID, instanceID, run, stepID, action, nil)
+}
+
+// RestartStep is the restart step action with step params: stepParams
+// override the step's params in the new run when the instance has ended
+// (a restart from the step); a live run's new attempt takes none, and
+// stepParams are then ErrInvalid.
+func (s *Service) RestartStep(ctx context.Context, workflowID string, instanceID, run int64, stepID string, stepParams workflow.Params) (*StepActionResult, error) {
+	return s.stepAct(ctx, workflowID, instanceID, run, stepID, flow.StepRestart, stepParams)
+}
+
+func (s *Service) stepAct(ctx context.Context, workflowID string, instanceID, run int64, stepID string, action flow.Action,
+	stepParams workflow.Params) (*StepActionResult, error) {
 	if action == flow.StepBypassDependencies { // recorded on the attempt's signal wait, not an instance action
 		return s.BypassDependencies(ctx, workflowID, instanceID, run, stepID, "")
 	}
@@ -371,6 +432,9 @@ func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, ru
 		switch action {
 		case flow.StepRestart:
 			req.Policy, req.StepID = RestartFromSpecific, stepID
+			if len(stepParams) > 0 {
+				req.StepRunParams = map[string]workflow.Params{stepID: stepParams}
+			}
 		case flow.StepSkip:
 			req.Policy, req.SkipStepID = RestartFromIncomplete, stepID
 		default:
@@ -383,6 +447,10 @@ func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, ru
 		}
 		res.Status, res.Restarted = "RESTARTED", restarted
 		return res, nil
+	}
+	if len(stepParams) > 0 {
+		return nil, fmt.Errorf("%w: step params apply to a restart of an ended run; workflow instance %s/%d is %s",
+			ErrInvalid, workflowID, instanceID, inst.Status)
 	}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, flow.ActionMessage{

@@ -687,7 +687,13 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	var paramErr error
 	var held int64
 	if created {
-		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending)
+		// The owner param's value; a read that fails is retried with the
+		// message rather than failing the run.
+		owner, err := e.store.workflowOwner(ctx, msg.Ref)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", msg.Ref, err)
+		}
+		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending, owner)
 		// Admission against the memory budget: a run that does not fit now
 		// stays CREATED and its message is offered again; one that could
 		// never fit fails alone.
@@ -764,7 +770,7 @@ func (e *Engine) wroteEvent(ev []byte) {
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
-func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRow) ([]byte, error) {
+func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRow, owner string) ([]byte, error) {
 	def, err := e.defs.acquire(row.Definition, false)
 	if err != nil {
 		return nil, err
@@ -783,8 +789,13 @@ func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRo
 	}
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
+	var runConfig struct {
+		Policy string `json:"policy"`
+	}
+	_ = json.Unmarshal(row.RunConfig, &runConfig) // only its policy is read; unset is a fresh start
 	in := params.WorkflowInput{
 		Workflow: &def.wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID, Initiator: initiator,
+		RunPolicy: runConfig.Policy, Owner: owner,
 	}
 	if params.ReadsSignals(def.wf.Params) || params.ReadsSignals(runParams) {
 		if in.Signals, err = params.RunSignals(row.Initiator, e.readSignal); err != nil {

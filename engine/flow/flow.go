@@ -604,20 +604,28 @@ func initialRetry(node *workflow.StepNode) instance.RetryInfo {
 			*dst = n
 		}
 	}
+	setSecs := func(dst *int64, v *workflow.ParsableLong) {
+		if v == nil {
+			return
+		}
+		if n, err := v.ResolveSeconds(); err == nil {
+			*dst = n
+		}
+	}
 	set(&r.ErrorRetryLimit, p.ErrorRetryLimit)
 	set(&r.PlatformRetryLimit, p.PlatformRetryLimit)
 	set(&r.TimeoutRetryLimit, p.TimeoutRetryLimit)
 	if b := p.Backoff; b != nil {
 		r.Backoff.Exponential = b.Type != workflow.BackoffFixed
-		set(&r.Backoff.ErrorBackoffSecs, b.ErrorRetryBackoffInSecs)
+		setSecs(&r.Backoff.ErrorBackoffSecs, b.ErrorRetryBackoffInSecs)
 		set(&r.Backoff.ErrorExponent, b.ErrorRetryExponent)
-		set(&r.Backoff.ErrorLimitSecs, b.ErrorRetryLimitInSecs)
-		set(&r.Backoff.PlatformBackoffSecs, b.PlatformRetryBackoffInSecs)
+		setSecs(&r.Backoff.ErrorLimitSecs, b.ErrorRetryLimitInSecs)
+		setSecs(&r.Backoff.PlatformBackoffSecs, b.PlatformRetryBackoffInSecs)
 		set(&r.Backoff.PlatformExponent, b.PlatformRetryExponent)
-		set(&r.Backoff.PlatformLimitSecs, b.PlatformRetryLimitInSecs)
-		set(&r.Backoff.TimeoutBackoffSecs, b.TimeoutRetryBackoffInSecs)
+		setSecs(&r.Backoff.PlatformLimitSecs, b.PlatformRetryLimitInSecs)
+		setSecs(&r.Backoff.TimeoutBackoffSecs, b.TimeoutRetryBackoffInSecs)
 		set(&r.Backoff.TimeoutExponent, b.TimeoutRetryExponent)
-		set(&r.Backoff.TimeoutLimitSecs, b.TimeoutRetryLimitInSecs)
+		setSecs(&r.Backoff.TimeoutLimitSecs, b.TimeoutRetryLimitInSecs)
 	}
 	return r
 }

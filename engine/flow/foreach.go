@@ -314,6 +314,25 @@ func (r *foreachRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) st
 	return stepruntime.Result{State: stepruntime.Continue, Data: st.data(), DataRecorded: true, NextPollDelay: delay}
 }
 
+// foreachSummary describes a finished foreach attempt that ran ran
+// iterations itself: the iterations before st.next that it did not run
+// were kept from earlier runs; those from st.next on were never launched
+// (the loop ended early on a failure or a stop).
+func foreachSummary(st foreachState, ran int64) string {
+	summary := fmt.Sprintf("foreach of %d iterations", st.total)
+	var notes []string
+	if kept := min(st.next, st.total) - ran; st.keep && kept > 0 {
+		notes = append(notes, fmt.Sprintf("%d kept from earlier runs", kept))
+	}
+	if left := st.total - st.next; left > 0 {
+		notes = append(notes, fmt.Sprintf("%d not launched", left))
+	}
+	if len(notes) > 0 {
+		summary += " (" + strings.Join(notes, ", ") + ")"
+	}
+	return summary
+}
+
 // finish ends the step from the final state of its iterations.
 func (r *foreachRuntime) finish(ctx context.Context, a *stepruntime.Attempt, st foreachState) stepruntime.Result {
 	counts, err := r.eng.store.foreachCounts(ctx, st)
@@ -323,10 +342,7 @@ func (r *foreachRuntime) finish(ctx context.Context, a *stepruntime.Attempt, st 
 	data := st.data()
 	data[foreachCountsKey] = counts
 	outputs := map[string]any{foreachIterationsOut: st.total}
-	summary := fmt.Sprintf("foreach of %d iterations", st.total)
-	if ran := sumCounts(counts); ran < st.total {
-		summary += fmt.Sprintf(" (%d kept from earlier runs)", st.total-ran)
-	}
+	summary := foreachSummary(st, sumCounts(counts))
 	res := stepruntime.Result{State: stepruntime.Done, Data: data, Outputs: outputs}
 	switch {
 	case counts[string(instance.WorkflowFailed)] > 0:

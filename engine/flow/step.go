@@ -362,7 +362,14 @@ func (a *stepActor) advance(ctx context.Context) error {
 					return nil
 				}
 				a.stopWaiting()
-				return a.fail(ctx, stepruntime.Result{State: stepruntime.UserError, Message: err.Error()})
+				// Params that do not evaluate fail the same way on every
+				// attempt: not retried, as in Maestro.
+				state := stepruntime.UserError
+				var paramErr *params.Error
+				if errors.As(err, &paramErr) || errors.Is(err, params.ErrNotOverridable) {
+					state = stepruntime.FatalError
+				}
+				return a.fail(ctx, stepruntime.Result{State: state, Message: err.Error()})
 			}
 			a.stopWaiting()
 			if err := a.transition(instance.StepWaitingForPermits, ""); err != nil {
@@ -419,6 +426,7 @@ func (a *stepActor) stepInput() params.StepInput {
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
 		StepID: a.id, StepType: string(a.node.Type()), AttemptID: a.attempt, UUID: a.uuid,
 		Defs: a.node.Common().Params, Workflow: a.f.plainParams, Steps: a.lookupUpstream,
+		Typed: params.StepDefaults(a.node),
 	}
 	if inj, ok := a.rt.(ParamInjector); ok {
 		att := a.runtimeAttempt()

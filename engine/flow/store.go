@@ -260,6 +260,8 @@ type createdRow struct {
 	// HasSteps: the run has step rows already (a restart's carried
 	// steps); a fresh run has none, and starting it skips reading them.
 	HasSteps bool
+	// RunConfig says how the run was started ({"policy": ...}).
+	RunConfig []byte
 	// UUID, Correlation and Depth are what the run's events carry.
 	UUID        string
 	Correlation string
@@ -271,10 +273,10 @@ func (s *store) readCreated(ctx context.Context, ref Ref) (createdRow, bool, err
 	var r createdRow
 	err := s.db.QueryRow(ctx, `SELECT definition, run_params, initiator, EXISTS (SELECT 1 FROM step_instance s
             WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id),
-            uuid::text, `+correlationSQL+`, depth
+            uuid::text, `+correlationSQL+`, depth, run_config
         FROM workflow_instance i
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams, &r.Initiator, &r.HasSteps, &r.UUID, &r.Correlation, &r.Depth)
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams, &r.Initiator, &r.HasSteps, &r.UUID, &r.Correlation, &r.Depth, &r.RunConfig)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return createdRow{}, false, nil
 	}

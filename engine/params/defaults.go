@@ -27,8 +27,19 @@ const (
 
 // Fields params.getFromInstance reads, as Maestro names them.
 const (
-	InitiatorTimezone = "INITIATOR_TIMEZONE"
-	InitiatorType     = "INITIATOR_TYPE"
+	InitiatorTimezone   = "INITIATOR_TIMEZONE"
+	InitiatorType       = "INITIATOR_TYPE"
+	InitiatorRunnerName = "INITIATOR_RUNNER_NAME"
+	RunPolicy           = "RUN_POLICY"
+	// Owner is also the default param holding the workflow's owner.
+	Owner = "owner"
+)
+
+// Run policies params.getFromInstance("RUN_POLICY") answers, as Maestro's.
+const (
+	PolicyStartFresh = "START_FRESH_NEW_RUN"
+	// dryRunInitiator is INITIATOR_TYPE during the dry run at push.
+	dryRunInitiator = "VALIDATION"
 )
 
 // localDate is Maestro's expression for a date or an hour of a time param
@@ -67,6 +78,8 @@ var defaultExpressions = map[string]string{
 	// same.
 	"RUN_DATE_MINUS_1": localDate("RUN_TS", `"UTC"`, ".minusDays(1)", "yyyyMMdd"),
 	"RUN_DATE_MINUS_7": localDate("RUN_TS", `"UTC"`, ".minusDays(7)", "yyyyMMdd"),
+	// owner is RESERVED: the workflow's owner, set by Maestro.
+	Owner: `return params.getFromInstance("owner");`,
 }
 
 // defaultParams returns the default workflow params with expressions.
@@ -78,7 +91,11 @@ func defaultParams() workflow.Params {
 			typ = workflow.ParamTypeLong
 		}
 		e := expr
-		out[name] = workflow.Param{Type: typ, Expression: &e, Mode: workflow.ParamModeMutableOnStart}
+		mode := workflow.ParamModeMutableOnStart
+		if name == Owner {
+			mode = workflow.ParamModeConstant
+		}
+		out[name] = workflow.Param{Type: typ, Expression: &e, Mode: mode}
 	}
 	return out
 }
@@ -88,7 +105,70 @@ func defaultParams() workflow.Params {
 type instanceKey struct{}
 
 // workflowFuncs are the functions workflow params may call.
-var workflowFuncs = map[string]sel.Func{"params.getFromInstance": getFromInstance}
+var workflowFuncs = map[string]sel.Func{
+	"params.getFromInstance":        getFromInstance,
+	"params.getFromSignal":          getFromSignal,
+	"params.getFromSignalOrDefault": getFromSignalOrDefault,
+}
+
+// DryRunSignalValue is what params.getFromSignal answers in the dry run at
+// push (Maestro's DUMMY_VALIDATION_VALUE): a signal param is a STRING or a
+// LONG, and this is both a date and a number.
+const DryRunSignalValue = int64(20220101)
+
+// getFromSignal answers params.getFromSignal where no SignalSource is
+// given (a run's evaluation gets SignalFuncs instead, see
+// EvaluateWorkflow): in the dry run at push it checks the names against
+// the workflow's signal triggers and answers DryRunSignalValue; anywhere
+// else there is no signal to read.
+func getFromSignal(ctx context.Context, args []any) (any, error) {
+	in, _ := ctx.Value(instanceKey{}).(*WorkflowInput)
+	if in == nil || !in.DryRun {
+		return nil, fmt.Errorf("%w: no signals are available here", ErrNoSignal)
+	}
+	names := make([]string, 0, len(args))
+	for _, a := range args {
+		s, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("params.getFromSignal takes strings")
+		}
+		names = append(names, s)
+	}
+	if len(names) != 1 && len(names) != 2 {
+		return nil, fmt.Errorf("params.getFromSignal takes (paramName) or (signalName, paramName), got %d arguments", len(args))
+	}
+	if !signalNameDefined(in.Workflow, names) {
+		return nil, fmt.Errorf("params.getFromSignal(%s): no signal trigger of the workflow defines it", strings.Join(names, ", "))
+	}
+	return DryRunSignalValue, nil
+}
+
+// getFromSignalOrDefault is params.getFromSignalOrDefault(signal, param,
+// default): getFromSignal, or the default when that fails.
+func getFromSignalOrDefault(ctx context.Context, args []any) (any, error) {
+	if len(args) != 3 {
+		return nil, fmt.Errorf("params.getFromSignalOrDefault takes (signalName, paramName, default), got %d arguments", len(args))
+	}
+	if v, err := getFromSignal(ctx, args[:2]); err == nil {
+		return v, nil
+	}
+	return args[2], nil
+}
+
+// signalNameDefined reports whether a signal trigger of wf defines the
+// param (names: one name) or the signal (names: signal and param).
+func signalNameDefined(wf *workflow.Workflow, names []string) bool {
+	for _, t := range wf.SignalTriggers {
+		if len(names) == 1 {
+			if _, ok := t.Params[names[0]]; ok {
+				return true
+			}
+		} else if _, ok := t.Definitions[names[0]]; ok {
+			return true
+		}
+	}
+	return false
+}
 
 // defaultPrograms are the default params' expressions, compiled once: every
 // run evaluates them, and compiling them each time cost about 200 µs a run.
@@ -103,6 +183,15 @@ var defaultPrograms = sync.OnceValue(func() map[string]*sel.Program {
 	}
 	return out
 })
+
+// runPolicy is Maestro's name of a run's policy: a start is
+// START_FRESH_NEW_RUN, a restart its restart policy.
+func runPolicy(p string) string {
+	if p == "" || p == "START" {
+		return PolicyStartFresh
+	}
+	return p
+}
 
 // precompiled returns the compiled program of a default param that still
 // has its default expression, else nil.
@@ -138,10 +227,23 @@ func getFromInstance(ctx context.Context, args []any) (any, error) {
 		}
 		return "", nil
 	case InitiatorType:
-		if initiatorType == "" {
+		switch {
+		case in.DryRun:
+			return dryRunInitiator, nil
+		case initiatorType == "":
 			return "MANUAL", nil
 		}
-		return initiatorType, nil
+		return strings.ToUpper(initiatorType), nil
+	case InitiatorRunnerName:
+		if initiatorType != "" && !strings.EqualFold(initiatorType, "MANUAL") {
+			return nil, fmt.Errorf("params.getFromInstance(%q) is only for a MANUAL run, not a %s one", name, initiatorType)
+		}
+		user, _ := in.Initiator["user"].(string)
+		return user, nil
+	case RunPolicy:
+		return runPolicy(in.RunPolicy), nil
+	case Owner:
+		return in.Owner, nil
 	case FirstTimeTriggerTimezone:
 		if len(in.Workflow.TimeTriggers) > 0 {
 			return in.Workflow.TimeTriggers[0].Timezone, nil

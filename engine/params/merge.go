@@ -36,7 +36,7 @@ const (
 // reserved are the names users cannot set.
 var reserved = map[string]bool{
 	WorkflowID: true, WorkflowInstanceID: true, WorkflowRunID: true,
-	StepID: true, StepInstanceUUID: true, StepAttemptID: true,
+	StepID: true, StepInstanceUUID: true, StepAttemptID: true, Owner: true,
 }
 
 // Reserved reports whether name is a param Maestro sets and users cannot.
@@ -104,8 +104,8 @@ func CheckOverrides(defs, overrides workflow.Params, phase Phase) error {
 			continue
 		}
 		def, ok := defs[name]
-		if !ok {
-			continue
+		if !ok || sameDefinition(def, o) {
+			continue // as in Maestro, repeating a definition unchanged changes nothing
 		}
 		if !Mutable(def.Mode, phase) {
 			errs = append(errs, fmt.Errorf("%w: %s has mode %s and cannot be changed on %s", ErrNotOverridable, name, def.EffectiveMode(), phase))
@@ -116,6 +116,21 @@ func CheckOverrides(defs, overrides workflow.Params, phase Phase) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sameDefinition reports whether an override repeats a definition: the
+// same value or expression (JSON-equal) and, when it names one, the same
+// type.
+func sameDefinition(def, o workflow.Param) bool {
+	if o.Type != "" && def.Type != "" && o.Type != def.Type {
+		return false
+	}
+	if (def.Expression == nil) != (o.Expression == nil) || (def.Expression != nil && *def.Expression != *o.Expression) {
+		return false
+	}
+	a, errA := json.Marshal(def.Value)
+	b, errB := json.Marshal(o.Value)
+	return errA == nil && errB == nil && string(a) == string(b)
 }
 
 // override merges overrides into defs: an override keeps the def's mode
@@ -142,6 +157,14 @@ type WorkflowInput struct {
 	// Initiator is the run's initiator as Maestro's JSON has it ({"type":
 	// "TIME", "timezone": ...}); nil is a manual run.
 	Initiator map[string]any
+	// RunPolicy is how the run was started: START (or "") for a fresh
+	// start, else the restart policy (params.getFromInstance("RUN_POLICY")).
+	RunPolicy string
+	// Owner is the workflow's owner (the owner param).
+	Owner string
+	// DryRun: the evaluation is the dry run at push (INITIATOR_TYPE is
+	// VALIDATION).
+	DryRun bool
 	// Signals answers params.getFromSignal; nil when no param calls it.
 	Signals *SignalSource
 }
@@ -264,9 +287,13 @@ func StepDefs(in StepInput) (workflow.Params, error) {
 		}
 	}
 	for name, p := range in.Defs {
-		if !reserved[name] {
-			defs[name] = p
+		if reserved[name] {
+			continue
 		}
+		if d, ok := in.Typed[name]; ok && p.Mode == "" {
+			p.Mode = d.Mode // a default's mode holds unless the step sets one
+		}
+		defs[name] = p
 	}
 	defined := workflow.Params{}
 	for name, p := range in.RunParams {

@@ -101,6 +101,11 @@ type Scope struct {
 	Steps StepLookup
 	// Funcs are extra SEL functions.
 	Funcs map[string]sel.Func
+
+	// member: the defs are the members of a MAP param's value, whose
+	// validators are not applied (Maestro keeps only a MAP's evaluated
+	// values, not definitions of its members).
+	member bool
 }
 
 // Evaluate evaluates defs. Expressions see base (already known values, such
@@ -117,12 +122,12 @@ func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, fu
 // values together must stay within MaxBytes (ErrTooLarge).
 func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, error) {
 	funcs := sc.Funcs
-	if sc.Steps != nil {
+	if sc.Steps != nil || isStep(defs) {
 		funcs = maps.Clone(funcs)
 		if funcs == nil {
 			funcs = map[string]sel.Func{}
 		}
-		funcs["params.getFromStep"] = getFromStep(sc.Steps)
+		funcs["params.getFromStep"] = getFromStep(sc.Steps, defs)
 	}
 	order, programs, err := plan(defs, funcs)
 	if err != nil {
@@ -155,8 +160,8 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 			return nil, &Error{Param: name, Err: err}
 		}
 		env.vals[name] = typed
-		if def.Validator != "" {
-			if err := validate(ctx, def.Validator, env, funcs); err != nil {
+		if def.Validator != "" && !sc.member {
+			if err := validate(ctx, def.Validator, typed, env, funcs); err != nil {
 				return nil, &Error{Param: name, Err: err}
 			}
 		}
@@ -168,21 +173,15 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 // ErrValidator reports a value its def's validator refused.
 var ErrValidator = errors.New("param value failed its validator")
 
-// validate runs a validator: a SEL expression that sees the params (the one
-// validated included) and must return true.
-func validate(ctx context.Context, src string, env sel.Env, funcs map[string]sel.Func) error {
-	prog, err := sel.Compile(src, sel.WithFunctions(funcs))
+// validate runs a validator (validator.go) on the value v: a SEL
+// expression that sees the params and `param`, the value under check, and
+// must return true, or Bean Validation annotations.
+func validate(ctx context.Context, src string, v any, env sel.Env, funcs map[string]sel.Func) error {
+	c, err := compileValidator(src, funcs)
 	if err != nil {
 		return fmt.Errorf("validator: %w", err)
 	}
-	v, err := prog.Eval(ctx, env)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrValidator, src, err)
-	}
-	if ok, isBool := v.(bool); !isBool || !ok {
-		return fmt.Errorf("%w: %s returned %v", ErrValidator, src, v)
-	}
-	return nil
+	return c.check(ctx, v, env)
 }
 
 // scopeEnv resolves free names: evaluated params first, then step__name
@@ -219,10 +218,44 @@ func (e *scopeEnv) lookupRef(r ref) (any, bool) {
 // ErrNoSuchStepParam reports params.getFromStep of something not available.
 var ErrNoSuchStepParam = errors.New("no such step param")
 
-func getFromStep(steps StepLookup) sel.Func {
+// isStep reports whether defs are a step's params (StepDefs sets these).
+func isStep(defs workflow.Params) bool {
+	_, ok := defs[StepInstanceUUID]
+	return ok
+}
+
+// stepFields are what the one-argument params.getFromStep(field) reads of
+// the step whose params are evaluated, as Maestro's: its id, uuid,
+// attempt and type.
+var stepFields = map[string]string{
+	StepID: StepID, StepInstanceUUID: StepInstanceUUID, StepAttemptID: StepAttemptID, "step_type_info": StepType,
+}
+
+// getFromStep is params.getFromStep: (stepId, paramName) reads a param of
+// an upstream step; (field) reads a field of the step evaluated, from its
+// own defs.
+func getFromStep(steps StepLookup, self workflow.Params) sel.Func {
 	return func(_ context.Context, args []any) (any, error) {
+		if len(args) == 1 {
+			field, _ := args[0].(string)
+			name, ok := stepFields[field]
+			if !ok {
+				return nil, fmt.Errorf("params.getFromStep: invalid field name %q; one of step_id, step_instance_uuid, step_attempt_id, step_type_info", args[0])
+			}
+			def, ok := self[name]
+			if !ok || def.Expression != nil {
+				return nil, fmt.Errorf("params.getFromStep(%q) is only available to step params", field)
+			}
+			if str, ok := def.Value.(string); ok {
+				return strings.ReplaceAll(str, "$$", "$"), nil // StepDefs escapes system values
+			}
+			return def.Value, nil
+		}
+		if steps == nil {
+			return nil, fmt.Errorf("%w: no upstream step is visible here", ErrNoSuchStepParam)
+		}
 		if len(args) != 2 {
-			return nil, fmt.Errorf("params.getFromStep takes (stepId, paramName), got %d arguments", len(args))
+			return nil, fmt.Errorf("params.getFromStep takes (stepId, paramName) or (fieldName), got %d arguments", len(args))
 		}
 		step, ok1 := args[0].(string)
 		name, ok2 := args[1].(string)
@@ -352,7 +385,7 @@ func literalRefs(def workflow.Param) ([]string, error) {
 // definition.
 func literal(ctx context.Context, def workflow.Param, env *scopeEnv, steps StepLookup, funcs map[string]sel.Func) (any, error) {
 	if nested, ok := def.MapValue(); ok {
-		vals, err := EvaluateIn(ctx, nested, Scope{Base: env.vals, Steps: steps, Funcs: funcs})
+		vals, err := EvaluateIn(ctx, nested, Scope{Base: env.vals, Steps: steps, Funcs: funcs, member: true})
 		if err != nil {
 			return nil, err
 		}

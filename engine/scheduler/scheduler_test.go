@@ -399,7 +399,7 @@ func TestLifecycleStopsAndRestartsTriggers(t *testing.T) {
 	if _, err := w.defs.Activate(ctx, "wf", "latest", owner); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.defs.UpdateProperties(ctx, "wf", &workflow.Properties{TimeTriggerDisabled: ptr(true)}, owner); err != nil {
+	if _, err := w.defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{TimeTriggerDisabled: ptr(true)}}, owner); err != nil {
 		t.Fatal(err)
 	}
 	later(10 * time.Minute)
@@ -408,7 +408,7 @@ func TestLifecycleStopsAndRestartsTriggers(t *testing.T) {
 	}
 	// Re-enabled with the real clock: the next fire time is after now, so
 	// the backlog of the disabled minutes never fires.
-	if _, err := w.defs.UpdateProperties(ctx, "wf", &workflow.Properties{TimeTriggerDisabled: ptr(false)}, owner); err != nil {
+	if _, err := w.defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{TimeTriggerDisabled: ptr(false)}}, owner); err != nil {
 		t.Fatal(err)
 	}
 	tr := w.triggers(t, "wf")[0]

@@ -283,7 +283,7 @@ func TestTriggersFollowTheActiveVersion(t *testing.T) {
 	}
 
 	off := true
-	if _, err := e.Defs.UpdateProperties(ctx, "wf", &workflow.Properties{SignalTriggerDisabled: &off}, definitionActor()); err != nil {
+	if _, err := e.Defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{SignalTriggerDisabled: &off}}, definitionActor()); err != nil {
 		t.Fatal(err)
 	}
 	if _, stats := e.announce(sig("solo", map[string]any{"v": int64(60)})); stats.Matched != 0 {
@@ -293,7 +293,7 @@ func TestTriggersFollowTheActiveVersion(t *testing.T) {
 		t.Fatalf("%d signals held by disabled triggers", n)
 	}
 	on := false
-	if _, err := e.Defs.UpdateProperties(ctx, "wf", &workflow.Properties{SignalTriggerDisabled: &on}, definitionActor()); err != nil {
+	if _, err := e.Defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{SignalTriggerDisabled: &on}}, definitionActor()); err != nil {
 		t.Fatal(err)
 	}
 	e.announce(sig("early", map[string]any{"k": "y"}))

@@ -150,8 +150,12 @@ func (NoOp) Execute(context.Context, *Attempt) Result { return Result{State: Don
 // Terminate implements Runtime.
 func (NoOp) Terminate(context.Context, *Attempt) Result { return Result{State: Stopped} }
 
-// Sleep succeeds once sleep_seconds (a step param, or a field of the step)
-// have passed since the attempt started. It holds no worker while waiting:
+// DefaultSleep is how long a Sleep step without sleep_seconds sleeps:
+// Maestro's default of 3 seconds.
+const DefaultSleep = 3 * time.Second
+
+// Sleep succeeds once sleep_seconds (a step param, or a field of the step;
+// DefaultSleep when neither is set) have passed since the attempt started. It holds no worker while waiting:
 // Execute returns Continue with the time left.
 type Sleep struct {
 	Now func() time.Time
@@ -191,7 +195,7 @@ func sleepFor(a *Attempt) (time.Duration, error) {
 	case nil:
 		raw, ok := a.Config["sleep_seconds"]
 		if !ok {
-			return 0, fmt.Errorf("Sleep step needs sleep_seconds")
+			return DefaultSleep, nil
 		}
 		var text string
 		if json.Unmarshal(raw, &text) == nil {

@@ -95,7 +95,7 @@ func TestTriggersFollowTheActiveVersion(t *testing.T) {
             next_fire_at = now() - interval '3 days'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := defs.UpdateProperties(ctx, "wf", &workflow.Properties{TimeTriggerDisabled: ptr(true)}, definition.Actor{Name: "owner"}); err != nil {
+	if _, err := defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{TimeTriggerDisabled: ptr(true)}}, definition.Actor{Name: "owner"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tr := range list(t, pool, "wf") {
@@ -104,7 +104,7 @@ func TestTriggersFollowTheActiveVersion(t *testing.T) {
 		}
 	}
 	enabledAt := time.Now()
-	if _, err := defs.UpdateProperties(ctx, "wf", &workflow.Properties{TimeTriggerDisabled: ptr(false)}, definition.Actor{Name: "owner"}); err != nil {
+	if _, err := defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{TimeTriggerDisabled: ptr(false)}}, definition.Actor{Name: "owner"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tr := range list(t, pool, "wf") {
@@ -152,7 +152,7 @@ func TestUnrelatedChangesLeaveRowsAlone(t *testing.T) {
 		return s
 	}
 	before := stamp()
-	if _, err := defs.UpdateProperties(ctx, "wf", &workflow.Properties{Description: ptr("nightly")}, definition.Actor{Name: "owner"}); err != nil {
+	if _, err := defs.UpdateProperties(ctx, "wf", workflow.PropertiesChange{Set: &workflow.Properties{Description: ptr("nightly")}}, definition.Actor{Name: "owner"}); err != nil {
 		t.Fatal(err)
 	}
 	push(t, defs, `{"is_active":false,"workflow":{"id":"wf","description":"v2","time_triggers":[{"cron":"* * * * *"}],

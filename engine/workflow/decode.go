@@ -56,6 +56,10 @@ func (d *Definition) Canonical() ([]byte, error) {
 // Canonical returns the deterministic JSON of the properties, like Definition.Canonical.
 func (p *Properties) Canonical() ([]byte, error) { return canonicalJSON(p) }
 
+// CanonicalJSON returns raw with every object's keys sorted, compact and
+// without HTML escaping.
+func CanonicalJSON(raw json.RawMessage) ([]byte, error) { return canonicalJSON(raw) }
+
 // canonicalJSON encodes v, then re-encodes it through generic maps so that every object's keys
 // are sorted.
 func canonicalJSON(v any) ([]byte, error) {

@@ -120,9 +120,9 @@ func TestDecodeErrors(t *testing.T) {
 		wants []want
 	}{
 		{
-			name:  "unknown top-level field",
-			doc:   `{"workflow":{"id":"w","steps":[]},"extra":1}`,
-			wants: []want{{"extra", "unknown field"}},
+			name:  "unknown git_info field",
+			doc:   `{"workflow":{"id":"w","steps":[]},"git_info":{"sha":"abc","timestamp1":1}}`,
+			wants: []want{{"git_info.timestamp1", "unknown field"}},
 		},
 		{
 			name: "unknown fields at every level",
@@ -431,4 +431,36 @@ func TestScalars(t *testing.T) {
 	if _, err := LongText("$x").Resolve(); err != ErrNeedsParams {
 		t.Fatalf("LongText($x): %v", err)
 	}
+}
+
+// Top-level fields other than properties, workflow, is_active and git_info
+// are the version's metadata, as in Maestro: kept and written back.
+func TestDecodeKeepsPushMetadata(t *testing.T) {
+	t.Parallel()
+	doc := `{"workflow":{"id":"w","steps":[{"step":{"id":"a","type":"NoOp"}}]},"git_info":{"branch":"main","timestamp":1627332490},
+		"source":"s3://code/source.jar","api_version":"3.00","additional_meta":{"n":1}}`
+	d, err := DecodeJSON([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.GitInfo == nil || *d.GitInfo.Branch != "main" || *d.GitInfo.Timestamp != 1627332490 {
+		t.Errorf("git_info %+v", d.GitInfo)
+	}
+	if len(d.Extra) != 3 || string(d.Extra["source"]) != `"s3://code/source.jar"` || string(d.Extra["additional_meta"]) != `{"n":1}` {
+		t.Errorf("extra %v", d.Extra)
+	}
+	out, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"git_info":{"branch":"main","timestamp":1627332490}`, `"api_version":"3.00"`, `"additional_meta":{"n":1}`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s lacks %s", out, want)
+		}
+	}
+	reserved, err := DecodeJSON([]byte(`{"workflow":{"id":"w","steps":[{"step":{"id":"a","type":"NoOp"}}]},"workflow_version_id":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertProblems(t, Validator{}.Validate(reserved), want{"workflow_version_id", "set by Maestro"})
 }

@@ -4,16 +4,44 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // Definition is a workflow create request: the properties kept across versions, the versioned
-// workflow, and whether the new version becomes the active one.
+// workflow, and whether the new version becomes the active one. As in Maestro, the request may
+// carry the version's git_info and any other top-level field (source, manifest, api_version,
+// dsl_*, ...): they are the version's metadata, stored and returned with it.
 type Definition struct {
 	Properties *Properties `json:"properties,omitempty"`
 	Workflow   Workflow    `json:"workflow"`
 	IsActive   *bool       `json:"is_active,omitempty"`
+	GitInfo    *GitInfo    `json:"git_info,omitempty"`
+	// Extra holds the request's other top-level fields, as Maestro's
+	// metadata extra info.
+	Extra map[string]json.RawMessage `json:"-" wf:"extra"`
 }
+
+// MarshalJSON writes the declared fields and then the extra ones.
+func (d Definition) MarshalJSON() ([]byte, error) {
+	type plain Definition
+	return marshalWithExtra(plain(d), d.Extra)
+}
+
+// GitInfo is where a version's source came from, as Maestro's GitInfo.
+type GitInfo struct {
+	Origin             *string `json:"origin,omitzero"`
+	Branch             *string `json:"branch,omitzero"`
+	SHA                *string `json:"sha,omitzero"`
+	Path               *string `json:"path,omitzero"`
+	Author             *string `json:"author,omitzero"`
+	Timestamp          *int64  `json:"timestamp,omitzero"`
+	UncommittedChanges *bool   `json:"uncommitted_changes,omitzero"`
+}
+
+// ReservedMetadataFields are the metadata fields Maestro sets itself: a
+// push may not give them as extra fields.
+var ReservedMetadataFields = []string{"workflow_id", "workflow_version_id", "version_author", "create_time"}
 
 // UnmarshalJSON decodes strictly; see DecodeJSON.
 func (d *Definition) UnmarshalJSON(data []byte) error {
@@ -208,8 +236,31 @@ func (c *StepCommon) Successors() map[string]string {
 // Transition lists the steps that follow a step and the SEL condition guarding each edge.
 // Predecessors is optional; when given it must match the DAG.
 type Transition struct {
-	Predecessors []string          `json:"predecessors,omitzero"`
-	Successors   map[string]string `json:"successors,omitzero"`
+	Predecessors []string   `json:"predecessors,omitzero"`
+	Successors   Successors `json:"successors,omitzero"`
+}
+
+// Successors maps each successor step id to its condition, a SEL
+// expression. As in Maestro, a condition may also be given as a JSON
+// boolean (true or false), kept as the expression "true" or "false".
+type Successors map[string]string
+
+func (s *Successors) bindNode(b *binder, n *node, path string) {
+	if !b.expect(n, kindObject, path) {
+		return
+	}
+	out := make(Successors, len(n.keys))
+	for i, k := range n.keys {
+		switch v := n.vals[i]; v.kind {
+		case kindString:
+			out[k] = v.text
+		case kindBool:
+			out[k] = strconv.FormatBool(v.b)
+		default:
+			b.addf(joinKey(path, k), "expected a string or a boolean, got %s%s", v.kind, v.pos())
+		}
+	}
+	*s = out
 }
 
 // Step is a typed step run by a step runtime (NoOp, Sleep, Http, ...). Fields the type defines

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 )
 
@@ -165,4 +166,82 @@ func (r *RunStrategy) bindNode(b *binder, n *node, path string) {
 	default:
 		b.addf(path, "expected a rule name, a number or an object, got %s%s", n.kind, n.pos())
 	}
+}
+
+// PropertiesChange is an update of a workflow's properties: the fields to
+// set and, as Maestro's properties update request, fields to put back to
+// their defaults (reset_run_strategy_rule, reset_workflow_concurrency,
+// reset_step_concurrency), or one tag to add or remove (Maestro's
+// properties/tag endpoints).
+type PropertiesChange struct {
+	// Set are the fields to set; unset fields are left as they are.
+	Set *Properties
+	// ResetRunStrategyRule puts the rule back to SEQUENTIAL (keeping a
+	// workflow_concurrency that was set).
+	ResetRunStrategyRule bool
+	// ResetWorkflowConcurrency drops the run strategy's
+	// workflow_concurrency (its rule's default applies again).
+	ResetWorkflowConcurrency bool
+	// ResetStepConcurrency drops step_concurrency (the default applies).
+	ResetStepConcurrency bool
+	// AddTag adds a tag to properties.tags, replacing one of its name.
+	AddTag *Tag
+	// RemoveTag removes the tag of this name from properties.tags.
+	RemoveTag string
+}
+
+// ErrConflictingChange reports a properties change that sets and resets
+// the same field.
+var ErrConflictingChange = errors.New("setting and resetting the same workflow property in one request is not allowed")
+
+// Check reports a change that sets and resets the same field.
+func (c PropertiesChange) Check() error {
+	if c.Set == nil {
+		return nil
+	}
+	if (c.ResetStepConcurrency && c.Set.StepConcurrency != nil) ||
+		((c.ResetRunStrategyRule || c.ResetWorkflowConcurrency) && c.Set.RunStrategy != nil) {
+		return ErrConflictingChange
+	}
+	return nil
+}
+
+// Apply returns the properties p (which may be nil) with the change made.
+func (c PropertiesChange) Apply(p *Properties) *Properties {
+	out := p.Merge(c.Set)
+	if out == nil {
+		out = &Properties{}
+	}
+	if c.ResetStepConcurrency {
+		out.StepConcurrency = nil
+	}
+	if rs := out.RunStrategy; rs != nil && (c.ResetRunStrategyRule || c.ResetWorkflowConcurrency) {
+		reset := RunStrategy{Rule: rs.Rule, WorkflowConcurrency: rs.WorkflowConcurrency}
+		if c.ResetRunStrategyRule {
+			reset.Rule = RunStrategySequential
+		}
+		if c.ResetWorkflowConcurrency {
+			reset.WorkflowConcurrency = nil
+		}
+		out.RunStrategy = &reset
+		if reset.Rule == RunStrategySequential && reset.WorkflowConcurrency == nil {
+			out.RunStrategy = nil
+		}
+	}
+	if c.AddTag != nil || c.RemoveTag != "" {
+		tags := make(Tags, 0, len(out.Tags)+1)
+		for _, t := range out.Tags {
+			if t.Name != c.RemoveTag && (c.AddTag == nil || t.Name != c.AddTag.Name) {
+				tags = append(tags, t)
+			}
+		}
+		if c.AddTag != nil {
+			tags = append(tags, *c.AddTag)
+		}
+		out.Tags = tags
+		if len(tags) == 0 {
+			out.Tags = nil
+		}
+	}
+	return out
 }

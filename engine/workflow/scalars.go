@@ -163,6 +163,21 @@ func (p ParsableLong) Resolve() (int64, error) {
 	return n, nil
 }
 
+// ResolveSeconds is Resolve for a number of seconds, which may also be
+// written as a duration ("1 min 40 s", "5mins", "2hours"), as Maestro's
+// retry backoff fields may.
+func (p ParsableLong) ResolveSeconds() (int64, error) {
+	n, err := p.Resolve()
+	if err == nil || errors.Is(err, ErrNeedsParams) {
+		return n, err
+	}
+	d, derr := ParseDuration(p.Text)
+	if derr != nil {
+		return 0, fmt.Errorf("%q is not a number of seconds, a duration or a parameter reference", p.Text)
+	}
+	return int64(d / time.Second), nil
+}
+
 // MarshalJSON writes a number or a string, as the value was given.
 func (p ParsableLong) MarshalJSON() ([]byte, error) {
 	if p.IsText() {

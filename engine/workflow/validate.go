@@ -112,6 +112,11 @@ func (v Validator) Validate(d *Definition) error {
 	if d.Properties != nil {
 		s.properties(d.Properties, rootLoc("properties"))
 	}
+	for _, k := range ReservedMetadataFields {
+		if _, ok := d.Extra[k]; ok {
+			s.reportf(rootLoc(k), "is set by Maestro and cannot be given in a push")
+		}
+	}
 	s.workflow(&d.Workflow, rootLoc("workflow"))
 	return s.err()
 }

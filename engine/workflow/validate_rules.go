@@ -23,7 +23,7 @@ var reservedParamNames = map[string]bool{
 	"AUTH_TRIGGERING_ON_BEHALF_OF_BLOB": true, "AUTHORIZED_MANAGERS": true,
 	// Set by the engine for every run and step (engine/params).
 	"workflow_id": true, "workflow_instance_id": true, "workflow_run_id": true,
-	"step_id": true, "step_instance_uuid": true, "step_attempt_id": true,
+	"step_id": true, "step_instance_uuid": true, "step_attempt_id": true, "owner": true,
 }
 
 // workflowID checks a workflow id: [_a-zA-Z0-9][.\-_a-zA-Z0-9]*, at most 128 characters, no
@@ -149,6 +149,24 @@ func (s *validation) long(v *ParsableLong, lo, hi int64, at *loc) {
 		s.report(at, "must be an integer or a parameter reference: "+err.Error())
 		return
 	}
+	s.inRange(n, lo, hi, at)
+}
+
+// seconds checks a number of seconds (or a duration) against a range
+// unless it refers to params.
+func (s *validation) seconds(v *ParsableLong, lo, hi int64, at *loc) {
+	if v == nil || v.HasParams() {
+		return
+	}
+	n, err := v.ResolveSeconds()
+	if err != nil {
+		s.report(at, "must be a number of seconds, a duration or a parameter reference: "+err.Error())
+		return
+	}
+	s.inRange(n, lo, hi, at)
+}
+
+func (s *validation) inRange(n, lo, hi int64, at *loc) {
 	if n < lo || n > hi {
 		s.reportf(at, "must be between %d and %d, got %d", lo, hi, n)
 	}
@@ -184,7 +202,7 @@ func (s *validation) retryPolicy(rp *RetryPolicy, at *loc) {
 		{b.TimeoutRetryLimitInSecs, "timeout_retry_limit_in_secs"},
 	}
 	for _, f := range secs {
-		s.long(f.v, 0, MaxRetryBackoffSeconds, bp.child(f.name))
+		s.seconds(f.v, 0, MaxRetryBackoffSeconds, bp.child(f.name))
 	}
 	exps := []struct {
 		v    *ParsableLong

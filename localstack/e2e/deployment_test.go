@@ -280,6 +280,11 @@ func (d *Deployment) callAPI(t *testing.T, method, path string, body any, sign b
 	var out map[string]any
 	_ = json.Unmarshal(raw, &out)
 	if out == nil {
+		// A JSON array (Maestro answers lists of steps so) is under "items".
+		var list []any
+		if json.Unmarshal(raw, &list) == nil && list != nil {
+			return resp.StatusCode, map[string]any{"items": list}
+		}
 		out = map[string]any{"raw": string(raw)}
 	}
 	return resp.StatusCode, out
