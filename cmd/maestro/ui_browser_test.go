@@ -199,6 +199,9 @@ func TestUIRunPage(t *testing.T) {
 	if got, _ := text(ctx, `#detail`); !strings.Contains(got, "slept 2s") || !strings.Contains(got, `"step_type"`) {
 		t.Errorf("the details of step wait read %q; want its message and params", got)
 	}
+	if got, _ := text(ctx, `main`); regexpLine(got, `^(null|undefined)$`) {
+		t.Errorf("the run page shows a stray null:\n%s", got)
+	}
 	if got, _ := text(ctx, `#timeline`); !strings.Contains(got, "IN_PROGRESS") {
 		t.Errorf("the timeline reads %q", got)
 	}

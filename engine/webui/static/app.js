@@ -232,7 +232,7 @@ async function runPage(id, iid, runArg) {
       h('tbody', {}, rows.map(s => h('tr', { class: s.stepId === selected ? 'selected' : '', 'data-step': s.stepId, onclick: () => select(s.stepId) },
         h('td', {}, s.stepId), h('td', {}, s.type || ''), h('td', {}, s.attemptId), h('td', {}, badge(s.status)),
         h('td', {}, fmtTime(s.start)), h('td', {}, elapsed(s.start, s.end)), h('td', { class: 'msg' }, s.message || ''))))),
-      rows.length < steps.length ? h('button', { class: 'secondary', id: 'all-steps', onclick: () => { showAll = true; render(); } }, `Show all ${steps.length} steps`) : null);
+      ...(rows.length < steps.length ? [h('button', { class: 'secondary', id: 'all-steps', onclick: () => { showAll = true; render(); } }, `Show all ${steps.length} steps`)] : []));
     renderTimeline();
   };
   const nodeExtra = s => {
@@ -260,7 +260,7 @@ async function runPage(id, iid, runArg) {
       h('thead', {}, h('tr', {}, ['Time', 'Source', 'Event'].map(x => h('th', {}, x)))),
       h('tbody', {}, shown.map(e => h('tr', {}, h('td', {}, fmtTime(e.time)), h('td', {}, e.source),
         h('td', {}, e.type === 'STATUS' ? badge(e.status) : (e.message || e.action || e.type)))))),
-    rows.length > shown.length ? h('p', { class: 'muted' }, `${rows.length - shown.length} earlier events not shown`) : null);
+    ...(rows.length > shown.length ? [h('p', { class: 'muted' }, `${rows.length - shown.length} earlier events not shown`)] : []));
   };
   const initiator = i => i ? (i.type || '') + (i.user ? ` by ${i.user}` : '') : '';
 
