@@ -28,16 +28,16 @@ E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
 SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
 
-.PHONY: run test postgres emulator build lambdas synth e2e bench fuzz fuzz-api soak lint clean
+.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e bench fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
 	$(GO) run ./cmd/maestro dev --addr 127.0.0.1:8080
 
 ## test: every test, against a real throwaway PostgreSQL and a LocalStack-compatible emulator
-test: postgres emulator
+test: postgres emulator browser
 	@status=0; \
-	MAESTRO_TEST_PGDIR=$(TEST_PGDIR) MAESTRO_EMULATOR_DIR=$(EMULATOR_DIR) $(GO) test -race -timeout 15m ./... || status=$$?; \
+	MAESTRO_TEST_BROWSER=1 MAESTRO_TEST_PGDIR=$(TEST_PGDIR) MAESTRO_EMULATOR_DIR=$(EMULATOR_DIR) $(GO) test -race -timeout 15m ./... || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(TEST_PGDIR) || true; \
 	if [ -f $(EMULATOR_DIR)/pid ]; then kill $$(cat $(EMULATOR_DIR)/pid) 2>/dev/null || true; rm -f $(EMULATOR_DIR)/pid $(EMULATOR_DIR)/port; fi; \
 	exit $$status
@@ -61,6 +61,22 @@ postgres:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; \
 	else echo "PostgreSQL server binaries are missing: install PostgreSQL 15+ or set DATABASE_URL" >&2; exit 1; fi
+
+## browser: install Debian's chromium (headless, for the web UI's browser tests) when missing
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium from Debian packages"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	else echo "chromium is missing: install it for the browser tests" >&2; exit 1; fi
+
+## screenshots: the web UI's pages, captured by the browser tests into docs/images for the README
+screenshots: postgres browser
+	@status=0; \
+	MAESTRO_WRITE_SCREENSHOTS=1 MAESTRO_TEST_BROWSER=1 MAESTRO_TEST_PGDIR=$(TEST_PGDIR) $(GO) test -count=1 -run '^TestUI' ./cmd/maestro/ || status=$$?; \
+	$(GO) run ./cmd/maestro localpg stop --dir $(TEST_PGDIR) || true; \
+	exit $$status
 
 ## build: engine binary and every Lambda bootstrap (linux/arm64), zipped for CDK
 build: lambdas

@@ -36,6 +36,11 @@ type access struct {
 var routeAccess = map[string]access{
 	"GET /api/v3/health":       public,
 	"GET /api/v3/openapi.json": public,
+	// The web UI's static files: the pages hold no data; the API calls
+	// they make are checked as any other.
+	"GET /ui":        public,
+	"GET /ui/":       public,
+	"GET /ui/{file}": public,
 
 	// Workflow definitions: pushing a workflow that exists needs its owner.
 	"POST /api/v3/workflows":                                         {authz.Owner, pushedWorkflow(workflow.DecodeJSON)},

@@ -150,9 +150,14 @@ func (s *Server) routes() {
 	s.signalRoutes()
 	s.timeTriggerRoutes()
 	s.eventRoutes()
+	s.uiRoutes()
 	s.jobTemplateRoutes()
 	s.flattenRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			_ = redirectToUI(w, r) // a browser at the root meets the UI
+			return
+		}
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))
 }

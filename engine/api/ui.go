@@ -1,0 +1,39 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/maestro-aws/maestro/engine/webui"
+)
+
+// uiRoutes serves the web UI (engine/webui) beside the API: /, /ui and
+// /ui/ lead to its page, /ui/{file} serves its files.
+func (s *Server) uiRoutes() {
+	files := webui.Handler()
+	s.handle("GET /ui", redirectToUI)
+	s.handle("GET /ui/", func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Path != "/ui/" {
+			return notFound("no such page of the UI: " + r.URL.Path)
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/"
+		files.ServeHTTP(w, r2)
+		return nil
+	})
+	s.handle("GET /ui/{file}", func(w http.ResponseWriter, r *http.Request) error {
+		name := r.PathValue("file")
+		if !webui.Has(name) {
+			return notFound("no such file of the UI: " + name)
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/" + name
+		files.ServeHTTP(w, r2)
+		return nil
+	})
+}
+
+// redirectToUI sends a browser to the UI's page.
+func redirectToUI(w http.ResponseWriter, r *http.Request) error {
+	http.Redirect(w, r, "/ui/", http.StatusFound)
+	return nil
+}
