@@ -89,9 +89,12 @@ func TestDevStreamsEventsAndAlerts(t *testing.T) {
 	post("/workflows", `{"properties":{"owner":"dana","alerting":{"emails":["dana@example.com"],"type_configs":{"RUN_SUCCESS":{}}}},
 		"workflow":{"id":"devwf","steps":[{"step":{"id":"a","type":"NoOp"}}]}}`)
 	post("/workflows/devwf/versions/latest/actions/start", `{}`)
+	// A NoOp step runs inline and is written once, CREATED ... SUCCEEDED:
+	// one step event, whose records carry every transition.
 	want := []string{"WORKFLOW_DEFINITION_CHANGE_EVENT", "WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT",
-		"STEP_INSTANCE_STATUS_CHANGE_EVENT", "STEP_INSTANCE_STATUS_CHANGE_EVENT", "WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT", "ALERT"}
+		"STEP_INSTANCE_STATUS_CHANGE_EVENT", "WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT", "ALERT"}
 	var got []string
+	var stepFinal string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for len(got) < len(want) && sc.Scan() {
@@ -104,12 +107,20 @@ func TestDevStreamsEventsAndAlerts(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = append(got, fmt.Sprint(ev["type"]))
+		if recs, ok := ev["status_change_records"].([]any); ok && ev["type"] == "STEP_INSTANCE_STATUS_CHANGE_EVENT" && len(recs) > 0 {
+			if last, ok := recs[len(recs)-1].(map[string]any); ok {
+				stepFinal = fmt.Sprint(last["new_status"])
+			}
+		}
 		if ev["type"] == "ALERT" && ev["link"] != "http://"+addr+"/api/v3/workflows/devwf/instances/1/runs/1" {
 			t.Errorf("alert link %v", ev["link"])
 		}
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("stream got %v, want %v", got, want)
+	}
+	if stepFinal != "SUCCEEDED" {
+		t.Errorf("the step event's last record: %q, want SUCCEEDED", stepFinal)
 	}
 	// A stream open does not hold up a clean stop: it ends, and so does
 	// the process.

@@ -73,11 +73,9 @@ func (s *Store) Delete(ctx context.Context, workflowID string, actor Actor) (*De
 		out = &Deletion{WorkflowID: workflowID, Status: StatusDeleted}
 		event := TimelineEvent{Type: EventDelete, Author: actor.Who(), Details: map[string]any{}}
 		if runs <= int64(s.inlineDeleteLimit) {
-			tag, err := tx.Exec(ctx, sqlDeleteInstances, workflowID)
-			if err != nil {
+			if err := tx.QueryRow(ctx, sqlDeleteInstances, workflowID).Scan(&out.DeletedRuns); err != nil {
 				return fmt.Errorf("delete workflow %s instances: %w", workflowID, err)
 			}
-			out.DeletedRuns = tag.RowsAffected()
 			event.Message = fmt.Sprintf("deleted the workflow: %d versions and %d instance runs", st.latest, out.DeletedRuns)
 		} else {
 			out.Status = StatusDeleting
@@ -128,12 +126,12 @@ func (s *Store) ProcessDelete(ctx context.Context, payload []byte) error {
 	}
 	var total int64
 	for {
-		tag, err := s.db.Exec(ctx, sqlDeleteInstanceBatch, p.WorkflowID, s.deleteBatchSize)
-		if err != nil {
+		var n int64
+		if err := s.db.QueryRow(ctx, sqlDeleteInstanceBatch, p.WorkflowID, s.deleteBatchSize).Scan(&n); err != nil {
 			return fmt.Errorf("delete workflow %s instances: %w", p.WorkflowID, err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(s.deleteBatchSize) {
+		total += n
+		if n < int64(s.deleteBatchSize) {
 			break
 		}
 	}

@@ -172,9 +172,20 @@ WHERE ` + instance.OfWorkflowSQL + ` AND status IN ('CREATED', 'IN_PROGRESS', 'P
 const sqlCountInstancesUpTo = `
 SELECT count(*) FROM (SELECT 1 FROM workflow_instance WHERE ` + instance.OfWorkflowSQL + ` LIMIT $2) n`
 
-// Delete: step instances go with their runs (ON DELETE CASCADE); versions
-// and snapshots with the workflow row.
-const sqlDeleteInstances = `DELETE FROM workflow_instance WHERE ` + instance.OfWorkflowSQL
+// Delete: step instances go with their runs, in the same statement (they
+// have no foreign key to them: migration 00080); versions and snapshots
+// with the workflow row (ON DELETE CASCADE). Both return the runs deleted.
+const sqlDeleteInstances = `
+WITH runs AS (DELETE FROM workflow_instance WHERE ` + instance.OfWorkflowSQL + `
+    RETURNING workflow_id, instance_id, run_id),
+steps AS (` + sqlDeleteStepsOfRuns + `)
+SELECT count(*) FROM runs`
+
+// sqlDeleteStepsOfRuns deletes the step instances of the runs of a CTE
+// "runs" (workflow_id, instance_id, run_id).
+const sqlDeleteStepsOfRuns = `
+DELETE FROM step_instance s USING runs r
+WHERE s.workflow_id = r.workflow_id AND s.instance_id = r.instance_id AND s.run_id = r.run_id`
 
 const sqlDeleteWorkflow = `DELETE FROM workflow WHERE workflow_id = $1`
 
@@ -187,10 +198,14 @@ SELECT EXISTS (SELECT 1 FROM workflow_deletion WHERE workflow_id = $1 AND deleti
 
 // ProcessDelete: one batch of instance runs, oldest first.
 const sqlDeleteInstanceBatch = `
-DELETE FROM workflow_instance i USING (
-    SELECT workflow_id, instance_id, run_id FROM workflow_instance WHERE ` + instance.OfWorkflowSQL + `
-    ORDER BY workflow_id, instance_id, run_id LIMIT $2) b
-WHERE i.workflow_id = b.workflow_id AND i.instance_id = b.instance_id AND i.run_id = b.run_id`
+WITH runs AS (
+    DELETE FROM workflow_instance i USING (
+        SELECT workflow_id, instance_id, run_id FROM workflow_instance WHERE ` + instance.OfWorkflowSQL + `
+        ORDER BY workflow_id, instance_id, run_id LIMIT $2) b
+    WHERE i.workflow_id = b.workflow_id AND i.instance_id = b.instance_id AND i.run_id = b.run_id
+    RETURNING i.workflow_id, i.instance_id, i.run_id),
+steps AS (` + sqlDeleteStepsOfRuns + `)
+SELECT count(*) FROM runs`
 
 const sqlFinishDeletion = `
 DELETE FROM workflow_deletion WHERE workflow_id = $1 AND deletion_id = $2::uuid`

@@ -121,25 +121,35 @@ func TestEveryStatusChangeIsOneEvent(t *testing.T) {
 	t.Logf("%+v", rep)
 }
 
-// A one-step run costs four event rows: its start, its step's two writes
-// (CREATED ... STARTING, then RUNNING ... SUCCEEDED) and its end; several
-// status changes written at once are one event.
-func TestOneStepRunIsFourEvents(t *testing.T) {
+// A one-step run's events: its start, one per write of its step, and its
+// end; several status changes written at once are one event. A NoOp step
+// runs inline and is written once (CREATED ... SUCCEEDED); a step whose
+// runtime runs on the worker pool is written in STARTING before its call,
+// then RUNNING ... SUCCEEDED.
+func TestOneStepRunEvents(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.PushAs(`{"workflow":{"id":"one","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, "tester")
-	before := e.outboxSize()
-	inst := e.Start("one")
-	e.Engine(nil, flow.Config{})
-	e.Wait(inst, time.Minute)
-	c := e.forward("test")
-	e.drained(c)
-	rep, err := c.got.Verify(context.Background(), e.Pool, "one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := e.outboxSize() - before; n != 4 || rep.StepChanges != 9 || rep.InstanceChanges != 2 {
-		t.Errorf("%d events for %+v, want 4 events for 9 step and 2 run status changes", n, rep)
+	for _, tc := range []struct {
+		step   string
+		events int
+	}{
+		{`{"step":{"id":"s","type":"NoOp"}}`, 3},
+		{`{"step":{"id":"s","type":"Sleep","sleep_seconds":0}}`, 4},
+	} {
+		e := newEnv(t)
+		e.PushAs(`{"workflow":{"id":"one","steps":[`+tc.step+`]}}`, "tester")
+		before := e.outboxSize()
+		inst := e.Start("one")
+		e.Engine(nil, flow.Config{})
+		e.Wait(inst, time.Minute)
+		c := e.forward("test")
+		e.drained(c)
+		rep, err := c.got.Verify(context.Background(), e.Pool, "one")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := e.outboxSize() - before; n != tc.events || rep.StepChanges != 9 || rep.InstanceChanges != 2 {
+			t.Errorf("%s: %d events for %+v, want %d events for 9 step and 2 run status changes", tc.step, n, rep, tc.events)
+		}
 	}
 }
 

@@ -3,15 +3,11 @@ package flow_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -130,7 +126,10 @@ func BenchmarkWorkflowStartOverhead(b *testing.B) {
 //   - cpu-s/1k-steps: CPU of this process (engine and API) per 1,000 steps;
 //   - db-cpu-s/1k-steps: CPU of the PostgreSQL server per 1,000 steps (on
 //     a 2-core machine both share, the sum bounds the throughput);
-//   - events/s: events the forwarder delivered per second (events=on).
+//   - events/s: events the forwarder delivered per second (events=on);
+//   - wal-syncs/step, wal-bytes/step: WAL flushes to disk (what a durable
+//     commit waits for) and WAL written per step, the cluster's (run it
+//     alone).
 func BenchmarkThroughput(b *testing.B) {
 	b.Run("events=off", func(b *testing.B) { benchThroughput(b, false) })
 	b.Run("events=on", func(b *testing.B) { benchThroughput(b, true) })
@@ -181,7 +180,7 @@ func benchThroughput(b *testing.B, events bool) {
 	e.push(withStrategy(chainJSON("tput", steps), `{"rule":"PARALLEL","workflow_concurrency":1000}`))
 	var total, busy time.Duration
 	var cpu, dbCPU time.Duration
-	var sustainedSteps float64
+	var sustainedSteps, syncs, wal float64
 	delivered.Store(0)
 	b.ResetTimer()
 	for b.Loop() {
@@ -189,6 +188,7 @@ func benchThroughput(b *testing.B, events bool) {
 		done = done[:0]
 		mu.Unlock()
 		cpu0, db0 := cpuTime(), dbCPUTime()
+		syncs0, lsn0 := e.walSyncsAndBytes()
 		start := time.Now()
 		insts := make([]*execution.Instance, runs)
 		var wg sync.WaitGroup
@@ -206,6 +206,9 @@ func benchThroughput(b *testing.B, events bool) {
 		total += time.Since(start)
 		cpu += cpuTime() - cpu0
 		dbCPU += dbCPUTime() - db0
+		syncs1, lsn1 := e.walSyncsAndBytes()
+		syncs += syncs1 - syncs0
+		wal += lsn1 - lsn0
 		mu.Lock()
 		ts := slices.Clone(done)
 		mu.Unlock()
@@ -219,6 +222,8 @@ func benchThroughput(b *testing.B, events bool) {
 	b.ReportMetric(n/total.Seconds(), "steps/s")
 	b.ReportMetric(cpu.Seconds()/n*1000, "cpu-s/1k-steps")
 	b.ReportMetric(dbCPU.Seconds()/n*1000, "db-cpu-s/1k-steps")
+	b.ReportMetric(syncs/n, "wal-syncs/step")
+	b.ReportMetric(wal/n, "wal-bytes/step")
 	if events {
 		b.ReportMetric(float64(delivered.Load())/total.Seconds(), "events/s")
 	}
@@ -266,52 +271,19 @@ func BenchmarkInFlightMemory(b *testing.B) {
 	b.ReportMetric(idleCPU, "idle-cpu-%/1k-runs")
 }
 
-// dbCPUTime is the CPU the test cluster's PostgreSQL has used: its
-// postmaster's and every backend's, from /proc (0 where there is none).
-func dbCPUTime() time.Duration {
-	b, err := os.ReadFile(filepath.Join(dbtest.ClusterDir(), "postmaster.pid"))
+func dbCPUTime() time.Duration { return dbtest.ServerCPU() }
+
+// walSyncsAndBytes reads how many times the cluster has flushed its WAL to
+// disk (a durable commit waits for one; group commit shares one among
+// many) and its WAL position in bytes, for what a run of work cost.
+func (e *env) walSyncsAndBytes() (syncs, wal float64) {
+	e.t.Helper()
+	err := e.pool.QueryRow(context.Background(), `SELECT (SELECT wal_sync FROM pg_stat_wal)::float8,
+        pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8`).Scan(&syncs, &wal)
 	if err != nil {
-		return 0
+		e.t.Fatal(err)
 	}
-	pid, _, _ := strings.Cut(string(b), "\n")
-	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
-	for _, p := range procs {
-		st, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// Fields after the command (which may hold spaces): state ppid ...
-		// utime is the 14th field, stime the 15th, cutime and cstime the
-		// 16th and 17th.
-		i := strings.LastIndexByte(string(st), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(st[i+1:]))
-		if len(f) < 15 {
-			continue
-		}
-		self := strings.HasPrefix(p, "/proc/"+pid+"/")
-		if f[1] != pid && !self {
-			continue
-		}
-		for _, k := range []int{11, 12} {
-			v, _ := strconv.ParseInt(f[k], 10, 64)
-			ticks += v
-		}
-		if self { // backends that have exited
-			for _, k := range []int{13, 14} {
-				v, _ := strconv.ParseInt(f[k], 10, 64)
-				ticks += v
-			}
-		}
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond // CLK_TCK = 100
+	return syncs, wal
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+func cpuTime() time.Duration { return dbtest.ProcessCPU() }

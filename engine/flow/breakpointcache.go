@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"fmt"
 	"sync"
 )
 
@@ -80,9 +79,9 @@ func (e *Engine) refreshBreakpoints(ctx context.Context, workflowID string) erro
 	if known {
 		return nil
 	}
-	var has bool
-	if err := e.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM step_breakpoint WHERE workflow_id = $1)`, workflowID).Scan(&has); err != nil {
-		return fmt.Errorf("look up breakpoints of %s: %w", workflowID, err)
+	has, err := e.store.HasBreakpoints(ctx, workflowID)
+	if err != nil {
+		return err
 	}
 	e.breakpoints.learn(workflowID, version, has)
 	return nil

@@ -16,11 +16,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/params"
@@ -135,7 +137,8 @@ type Engine struct {
 	cfg     Config
 	db      *pgxpool.Pool
 	relaxed *pgxpool.Pool // queue bookkeeping, synchronous_commit off
-	store   *store
+	store   *flowstore.Store
+	writer  *flowstore.Writer
 	pool    *workerPool
 	worker  *queue.Worker
 
@@ -259,7 +262,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		}
 	}
 	mem := newMemoryBudget(cfg.MemoryBudget)
-	e := &Engine{cfg: cfg, db: db, store: &store{db: db, log: cfg.Logger}, pool: newWorkerPool(cfg.Workers),
+	e := &Engine{cfg: cfg, db: db, store: flowstore.New(db, cfg.Logger), pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
 		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem, events: true}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
@@ -274,11 +277,12 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open queue pool: %w", err)
 	}
 	e.relaxed = relaxed
+	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
-	e.registerRuntime(subworkflowType, &subworkflowRuntime{eng: e, defs: definition.NewStore(e.db)})
-	e.registerRuntime(whileType, &whileRuntime{eng: e})
-	e.registerRuntime(foreachType, &foreachRuntime{eng: e})
+	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger}) {
+		e.registerRuntime(stepType, rt)
+	}
 	qc := cfg.Queue
 	qc.Node = cfg.NodeID
 	qc.Store = queue.NewStore(relaxed)
@@ -330,7 +334,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	// Every expression the engine evaluates draws from its memory budget.
 	ctx = sel.WithMemoryPool(ctx, e.mem)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if err := e.store.ensureGroups(ctx, e.cfg.GroupCount); err != nil {
+	if err := e.writer.Start(e.ctx); err != nil {
+		return err
+	}
+	if err := e.store.EnsureGroups(ctx, e.cfg.GroupCount); err != nil {
 		return err
 	}
 	if err := e.reclaimOwn(ctx); err != nil {
@@ -355,17 +362,18 @@ func (e *Engine) Stop() {
 		e.cancel()
 		e.worker.Stop()
 		e.wg.Wait()
+		e.writer.Stop()
 		e.mu.Lock()
-		held := make([]groupClaim, 0, len(e.groups))
+		held := make([]flowstore.GroupClaim, 0, len(e.groups))
 		for _, g := range e.groups {
-			held = append(held, groupClaim{ID: g.id, Generation: g.gen})
+			held = append(held, flowstore.GroupClaim{ID: g.id, Generation: g.gen})
 			g.cancel()
 		}
 		e.groups = map[int32]*group{}
 		e.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := e.store.releaseGroups(ctx, e.cfg.NodeID, held); err != nil {
+		if err := e.store.ReleaseGroups(ctx, e.cfg.NodeID, held); err != nil {
 			e.cfg.Logger.Warn("release flow groups", "error", err.Error())
 		}
 		e.relaxed.Close()
@@ -422,9 +430,9 @@ func (e *Engine) loop() {
 // tick renews leases, drops groups this node lost, and claims free ones.
 func (e *Engine) tick(ctx context.Context) {
 	e.mu.RLock()
-	held := make([]groupClaim, 0, len(e.groups))
+	held := make([]flowstore.GroupClaim, 0, len(e.groups))
 	for _, g := range e.groups {
-		held = append(held, groupClaim{ID: g.id, Generation: g.gen})
+		held = append(held, flowstore.GroupClaim{ID: g.id, Generation: g.gen})
 	}
 	e.mu.RUnlock()
 	if len(held) > 0 {
@@ -432,7 +440,7 @@ func (e *Engine) tick(ctx context.Context) {
 		// clock: the database extends it from its own now(), which is no
 		// earlier.
 		now := time.Now()
-		kept, err := e.store.heartbeat(ctx, e.cfg.NodeID, e.cfg.Lease, held)
+		kept, err := e.store.Heartbeat(ctx, e.cfg.NodeID, e.cfg.Lease, held)
 		if err != nil {
 			e.cfg.Logger.Warn("heartbeat failed", "error", err.Error())
 			e.dropExpired()
@@ -456,7 +464,7 @@ func (e *Engine) tick(ctx context.Context) {
 		return
 	}
 	claimedAt := time.Now()
-	claims, err := e.store.claimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, want, e.cfg.GroupCount)
+	claims, err := e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, want, e.cfg.GroupCount)
 	if err != nil {
 		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
 		return
@@ -554,7 +562,7 @@ func (e *Engine) awaitDrained(id int32) {
 // adopt takes a just-claimed group: stamps its live flows with the new
 // generation and starts an actor for each. The lease runs from claimedAt,
 // when the claim was sent.
-func (e *Engine) adopt(ctx context.Context, c groupClaim, claimedAt time.Time) {
+func (e *Engine) adopt(ctx context.Context, c flowstore.GroupClaim, claimedAt time.Time) {
 	e.awaitDrained(c.ID)
 	gctx, cancel := context.WithCancel(e.ctx)
 	g := &group{id: c.ID, gen: c.Generation, ctx: gctx, cancel: cancel, eng: e, flows: map[Ref]*flowActor{}, renewed: claimedAt}
@@ -568,7 +576,7 @@ func (e *Engine) adopt(ctx context.Context, c groupClaim, claimedAt time.Time) {
 }
 
 func (e *Engine) adoptFlows(ctx context.Context, g *group) error {
-	rows, err := e.store.adoptFlows(ctx, g.id, g.gen)
+	rows, err := e.store.AdoptFlows(ctx, g.id, g.gen)
 	if err != nil {
 		return err
 	}
@@ -600,7 +608,7 @@ func (e *Engine) readoptAll(ctx context.Context) {
 // reserved of the memory budget for the run (0 for an adopted run, which
 // is charged without refusal): the flow releases it when it ends, and
 // runFlow when it starts no flow.
-func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramErr error, loadSteps bool, held int64) error {
+func (e *Engine) runFlow(ctx context.Context, g *group, row flowstore.InstanceRow, paramErr error, loadSteps bool, held int64) error {
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running {
 		g.mu.Unlock()
@@ -608,10 +616,10 @@ func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramEr
 		return nil
 	}
 	g.mu.Unlock()
-	var steps []stepRow
+	var steps []flowstore.StepRow
 	if loadSteps {
 		var err error
-		if steps, err = e.store.loadLatestAttempts(ctx, row.Ref); err != nil {
+		if steps, err = e.store.LoadLatestAttempts(ctx, row.Ref); err != nil {
 			e.mem.Release(held)
 			return err
 		}
@@ -639,22 +647,6 @@ func (e *Engine) runFlow(ctx context.Context, g *group, row instanceRow, paramEr
 	return nil
 }
 
-// StartMessage is the payload of a start_workflow queue message.
-type StartMessage struct {
-	Ref
-	Group int32 `json:"group_id"`
-}
-
-// ActionMessage is the payload of an instance_action queue message. With
-// StepID set it is a step action (StepRestart, StepSkip, ...).
-type ActionMessage struct {
-	Ref
-	Group  int32  `json:"group_id"`
-	Action Action `json:"action"`
-	StepID string `json:"step_id,omitempty"`
-	Reason string `json:"reason,omitempty"`
-}
-
 // decodeMessage decodes a queue message's payload. A malformed one can
 // never be handled: it is logged and dropped (ok false), not retried.
 func decodeMessage[T any](e *Engine, m queue.Message) (msg T, ok bool) {
@@ -679,7 +671,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	}
 	// Evaluate the params first so that the CREATED -> IN_PROGRESS write
 	// stores them too: one write instead of two on the start path.
-	pending, created, err := e.store.readCreated(ctx, msg.Ref)
+	pending, created, err := e.store.ReadCreated(ctx, msg.Ref)
 	if err != nil {
 		return err
 	}
@@ -689,7 +681,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	if created {
 		// The owner param's value; a read that fails is retried with the
 		// message rather than failing the run.
-		owner, err := e.store.workflowOwner(ctx, msg.Ref)
+		owner, err := e.store.WorkflowOwner(ctx, msg.Ref)
 		if err != nil {
 			return fmt.Errorf("start %s: %w", msg.Ref, err)
 		}
@@ -716,7 +708,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 		if errors.Is(paramErr, ErrMemoryBudget) {
 			// Ended without building a flow, which would hold what does
 			// not fit.
-			_, err := e.store.stopCreated(ctx, msg.Ref, instance.WorkflowFailed, "run failed: "+paramErr.Error())
+			_, err := e.store.StopCreated(ctx, msg.Ref, instance.WorkflowFailed, "run failed: "+paramErr.Error())
 			return err
 		}
 		if ev, err = e.startEvent(msg.Ref, pending); err != nil {
@@ -724,7 +716,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			return err
 		}
 	}
-	row, ok, err := e.store.startFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev)
+	row, ok, err := e.store.StartFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev)
 	if err != nil || !ok {
 		e.mem.Release(held)
 		return err
@@ -749,7 +741,7 @@ func (e *Engine) waitForMemory(ref Ref) bool {
 
 // startEvent is the CREATED -> IN_PROGRESS event of a run being started;
 // nil when the engine records no events.
-func (e *Engine) startEvent(ref Ref, row createdRow) ([]byte, error) {
+func (e *Engine) startEvent(ref Ref, row flowstore.CreatedRow) ([]byte, error) {
 	if !e.events {
 		return nil, nil
 	}
@@ -758,8 +750,8 @@ func (e *Engine) startEvent(ref Ref, row createdRow) ([]byte, error) {
 		return nil, err
 	}
 	defer e.defs.release(def)
-	ri := newRunInfo(&def.wf, row.UUID, row.Correlation, row.Depth)
-	return ri.instanceEvent(ref, instance.WorkflowCreated, instance.WorkflowInProgress, time.Now()), nil
+	ri := flowstore.NewRunInfo(&def.wf, row.UUID, row.Correlation, row.Depth)
+	return ri.InstanceEvent(ref, instance.WorkflowCreated, instance.WorkflowInProgress, time.Now()), nil
 }
 
 // wroteEvent tells the EventsWritten hook that ev was committed.
@@ -770,7 +762,7 @@ func (e *Engine) wroteEvent(ev []byte) {
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
-func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row createdRow, owner string) ([]byte, error) {
+func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow, owner string) ([]byte, error) {
 	def, err := e.defs.acquire(row.Definition, false)
 	if err != nil {
 		return nil, err
@@ -854,7 +846,7 @@ func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
 // not in memory yet is retried; one for a run that ended is dropped.
 func (e *Engine) handleStepAction(ctx context.Context, f *flowActor, msg ActionMessage) error {
 	if f == nil {
-		live, err := e.store.isLive(ctx, msg.Ref)
+		live, err := e.store.IsLive(ctx, msg.Ref)
 		if err != nil {
 			return err
 		}
@@ -894,11 +886,11 @@ func (e *Engine) actOnAbsentFlow(ctx context.Context, msg ActionMessage) error {
 	if msg.Reason != "" {
 		reason = msg.Reason
 	}
-	applied, err := e.store.stopCreated(ctx, msg.Ref, status, reason)
+	applied, err := e.store.StopCreated(ctx, msg.Ref, status, reason)
 	if err != nil || applied {
 		return err
 	}
-	live, err := e.store.isLive(ctx, msg.Ref)
+	live, err := e.store.IsLive(ctx, msg.Ref)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ func (e *Engine) Crash() {
 		e.cancel()
 		e.worker.Stop()
 		e.wg.Wait()
+		e.writer.Stop()
 		e.relaxed.Close()
 	})
 }

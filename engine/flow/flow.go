@@ -8,6 +8,11 @@ import (
 	"maps"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/queue"
+
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -34,15 +39,6 @@ type flowMsg struct {
 	reply  chan error
 	err    error
 }
-
-// Action is an instance action the API asks for.
-type Action string
-
-// Instance actions.
-const (
-	ActionStop Action = "stop"
-	ActionKill Action = "kill"
-)
 
 // stepSummary is what the flow keeps of a step's latest attempt.
 type stepSummary struct {
@@ -79,7 +75,7 @@ type flowActor struct {
 	// parent is the subworkflow step that created the run, if one did.
 	parent *Parent
 	// info is what the run's events carry.
-	info runInfo
+	info flowstore.RunInfo
 
 	steps    map[string]*stepSummary
 	running  map[string]*stepActor
@@ -103,7 +99,7 @@ type flowActor struct {
 
 // newFlow builds the actor for an adopted or just-started instance; held is
 // what it holds of the memory budget already (its base footprint).
-func newFlow(eng *Engine, grp *group, row instanceRow, held int64) (*flowActor, error) {
+func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64) (*flowActor, error) {
 	def, err := eng.defs.acquire(row.Definition, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", row.Ref, err)
@@ -121,7 +117,7 @@ func newFlow(eng *Engine, grp *group, row instanceRow, held int64) (*flowActor, 
 	for i := range wf.Steps {
 		f.nodes[wf.Steps[i].ID()] = &wf.Steps[i]
 	}
-	f.info = newRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
+	f.info = flowstore.NewRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
 	if row.StartTime != nil {
 		f.started = *row.StartTime
 	}
@@ -154,7 +150,7 @@ func (f *flowActor) releaseMemory() {
 // run is the actor loop.
 // paramErr is set when the run's params failed to evaluate at start: the
 // run then ends FAILED at once.
-func (f *flowActor) run(paramErr error, steps []stepRow) {
+func (f *flowActor) run(paramErr error, steps []flowstore.StepRow) {
 	defer f.eng.wg.Done()
 	defer close(f.done)
 	defer f.grp.remove(f)
@@ -201,7 +197,7 @@ func (f *flowActor) drop(err error) {
 
 // begin rebuilds the state of the run from its step rows (none for a new
 // run) and makes the first decisions.
-func (f *flowActor) begin(paramErr error, steps []stepRow) error {
+func (f *flowActor) begin(paramErr error, steps []flowstore.StepRow) error {
 	if paramErr != nil {
 		return f.end(instance.WorkflowFailed, "workflow params failed to evaluate: "+paramErr.Error(), nil)
 	}
@@ -543,18 +539,23 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	// commit; one elsewhere through a step_update written with the end.
 	wakeHere := f.parent != nil && f.eng.waitsHere(f.parent.Ref, f.parent.StepID)
 	tl := instance.StatusEvent(string(status), reason)
-	u := instanceUpdate{
+	u := flowstore.InstanceUpdate{
 		From: f.status, Status: status, Params: params, End: true,
 		Timeline: []instance.TimelineEvent{tl},
 	}
 	if f.eng.events {
-		u.Event = f.info.instanceEvent(f.ref, f.status, status, time.UnixMilli(tl.Timestamp))
+		u.Event = f.info.InstanceEvent(f.ref, f.status, status, time.UnixMilli(tl.Timestamp))
 	}
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
+		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u)
 		if f.parent != nil && !wakeHere {
-			return f.eng.store.updateInstanceNotifyParent(ctx, f.ref, f.gen, u, f.parent)
+			p := *f.parent
+			op.Then(func(ctx context.Context, tx pgx.Tx) error {
+				_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
+				return err
+			})
 		}
-		return f.eng.store.updateInstance(ctx, f.ref, f.gen, u)
+		return f.eng.writer.Write(ctx, op)
 	})
 	if err != nil {
 		return err
@@ -573,7 +574,7 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	// Hand the run's slot to the next queued run (docs/run-control.md).
 	// Inline runs (loop iterations) are never queued.
 	if instance.RootWorkflowID(f.ref.WorkflowID) == f.ref.WorkflowID {
-		f.eng.store.admitIfQueued(f.ctx, f.ref.WorkflowID)
+		f.eng.store.AdmitIfQueued(f.ctx, f.ref.WorkflowID)
 	}
 	return nil
 }

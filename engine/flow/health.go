@@ -26,10 +26,6 @@ type Health struct {
 	LastLeaseRound time.Time `json:"last_lease_round"`
 }
 
-const unownedGroupsSQL = `
-SELECT count(*) FROM flow_group
-WHERE group_id < $1 AND (owner IS NULL OR expires_at IS NULL OR expires_at < now())`
-
 // Health checks the node. It is unhealthy when
 //   - its database does not answer within timeout;
 //   - its last successful lease round is older than a lease, so it can no
@@ -41,8 +37,8 @@ func (e *Engine) Health(ctx context.Context, timeout time.Duration) Health {
 	h := Health{NodeID: e.cfg.NodeID, OwnedGroups: len(e.ownedGroups()), UnownedGroups: -1, LastLeaseRound: e.lastLeaseRound()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var unowned int
-	if err := e.db.QueryRow(ctx, unownedGroupsSQL, e.cfg.GroupCount).Scan(&unowned); err != nil {
+	unowned, err := e.store.UnownedGroups(ctx, e.cfg.GroupCount)
+	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", timeout)
 		}

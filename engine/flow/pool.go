@@ -32,15 +32,16 @@ func (p *workerPool) submit(ctx context.Context, finished func(), call func(cont
 			return
 		}
 		defer func() { <-p.slots }()
-		var res stepruntime.Result
-		func() {
-			defer func() {
-				if v := recover(); v != nil {
-					res = stepruntime.Result{State: stepruntime.PlatformError, Message: fmt.Sprintf("step runtime panicked: %v", v)}
-				}
-			}()
-			res = call(ctx)
-		}()
-		done(res)
+		done(safeCall(func() stepruntime.Result { return call(ctx) }))
 	}()
+}
+
+// safeCall runs a runtime call; a panic becomes a platform error.
+func safeCall(call func() stepruntime.Result) (res stepruntime.Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			res = stepruntime.Result{State: stepruntime.PlatformError, Message: fmt.Sprintf("step runtime panicked: %v", v)}
+		}
+	}()
+	return call()
 }

@@ -51,7 +51,7 @@ func (a *stepActor) awaitSignals(ctx context.Context) (wait bool, err error) {
 	var res signal.CheckResult
 	err = a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
 		var err error
-		res, err = signal.NewStore(a.f.eng.store.db).Check(ctx, key, a.f.grp.id, deps)
+		res, err = signal.NewStore(a.f.eng.db).Check(ctx, key, a.f.grp.id, deps)
 		return err
 	})
 	if err != nil {
@@ -151,7 +151,7 @@ func (a *stepActor) signalSource(ctx context.Context) (*params.SignalSource, err
 		return a.signals, nil
 	}
 	var initiator []byte
-	if err := a.f.eng.store.db.QueryRow(ctx, sqlRunInitiator, a.f.ref.WorkflowID, a.f.ref.InstanceID, a.f.ref.RunID).
+	if err := a.f.eng.store.DB().QueryRow(ctx, sqlRunInitiator, a.f.ref.WorkflowID, a.f.ref.InstanceID, a.f.ref.RunID).
 		Scan(&initiator); err != nil {
 		return nil, fmt.Errorf("read the initiator of %s: %w", a.f.ref, err)
 	}
@@ -166,7 +166,7 @@ func (a *stepActor) signalSource(ctx context.Context) (*params.SignalSource, err
 
 // readSignal reads the params of a signal instance.
 func (e *Engine) readSignal(ctx context.Context, ref params.SignalRef) (map[string]any, error) {
-	s, err := signal.NewStore(e.store.db).Get(ctx, ref.Name, ref.Seq)
+	s, err := signal.NewStore(e.store.DB()).Get(ctx, ref.Name, ref.Seq)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func (a *stepActor) signalDependencies(ctx context.Context) ([]params.SignalRef,
 	if a.matched != nil {
 		return a.matched, nil
 	}
-	refs, err := signal.NewStore(a.f.eng.store.db).Matched(ctx, signal.WaitKey{WorkflowID: a.f.ref.WorkflowID,
+	refs, err := signal.NewStore(a.f.eng.store.DB()).Matched(ctx, signal.WaitKey{WorkflowID: a.f.ref.WorkflowID,
 		InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID, StepID: a.id, AttemptID: a.attempt})
 	if err != nil {
 		return nil, err

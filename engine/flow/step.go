@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+
 	"github.com/google/uuid"
 
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -79,6 +82,9 @@ type stepActor struct {
 	// pendingAt holds when each pending transition happened, for Observer.
 	pendingAt []time.Time
 	inserted  bool
+	// startUnwritten: the attempt entered STARTING without a write (an
+	// inline runtime); its first write sets its start time.
+	startUnwritten bool
 	// runningDurable: RUNNING has been written, so an external job may
 	// have set output params (see mergeOutputs).
 	runningDurable bool
@@ -156,7 +162,7 @@ func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry inst
 }
 
 // resumeAttempt rebuilds an attempt that was live when its flow was adopted.
-func resumeAttempt(f *flowActor, node *workflow.StepNode, row stepRow) *stepActor {
+func resumeAttempt(f *flowActor, node *workflow.StepNode, row flowstore.StepRow) *stepActor {
 	a := &stepActor{
 		runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing,
 		f:              f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
@@ -244,11 +250,13 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 }
 
 // persist writes the attempt's state and the transitions since the last
-// write in one statement, fenced by the flow's generation.
+// write, fenced by the flow's generation, through the node's writer (one
+// row of a multi-row statement, one commit shared with other runs).
 func (a *stepActor) persist(ctx context.Context, start, end bool) error {
-	w := stepWrite{
+	start = start || a.startUnwritten
+	w := flowstore.StepWrite{
 		Status: a.status, Seq: a.seq + 1, Retry: a.retry, Timeline: a.pending, Start: start, End: end,
-		Runtime: runtimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
+		Runtime: flowstore.RuntimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
 	}
 	if a.params != nil {
 		w.Params, _ = json.Marshal(a.params)
@@ -261,15 +269,16 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	}
 	w.Signals = a.outSignals
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
+		op := flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
 		if !a.inserted {
-			return a.f.eng.store.insertStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
+			op = flowstore.InsertStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
 		}
-		return a.f.eng.store.updateStep(ctx, a.f.ref, a.f.gen, a.id, a.attempt, w)
+		return a.f.eng.writer.Write(ctx, op)
 	})
 	if err != nil {
 		return err
 	}
-	a.inserted = true
+	a.inserted, a.startUnwritten = true, false
 	a.durable = a.status
 	a.f.eng.wroteEvent(w.Event)
 	if w.Signals != nil {
@@ -333,7 +342,7 @@ func (a *stepActor) advance(ctx context.Context) error {
 				return err
 			}
 		case instance.StepPaused:
-			paused, err := a.f.eng.store.stillPaused(ctx, a.f.ref, a.id, a.attempt)
+			paused, err := a.f.eng.store.StillPaused(ctx, a.f.ref, a.id, a.attempt)
 			if err != nil {
 				return err
 			}
@@ -386,6 +395,12 @@ func (a *stepActor) advance(ctx context.Context) error {
 			if err := a.transition(instance.StepStarting, ""); err != nil {
 				return err
 			}
+			if a.inline() {
+				// Nothing outside the engine happens: the attempt is written
+				// once, with its final state (stepruntime.Inline).
+				a.startUnwritten = true
+				return a.call(ctx, phaseStart)
+			}
 			// STARTING is durable before the runtime is called, so a restarted
 			// engine knows the call may have happened and repeats it (Start is
 			// idempotent).
@@ -393,16 +408,13 @@ func (a *stepActor) advance(ctx context.Context) error {
 				return err
 			}
 			a.armTimeout()
-			a.call(ctx, phaseStart)
-			return nil
+			return a.call(ctx, phaseStart)
 		case instance.StepStarting:
 			a.armTimeout()
-			a.call(ctx, phaseStart)
-			return nil
+			return a.call(ctx, phaseStart)
 		case instance.StepRunning:
 			a.armTimeout()
-			a.call(ctx, phaseExecute)
-			return nil
+			return a.call(ctx, phaseExecute)
 		case instance.StepFinishing:
 			return a.finish(ctx, instance.StepSucceeded, "")
 		default:
@@ -478,7 +490,7 @@ func (a *stepActor) lookupUpstream(step, name string) (any, bool) {
 // loadUpstream builds the upstream view from the database, for an attempt
 // rebuilt after a takeover.
 func (a *stepActor) loadUpstream(ctx context.Context) error {
-	rows, err := a.f.eng.store.loadLatestAttempts(ctx, a.f.ref)
+	rows, err := a.f.eng.store.LoadLatestAttempts(ctx, a.f.ref)
 	if err != nil {
 		return err
 	}
@@ -513,7 +525,7 @@ func (a *stepActor) atBreakpoint(ctx context.Context) (bool, error) {
 	if !eng.breakpoints.mayHave(wf) {
 		return false, nil
 	}
-	paused, err := eng.store.pauseAtBreakpoint(ctx, a.f.ref, a.id, a.attempt)
+	paused, err := eng.store.PauseAtBreakpoint(ctx, a.f.ref, a.id, a.attempt)
 	if err != nil || paused {
 		return paused, err
 	}
@@ -533,7 +545,7 @@ func (a *stepActor) mergeOutputs(ctx context.Context, fromRuntime map[string]any
 	var stored []byte
 	if a.runningDurable {
 		var err error
-		if stored, err = a.f.eng.store.readOutputData(ctx, a.uuid); err != nil {
+		if stored, err = a.f.eng.store.ReadOutputData(ctx, a.uuid); err != nil {
 			return err
 		}
 	}
@@ -577,14 +589,14 @@ func (e *outputError) Error() string { return "invalid output params: " + e.err.
 func (e *outputError) Unwrap() error { return e.err }
 
 // permitTags returns the step's tags, each with the limit written on it.
-func (a *stepActor) permitTags() []tagLimit {
+func (a *stepActor) permitTags() []flowstore.TagLimit {
 	tags := a.node.Common().Tags
 	if len(tags) == 0 {
 		return nil
 	}
-	out := make([]tagLimit, 0, len(tags))
+	out := make([]flowstore.TagLimit, 0, len(tags))
 	for _, t := range tags {
-		l := tagLimit{Tag: t.Name}
+		l := flowstore.TagLimit{Tag: t.Name}
 		if t.Permit != nil {
 			l.Inline = *t.Permit
 		}
@@ -608,7 +620,7 @@ func (a *stepActor) acquirePermits(ctx context.Context) (waiting bool, err error
 			return false, err
 		}
 	}
-	ok, blocked, err := a.f.eng.store.acquirePermits(ctx, a.f.ref, a.id, a.attempt, a.uuid, tags)
+	ok, blocked, err := a.f.eng.store.AcquirePermits(ctx, a.f.ref, a.id, a.attempt, a.uuid, tags)
 	if err != nil {
 		return false, err
 	}
@@ -637,7 +649,7 @@ func (a *stepActor) releasePermits(ctx context.Context) {
 	if len(tags) == 0 || !a.status.IsTerminal() || ctx.Err() != nil {
 		return
 	}
-	if err := a.f.eng.store.releasePermits(ctx, a.uuid); err != nil {
+	if err := a.f.eng.store.ReleasePermits(ctx, a.uuid); err != nil {
 		a.f.eng.cfg.Logger.Warn("release tag permits", append(a.log(), "error", err.Error())...)
 	}
 	names := make([]string, len(tags))
@@ -693,15 +705,9 @@ func (a *stepActor) paramTimeout(text string) (time.Duration, error) {
 }
 
 func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
-	var cfg map[string]json.RawMessage
+	cfg := composite.StepConfig(a.node, a.stopWith != nil && a.stopWith.kill)
 	if a.node.Step != nil {
 		cfg = a.node.Step.Config
-	} else if a.node.Subworkflow != nil {
-		cfg = subworkflowConfig(a.node.Subworkflow, a.stopWith != nil && a.stopWith.kill)
-	} else if a.node.While != nil {
-		cfg = whileConfig(a.node.While, a.stopWith != nil && a.stopWith.kill)
-	} else if a.node.Foreach != nil {
-		cfg = foreachConfig(a.node.Foreach, a.stopWith != nil && a.stopWith.kill)
 	}
 	return &stepruntime.Attempt{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
@@ -781,9 +787,31 @@ func (a *stepActor) record(ctx context.Context, data map[string]any) (reply, err
 	return nil, nil
 }
 
+// inline reports an attempt whose runtime runs on the actor itself
+// (stepruntime.Inline).
+func (a *stepActor) inline() bool {
+	_, ok := a.rt.(stepruntime.Inline)
+	return ok
+}
+
 // call runs one runtime call on the worker pool; its result comes back
-// through the mailbox.
-func (a *stepActor) call(ctx context.Context, p phase) {
+// through the mailbox. An inline runtime's call runs here, at once, and
+// its result is handled before call returns.
+func (a *stepActor) call(ctx context.Context, p phase) error {
+	if a.inline() {
+		res := safeCall(func() stepruntime.Result {
+			att := a.runtimeAttempt()
+			switch p {
+			case phaseStart:
+				return a.rt.Start(ctx, att)
+			case phaseExecute:
+				return a.rt.Execute(ctx, att)
+			default:
+				return a.rt.Terminate(ctx, att)
+			}
+		})
+		return a.handle(ctx, stepMsg{kind: msgResult, phase: p, result: res})
+	}
 	a.inFlight, a.rewake = true, false
 	if p != phaseTerminate && a.wakesOnUpdate() {
 		// Registered before the call, so that a child ending (or a report
@@ -810,6 +838,7 @@ func (a *stepActor) call(ctx context.Context, p phase) {
 	}, func(r stepruntime.Result) {
 		a.inbox.send(stepMsg{kind: msgResult, phase: p, result: r})
 	})
+	return nil
 }
 
 func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
@@ -840,8 +869,7 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			return a.stopped(ctx)
 		}
 		if a.stopWith != nil {
-			a.call(ctx, phaseTerminate)
-			return nil
+			return a.call(ctx, phaseTerminate)
 		}
 		return a.onResult(ctx, m.phase, m.result)
 	case msgRecheck:
@@ -861,11 +889,9 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			return nil
 		}
 		if a.status == instance.StepStarting {
-			a.call(ctx, phaseStart)
-		} else {
-			a.call(ctx, phaseExecute)
+			return a.call(ctx, phaseStart)
 		}
-		return nil
+		return a.call(ctx, phaseExecute)
 	case msgStop, msgTimeout:
 		if a.stopWith != nil {
 			return nil
@@ -880,7 +906,7 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			return a.stopped(ctx)
 		}
 		if !a.inFlight {
-			a.call(ctx, phaseTerminate)
+			return a.call(ctx, phaseTerminate)
 		} else if a.cancelCall != nil {
 			// A leaf step's call in flight (an HTTP request, an AWS call)
 			// ends now; Terminate follows when it has returned.
@@ -923,8 +949,7 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			if err := a.transition(instance.StepRunning, r.Message); err != nil {
 				return err
 			}
-			a.call(ctx, phaseExecute)
-			return nil
+			return a.call(ctx, phaseExecute)
 		}
 		if err := a.mergeOutputs(ctx, r.Outputs); err != nil {
 			var bad *outputError
@@ -1010,4 +1035,10 @@ func (a *stepActor) fail(ctx context.Context, r stepruntime.Result) error {
 		reason = fmt.Sprintf("%s (retries exhausted)", r.Message)
 	}
 	return a.finish(ctx, final, reason)
+}
+
+// stepEvent is the event of the attempt's write of seq: the status changes
+// in timeline since the status last written. nil when it changes none.
+func (a *stepActor) stepEvent(seq int64, timeline []instance.TimelineEvent) []byte {
+	return a.f.info.StepEvent(a.f.ref, a.id, a.attempt, a.uuid, a.durable, seq, timeline)
 }

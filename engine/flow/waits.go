@@ -96,15 +96,6 @@ func wakePermitWaiters(tags []string) {
 	}
 }
 
-// StepUpdateMessage is the payload of a step_update queue message: the
-// attempt's state changed outside the engine (resumed, breakpoint deleted)
-// and its actor should look again.
-type StepUpdateMessage struct {
-	Ref
-	Group  int32  `json:"group_id"`
-	StepID string `json:"step_id"`
-}
-
 // handleStepUpdate wakes the attempt a step_update message names. An
 // attempt not in memory here needs nothing: its actor checks the database
 // when it is rebuilt, and a waiting one rechecks on its timer.

@@ -123,6 +123,18 @@ type Woken interface {
 	WakesOnUpdate()
 }
 
+// Inline is implemented by a runtime whose Start and Execute are pure and
+// immediate: they touch nothing outside the engine, never block, never
+// return Continue and never call Attempt.Record. The engine calls them on
+// the step actor itself, not on the worker pool, and writes such an
+// attempt once, with its final state, instead of writing STARTING before
+// Start: a crash before that write loses nothing that a rerun of the
+// attempt would not do again identically.
+type Inline interface {
+	// RunsInline is a marker.
+	RunsInline()
+}
+
 // Runtime runs steps of one type.
 type Runtime interface {
 	Start(ctx context.Context, a *Attempt) Result
@@ -149,6 +161,9 @@ func (NoOp) Execute(context.Context, *Attempt) Result { return Result{State: Don
 
 // Terminate implements Runtime.
 func (NoOp) Terminate(context.Context, *Attempt) Result { return Result{State: Stopped} }
+
+// RunsInline implements Inline.
+func (NoOp) RunsInline() {}
 
 // DefaultSleep is how long a Sleep step without sleep_seconds sleeps:
 // Maestro's default of 3 seconds.

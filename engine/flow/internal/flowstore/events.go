@@ -1,4 +1,4 @@
-package flow
+package flowstore
 
 import (
 	"encoding/json"
@@ -14,15 +14,15 @@ import (
 
 // The events of the engine's own writes (docs/events.md): each status
 // change of a run or a step is recorded in the statement that writes it
-// (store.go), so it commits, or rolls back, with the change.
+// (Store.go), so it commits, or rolls back, with the change.
 
 var (
-	stepStatusKind, _     = event.KindOf(event.StepInstanceStatusChange)
-	instanceStatusKind, _ = event.KindOf(event.WorkflowInstanceStatusChange)
+	StepStatusKind, _     = event.KindOf(event.StepInstanceStatusChange)
+	InstanceStatusKind, _ = event.KindOf(event.WorkflowInstanceStatusChange)
 )
 
-// runInfo is what a run's events carry that does not change while it runs.
-type runInfo struct {
+// RunInfo is what a run's events carry that does not change while it runs.
+type RunInfo struct {
 	uuid        string
 	correlation string
 	depth       int
@@ -33,8 +33,8 @@ type runInfo struct {
 	stepIndex map[string]int64
 }
 
-func newRunInfo(wf *workflow.Workflow, uuid, correlation string, depth int) runInfo {
-	ri := runInfo{uuid: uuid, correlation: correlation, depth: depth, name: wf.Name, stepIndex: make(map[string]int64, len(wf.Steps))}
+func NewRunInfo(wf *workflow.Workflow, uuid, correlation string, depth int) RunInfo {
+	ri := RunInfo{uuid: uuid, correlation: correlation, depth: depth, name: wf.Name, stepIndex: make(map[string]int64, len(wf.Steps))}
 	if ri.name == "" {
 		ri.name = wf.ID
 	}
@@ -47,9 +47,9 @@ func newRunInfo(wf *workflow.Workflow, uuid, correlation string, depth int) runI
 	return ri
 }
 
-// instanceEvent is the event of a run's status change from -> to, without
+// InstanceEvent is the event of a run's status change from -> to, without
 // its seq (the write adds it).
-func (ri *runInfo) instanceEvent(ref Ref, from, to instance.WorkflowStatus, at time.Time) []byte {
+func (ri *RunInfo) InstanceEvent(ref Ref, from, to instance.WorkflowStatus, at time.Time) []byte {
 	return event.NewRecord(&event.WorkflowInstanceStatusChangeEvent{
 		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
 		WorkflowUUID: ri.uuid, CorrelationID: ri.correlation, Depth: ri.depth, WorkflowName: ri.name, Tags: ri.tags,
@@ -57,11 +57,11 @@ func (ri *runInfo) instanceEvent(ref Ref, from, to instance.WorkflowStatus, at t
 	}).Payload
 }
 
-// stepEvent is the event of a step attempt's write: the status changes in
-// its timeline events since the last write, starting from the status last
-// written. nil when the write changes no status.
-func (a *stepActor) stepEvent(seq int64, timeline []instance.TimelineEvent) []byte {
-	from := a.durable
+// StepEvent is the event of a step attempt's write: the status changes in
+// its timeline events since the last write, starting from from, the status
+// last written. nil when the write changes no status.
+func (ri *RunInfo) StepEvent(ref Ref, stepID string, attempt int64, stepUUID string, from instance.StepStatus,
+	seq int64, timeline []instance.TimelineEvent) []byte {
 	var records []event.StatusChangeRecord
 	for _, ev := range timeline {
 		if ev.Type != "STATUS" {
@@ -74,18 +74,17 @@ func (a *stepActor) stepEvent(seq int64, timeline []instance.TimelineEvent) []by
 	if len(records) == 0 {
 		return nil
 	}
-	ri := &a.f.info
 	return event.NewRecord(&event.StepInstanceStatusChangeEvent{
-		WorkflowID: a.f.ref.WorkflowID, WorkflowInstanceID: a.f.ref.InstanceID, WorkflowRunID: a.f.ref.RunID,
-		StepID: a.id, StepAttemptID: a.attempt, WorkflowUUID: ri.uuid, StepUUID: a.uuid, CorrelationID: ri.correlation,
-		StepInstanceID: ri.stepIndex[a.id], StatusChangeRecords: records, Seq: seq,
+		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
+		StepID: stepID, StepAttemptID: attempt, WorkflowUUID: ri.uuid, StepUUID: stepUUID, CorrelationID: ri.correlation,
+		StepInstanceID: ri.stepIndex[stepID], StatusChangeRecords: records, Seq: seq,
 	}).Payload
 }
 
 // stoppedColumns are what a multi-run status write (run strategies,
 // stopping runs that never started) returns of each run it changed, for
 // its event.
-const stoppedColumns = `instance_id, run_id, uuid::text, ` + correlationSQL + `, depth,
+const stoppedColumns = `instance_id, run_id, uuid::text, ` + CorrelationSQL + `, depth,
     COALESCE(NULLIF(definition->>'name', ''), workflow_id), COALESCE(definition->'tags', '[]'::jsonb), seq`
 
 // stoppedEvents reads the rows a write RETURNING stoppedColumns changed
@@ -123,9 +122,9 @@ func DroppedRunEvent(ref Ref, definition []byte, uuid string, depth int, correla
 
 // DroppedRunEventOf is DroppedRunEvent for a definition already decoded.
 func DroppedRunEventOf(ref Ref, wf *workflow.Workflow, uuid string, depth int, correlation string) event.Record {
-	ri := newRunInfo(wf, uuid, correlation, depth)
-	return event.Record{Kind: instanceStatusKind, WorkflowID: ref.WorkflowID,
-		Payload: ri.instanceEvent(ref, instance.WorkflowCreated, instance.WorkflowStopped, time.Now())}
+	ri := NewRunInfo(wf, uuid, correlation, depth)
+	return event.Record{Kind: InstanceStatusKind, WorkflowID: ref.WorkflowID,
+		Payload: ri.InstanceEvent(ref, instance.WorkflowCreated, instance.WorkflowStopped, time.Now())}
 }
 
 // RootCorrelation is the correlation id of a run that has no parent.
@@ -136,7 +135,7 @@ func RootCorrelation(ref Ref) string {
 // SkippedStepEvent is the event of a step recorded SKIPPED in a new run
 // that a restart creates (a skip of a failed step of an ended run).
 func SkippedStepEvent(ref Ref, wf *workflow.Workflow, runUUID, correlation, stepID string, attempt int64, stepUUID string, seq int64) event.Record {
-	ri := newRunInfo(wf, runUUID, correlation, 0)
+	ri := NewRunInfo(wf, runUUID, correlation, 0)
 	return event.NewRecord(&event.StepInstanceStatusChangeEvent{
 		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
 		StepID: stepID, StepAttemptID: attempt, WorkflowUUID: runUUID, StepUUID: stepUUID, CorrelationID: correlation,

@@ -1,4 +1,4 @@
-package flow
+package flowstore
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 // them. The API's side (engine/api outputs.go, permits.go, breakpoints.go)
 // writes the same tables.
 
-// readOutputData returns the output params an external job set for an
+// ReadOutputData returns the output params an external job set for an
 // attempt through PUT /api/v3/output-data, nil when none.
-func (s *store) readOutputData(ctx context.Context, uuid string) ([]byte, error) {
+func (s *Store) ReadOutputData(ctx context.Context, uuid string) ([]byte, error) {
 	var b []byte
 	err := s.db.QueryRow(ctx, `SELECT params FROM step_output_data WHERE step_uuid = $1`, uuid).Scan(&b)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -52,21 +52,21 @@ SELECT t.tag, COALESCE(p.max_allowed, t.inline), (SELECT count(*) FROM tag_permi
 FROM unnest($1::text[], $2::bigint[]) AS t(tag, inline)
 LEFT JOIN tag_permit p ON p.tag = t.tag`
 
-// tagLimit is a tag a step carries with the limit written on it (0 when
+// TagLimit is a tag a step carries with the limit written on it (0 when
 // none).
-type tagLimit struct {
+type TagLimit struct {
 	Tag    string
 	Inline int64
 }
 
-// acquirePermits takes one permit of every tag for the attempt, or none:
+// AcquirePermits takes one permit of every tag for the attempt, or none:
 // ok is false and blocked names a tag whose permits are used up. Tags are
 // locked in name order (transaction advisory locks), so concurrent
 // acquirers on any node never deadlock and never both take the last
 // permit. A repeated call for an attempt that holds its permits succeeds.
-func (s *store) acquirePermits(ctx context.Context, ref Ref, stepID string, attempt int64, uuid string, tags []tagLimit) (ok bool, blocked string, err error) {
+func (s *Store) AcquirePermits(ctx context.Context, ref Ref, stepID string, attempt int64, uuid string, tags []TagLimit) (ok bool, blocked string, err error) {
 	tags = slices.Clone(tags)
-	slices.SortFunc(tags, func(a, b tagLimit) int {
+	slices.SortFunc(tags, func(a, b TagLimit) int {
 		switch {
 		case a.Tag < b.Tag:
 			return -1
@@ -127,8 +127,8 @@ func (s *store) acquirePermits(ctx context.Context, ref Ref, stepID string, atte
 	return blocked == "", blocked, nil
 }
 
-// releasePermits gives back the permits an ended attempt held.
-func (s *store) releasePermits(ctx context.Context, uuid string) error {
+// ReleasePermits gives back the permits an ended attempt held.
+func (s *Store) ReleasePermits(ctx context.Context, uuid string) error {
 	if _, err := s.db.Exec(ctx, `DELETE FROM tag_permit_held WHERE step_uuid = $1`, uuid); err != nil {
 		return fmt.Errorf("release tag permits of step attempt %s: %w", uuid, err)
 	}
@@ -180,8 +180,8 @@ WHERE i.workflow_id = $1 AND i.instance_id = $2 AND i.run_id = $3 AND ` + breakp
 ON CONFLICT (workflow_id, instance_id, run_id, step_id, attempt_id) DO UPDATE SET group_id = EXCLUDED.group_id
 RETURNING NOT resumed`
 
-// pauseAtBreakpoint reports whether a breakpoint pauses the attempt.
-func (s *store) pauseAtBreakpoint(ctx context.Context, ref Ref, stepID string, attempt int64) (bool, error) {
+// PauseAtBreakpoint reports whether a breakpoint pauses the attempt.
+func (s *Store) PauseAtBreakpoint(ctx context.Context, ref Ref, stepID string, attempt int64) (bool, error) {
 	var paused bool
 	err := s.db.QueryRow(ctx, pauseAtBreakpointSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, stepID, attempt).Scan(&paused)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -200,8 +200,8 @@ SELECT NOT p.resumed AND ` + breakpointMatchSQL + `
 FROM step_paused p
 WHERE p.workflow_id = $1 AND p.instance_id = $2 AND p.run_id = $3 AND p.step_id = $4 AND p.attempt_id = $5`
 
-// stillPaused reports whether a paused attempt has not been resumed.
-func (s *store) stillPaused(ctx context.Context, ref Ref, stepID string, attempt int64) (bool, error) {
+// StillPaused reports whether a paused attempt has not been resumed.
+func (s *Store) StillPaused(ctx context.Context, ref Ref, stepID string, attempt int64) (bool, error) {
 	var paused bool
 	err := s.db.QueryRow(ctx, stillPausedSQL,
 		ref.WorkflowID, ref.InstanceID, ref.RunID, stepID, attempt).Scan(&paused)

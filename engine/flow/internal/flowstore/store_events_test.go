@@ -1,4 +1,4 @@
-package flow
+package flowstore
 
 import (
 	"context"
@@ -33,8 +33,8 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 	t.Parallel()
 	db := dbtest.Pool(t)
 	ctx := context.Background()
-	s := &store{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	if err := s.ensureGroups(ctx, 1); err != nil {
+	s := New(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := s.EnsureGroups(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(ctx, `UPDATE flow_group SET owner = 'me', generation = 5, expires_at = now() + interval '1 hour'`); err != nil {
@@ -55,63 +55,63 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 		}
 	}
 
-	if _, ok, err := s.startFlow(ctx, ref, 0, 5, "me", nil, ev); err != nil || !ok {
+	if _, ok, err := s.StartFlow(ctx, ref, 0, 5, "me", nil, ev); err != nil || !ok {
 		t.Fatalf("start: %v %v", ok, err)
 	}
 	want++
 	expect("the start")
-	if _, ok, err := s.startFlow(ctx, ref, 0, 5, "me", nil, ev); err != nil || !ok {
+	if _, ok, err := s.StartFlow(ctx, ref, 0, 5, "me", nil, ev); err != nil || !ok {
 		t.Fatalf("repeated start: %v %v", ok, err)
 	}
 	expect("a repeated start (a re-stamp, no status change)")
-	if _, _, err := s.startFlow(ctx, ref, 0, 4, "me", nil, ev); !errors.Is(err, ErrFenced) {
+	if _, _, err := s.StartFlow(ctx, ref, 0, 4, "me", nil, ev); !errors.Is(err, ErrFenced) {
 		t.Fatalf("start by a stale generation: %v", err)
 	}
 	expect("a stale start")
 
-	w := stepWrite{Status: instance.StepStarting, Seq: 1, Timeline: []instance.TimelineEvent{}, Event: ev}
-	if err := s.insertStep(ctx, ref, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w); err != nil {
+	w := StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: []instance.TimelineEvent{}, Event: ev}
+	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w)); err != nil {
 		t.Fatal(err)
 	}
 	want++
 	expect("a step insert")
-	if err := s.insertStep(ctx, ref, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w); err == nil {
+	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 5, "s", 1, "00000000-0000-0000-0000-000000000001", "NoOp", w)); err == nil {
 		t.Fatal("a repeated insert succeeded")
 	}
 	expect("a repeated insert")
-	if err := s.insertStep(ctx, ref, 4, "s", 2, "00000000-0000-0000-0000-000000000002", "NoOp", w); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 4, "s", 2, "00000000-0000-0000-0000-000000000002", "NoOp", w)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("insert by a stale generation: %v", err)
 	}
 	expect("a stale insert")
 
 	w.Status, w.Seq = instance.StepSucceeded, 2
-	if err := s.updateStep(ctx, ref, 5, "s", 1, w); err != nil {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); err != nil {
 		t.Fatal(err)
 	}
 	want++
 	expect("a step update")
-	if err := s.updateStep(ctx, ref, 5, "s", 1, w); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("repeated update: %v", err)
 	}
 	expect("a repeated update")
 	w.Seq = 3
-	if err := s.updateStep(ctx, ref, 4, "s", 1, w); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 4, "s", 1, w)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("update by a stale generation: %v", err)
 	}
 	expect("a stale update")
 	w.Event = nil
-	if err := s.updateStep(ctx, ref, 5, "s", 1, w); err != nil {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); err != nil {
 		t.Fatalf("update without a status change: %v", err)
 	}
 	expect("an update without a status change")
 
-	u := instanceUpdate{From: instance.WorkflowInProgress, Status: instance.WorkflowSucceeded, End: true, Event: ev}
-	if err := s.updateInstance(ctx, ref, 5, u); err != nil {
+	u := InstanceUpdate{From: instance.WorkflowInProgress, Status: instance.WorkflowSucceeded, End: true, Event: ev}
+	if err := s.Write(ctx, UpdateInstanceOp(ctx, ref, 0, 5, u)); err != nil {
 		t.Fatal(err)
 	}
 	want++
 	expect("the end")
-	if err := s.updateInstance(ctx, ref, 5, u); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateInstanceOp(ctx, ref, 0, 5, u)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("repeated end: %v", err)
 	}
 	expect("a repeated end")
@@ -133,14 +133,14 @@ func BenchmarkStepWrites(b *testing.B) {
 		b.Run(map[bool]string{false: "events=off", true: "events=on"}[events], func(b *testing.B) {
 			db := dbtest.Pool(b)
 			ctx := context.Background()
-			s := &store{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			s := New(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
                     group_count, group_id, status, definition, timeout_seconds, generation)
                 VALUES ('wf', 1, 1, 1, gen_random_uuid(), 1, 0, 'IN_PROGRESS', '{"id":"wf","steps":[]}', 60, 1)`); err != nil {
 				b.Fatal(err)
 			}
-			f := &flowActor{ref: Ref{WorkflowID: "wf", InstanceID: 1, RunID: 1}, info: runInfo{uuid: "5f0c2a7e-1b1d-4c33-9d6e-2f4b8a9c0d11",
-				correlation: "wf:1:1", stepIndex: map[string]int64{}}}
+			ref := Ref{WorkflowID: "wf", InstanceID: 1, RunID: 1}
+			ri := RunInfo{uuid: "5f0c2a7e-1b1d-4c33-9d6e-2f4b8a9c0d11", correlation: "wf:1:1", stepIndex: map[string]int64{}}
 			i := 0
 			var lsn0 string
 			if err := db.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn0); err != nil {
@@ -149,27 +149,26 @@ func BenchmarkStepWrites(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				i++
-				a := &stepActor{f: f, id: fmt.Sprintf("s%d", i), attempt: 1, uuid: uuid.NewString(), durable: instance.StepNotCreated}
+				id, stepUUID := fmt.Sprintf("s%d", i), uuid.NewString()
 				tl := []instance.TimelineEvent{}
 				for _, st := range []instance.StepStatus{instance.StepCreated, instance.StepInitialized, instance.StepWaitingForSignals,
 					instance.StepEvaluatingParams, instance.StepWaitingForPermits, instance.StepStarting} {
 					tl = append(tl, instance.StatusEvent(string(st), ""))
 				}
-				w := stepWrite{Status: instance.StepStarting, Seq: 1, Timeline: tl, Start: true}
+				w := StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: tl, Start: true}
 				if events {
-					w.Event = a.stepEvent(1, tl)
+					w.Event = ri.StepEvent(ref, id, 1, stepUUID, instance.StepNotCreated, 1, tl)
 				}
-				if err := s.insertStep(ctx, f.ref, 1, a.id, 1, a.uuid, "NoOp", w); err != nil {
+				if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 1, id, 1, stepUUID, "NoOp", w)); err != nil {
 					b.Fatal(err)
 				}
-				a.durable = instance.StepStarting
 				tl = []instance.TimelineEvent{instance.StatusEvent("RUNNING", ""), instance.StatusEvent("FINISHING", ""),
 					instance.StatusEvent("SUCCEEDED", "")}
-				w = stepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: tl, End: true}
+				w = StepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: tl, End: true}
 				if events {
-					w.Event = a.stepEvent(2, tl)
+					w.Event = ri.StepEvent(ref, id, 1, stepUUID, instance.StepStarting, 2, tl)
 				}
-				if err := s.updateStep(ctx, f.ref, 1, a.id, 1, w); err != nil {
+				if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 1, id, 1, w)); err != nil {
 					b.Fatal(err)
 				}
 			}

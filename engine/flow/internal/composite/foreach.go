@@ -1,4 +1,4 @@
-package flow
+package composite
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -84,7 +86,7 @@ const (
 )
 
 // foreachRuntime runs foreach steps for one engine.
-type foreachRuntime struct{ eng *Engine }
+type foreachRuntime struct{ h *host }
 
 // foreachConfig is what the step actor tells the runtime of a foreach step.
 func foreachConfig(f *workflow.Foreach, kill bool) map[string]json.RawMessage {
@@ -218,7 +220,7 @@ func (st foreachState) data() map[string]any {
 }
 
 func (r *foreachRuntime) retryLater(a *stepruntime.Attempt, what string, err error) stepruntime.Result {
-	r.eng.cfg.Logger.Warn("foreach step: "+what, "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
+	r.h.Logger.Warn("foreach step: "+what, "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
 		"run_id", a.RunID, "step_id", a.StepID, "error", err.Error())
 	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: time.Second}
 }
@@ -237,7 +239,7 @@ func (r *foreachRuntime) Start(ctx context.Context, a *stepruntime.Attempt) step
 	}
 	st := foreachState{workflowID: ForeachWorkflowID(a.WorkflowID, a.InstanceID, a.StepID), total: total}
 	var policy string
-	err = r.eng.db.QueryRow(ctx, `
+	err = r.h.DB.QueryRow(ctx, `
 SELECT coalesce((SELECT max(run_id) FROM workflow_instance WHERE workflow_id = $1), 0) + 1,
     coalesce((SELECT run_config->>'policy' FROM workflow_instance
         WHERE workflow_id = $2 AND instance_id = $3 AND run_id = $4), '')`,
@@ -259,7 +261,7 @@ func (r *foreachRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) st
 	if !ok {
 		return stepruntime.Result{State: stepruntime.FatalError, Message: "foreach: the attempt has no progress record"}
 	}
-	pr, err := r.eng.store.foreachProgress(ctx, st)
+	pr, err := r.h.foreachProgress(ctx, st)
 	if err != nil {
 		return r.retryLater(a, "read iteration progress", err)
 	}
@@ -268,7 +270,7 @@ func (r *foreachRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) st
 	failed := pr.unsuccessful > 0 && mode != workflow.FailureModeIgnoreFailure
 	if failed && pr.live > 0 {
 		if mode == workflow.FailureModeFailImmediately {
-			if err := r.eng.stopIterations(ctx, a, st, false, "an iteration failed and the foreach fails immediately"); err != nil {
+			if err := r.h.stopIterations(ctx, a, st, false, "an iteration failed and the foreach fails immediately"); err != nil {
 				return r.retryLater(a, "stop iterations", err)
 			}
 		}
@@ -295,7 +297,7 @@ func (r *foreachRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) st
 	if room <= 0 || (pr.live > 0 && room < min(max(conc/10, 1), st.total-st.next)) {
 		return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: foreachPoll}
 	}
-	next, created, err := r.eng.store.createIterations(ctx, r.eng.cfg.NodeID, a, st, room)
+	next, created, err := r.h.createIterations(ctx, r.h.NodeID, a, st, room)
 	var fatal *childError
 	switch {
 	case errors.As(err, &fatal):
@@ -335,7 +337,7 @@ func foreachSummary(st foreachState, ran int64) string {
 
 // finish ends the step from the final state of its iterations.
 func (r *foreachRuntime) finish(ctx context.Context, a *stepruntime.Attempt, st foreachState) stepruntime.Result {
-	counts, err := r.eng.store.foreachCounts(ctx, st)
+	counts, err := r.h.foreachCounts(ctx, st)
 	if err != nil {
 		return r.retryLater(a, "count iterations", err)
 	}
@@ -375,7 +377,7 @@ func (r *foreachRuntime) Terminate(ctx context.Context, a *stepruntime.Attempt) 
 		return stepruntime.Result{State: stepruntime.Stopped}
 	}
 	kill := configBool(a, subworkflowKillKey, false)
-	if err := r.eng.stopIterations(ctx, a, st, kill, ""); err != nil {
+	if err := r.h.stopIterations(ctx, a, st, kill, ""); err != nil {
 		return r.retryLater(a, "stop iterations", err)
 	}
 	return stepruntime.Result{State: stepruntime.Stopped, Message: "asked the live iterations to stop"}
@@ -397,9 +399,9 @@ SELECT count(*) FILTER (WHERE status IN ('CREATED', 'IN_PROGRESS', 'PAUSED')),
     count(*) FILTER (WHERE status IN ('FAILED', 'STOPPED', 'TIMED_OUT'))
 FROM workflow_instance WHERE workflow_id = $1 AND run_id = $2 AND status <> 'SUCCEEDED'`
 
-func (s *store) foreachProgress(ctx context.Context, st foreachState) (foreachProgress, error) {
+func (h *host) foreachProgress(ctx context.Context, st foreachState) (foreachProgress, error) {
 	var p foreachProgress
-	err := s.db.QueryRow(ctx, foreachProgressSQL, st.workflowID, st.run).Scan(&p.live, &p.oldestLive, &p.unsuccessful)
+	err := h.DB.QueryRow(ctx, foreachProgressSQL, st.workflowID, st.run).Scan(&p.live, &p.oldestLive, &p.unsuccessful)
 	if err != nil {
 		return p, fmt.Errorf("progress of %s run %d: %w", st.workflowID, st.run, err)
 	}
@@ -408,8 +410,8 @@ func (s *store) foreachProgress(ctx context.Context, st foreachState) (foreachPr
 
 // foreachCounts counts the iterations of one foreach run by status, once,
 // when the step ends.
-func (s *store) foreachCounts(ctx context.Context, st foreachState) (map[string]int64, error) {
-	rows, err := s.db.Query(ctx, `SELECT status, count(*) FROM workflow_instance
+func (h *host) foreachCounts(ctx context.Context, st foreachState) (map[string]int64, error) {
+	rows, err := h.DB.Query(ctx, `SELECT status, count(*) FROM workflow_instance
         WHERE workflow_id = $1 AND run_id = $2 GROUP BY status`, st.workflowID, st.run)
 	if err != nil {
 		return nil, fmt.Errorf("count iterations of %s run %d: %w", st.workflowID, st.run, err)
@@ -454,7 +456,7 @@ const iterationTimeout = int64(10 * 24 * time.Hour / time.Second)
 // createIterations creates up to n iterations from st.next on and records
 // the progress on the attempt, in one transaction fenced by the parent's
 // generation. It returns the new next index and how many runs it created.
-func (s *store) createIterations(ctx context.Context, node string, a *stepruntime.Attempt, st foreachState, n int64) (int64, int64, error) {
+func (h *host) createIterations(ctx context.Context, node string, a *stepruntime.Attempt, st foreachState, n int64) (int64, int64, error) {
 	dims, _, err := loopDims(a)
 	if err != nil {
 		return 0, 0, &childError{msg: "foreach: " + err.Error()}
@@ -468,9 +470,9 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 	if err != nil {
 		return 0, 0, &childError{msg: "encode iteration definition: " + err.Error()}
 	}
-	parent := Parent{Ref: Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
+	parent := flowstore.Parent{Ref: flowstore.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
 	var next, created int64
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
 		// Lock order: workflow row, then instance rows (docs/run-control.md).
 		// Shared: sibling foreach steps launch at once, a delete waits.
 		root := instance.RootWorkflowID(a.WorkflowID)
@@ -491,7 +493,7 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 				MaxSubworkflowDepth, st.workflowID, depth+1)}
 		}
 		parent.Group = fp.group
-		iters, err := s.pickIterations(ctx, tx, st, n)
+		iters, err := h.pickIterations(ctx, tx, st, n)
 		if err != nil {
 			return err
 		}
@@ -515,8 +517,8 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
-			groups, msgs, err := scanIterations(rows, st, func(ref Ref, g int32) StartMessage {
-				return StartMessage{Ref: ref, Group: g}
+			groups, msgs, err := scanIterations(rows, st, func(ref flowstore.Ref, g int32) flowstore.StartMessage {
+				return flowstore.StartMessage{Ref: ref, Group: g}
 			})
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
@@ -539,7 +541,7 @@ func (s *store) createIterations(ctx context.Context, node string, a *stepruntim
 }
 
 // pickIterations returns the next up to n iterations (1-based) to launch.
-func (s *store) pickIterations(ctx context.Context, tx pgx.Tx, st foreachState, n int64) ([]int64, error) {
+func (h *host) pickIterations(ctx context.Context, tx pgx.Tx, st foreachState, n int64) ([]int64, error) {
 	if !st.keep {
 		var out []int64
 		for it := st.next + 1; it <= st.total && int64(len(out)) < n; it++ {
@@ -563,7 +565,7 @@ type iterationBatch struct {
 	parentKeys                                []string
 }
 
-func (b *iterationBatch) add(st foreachState, p Parent, groupCount int32, base workflow.Params,
+func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int32, base workflow.Params,
 	loop map[string]workflow.Param, it int64) error {
 	rp := make(workflow.Params, len(base)+len(loop)+1)
 	maps.Copy(rp, base)
@@ -575,7 +577,7 @@ func (b *iterationBatch) add(st foreachState, p Parent, groupCount int32, base w
 	}
 	// "/f": a foreach iteration, which the rollup finds through the
 	// iterations' workflow id rather than the attempt (docs/rollup.md).
-	parentKey := fmt.Sprintf("%s/f%d", p.key(), it)
+	parentKey := fmt.Sprintf("%s/f%d", p.Key(), it)
 	p.Iteration = it
 	parent, _ := json.Marshal(p)
 	initiator, _ := json.Marshal(map[string]any{"type": "FOREACH", "parent": p})
@@ -594,7 +596,7 @@ func (b *iterationBatch) add(st foreachState, p Parent, groupCount int32, base w
 
 // scanIterations reads (iteration, group) rows of a foreach run into one
 // queue message per iteration and the groups they target.
-func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(Ref, int32) M) ([]int32, []M, error) {
+func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(flowstore.Ref, int32) M) ([]int32, []M, error) {
 	defer rows.Close()
 	var groups []int32
 	var msgs []M
@@ -605,7 +607,7 @@ func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(Ref, int32) 
 			return nil, nil, err
 		}
 		groups = append(groups, g)
-		msgs = append(msgs, msg(Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, g))
+		msgs = append(msgs, msg(flowstore.Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, g))
 	}
 	return groups, msgs, rows.Err()
 }
@@ -618,129 +620,25 @@ WHERE workflow_id = $1 AND run_id = $2 AND status <> 'SUCCEEDED' AND status IN (
 
 // stopIterations asks the owners of the live iterations of a foreach run
 // to stop (or kill) them, in one transaction.
-func (e *Engine) stopIterations(ctx context.Context, a *stepruntime.Attempt, st foreachState, kill bool, reason string) error {
-	action, verb := ActionStop, "stopped"
+func (h *host) stopIterations(ctx context.Context, a *stepruntime.Attempt, st foreachState, kill bool, reason string) error {
+	action, verb := flowstore.ActionStop, "stopped"
 	if kill {
-		action, verb = ActionKill, "killed"
+		action, verb = flowstore.ActionKill, "killed"
 	}
 	if reason == "" {
 		reason = fmt.Sprintf("foreach step %s of %s/%d/%d was %s", a.StepID, a.WorkflowID, a.InstanceID, a.RunID, verb)
 	}
-	return pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, liveIterationsSQL, st.workflowID, st.run)
 		if err != nil {
 			return err
 		}
-		groups, msgs, err := scanIterations(rows, st, func(ref Ref, g int32) ActionMessage {
-			return ActionMessage{Ref: ref, Group: g, Action: action, Reason: reason}
+		groups, msgs, err := scanIterations(rows, st, func(ref flowstore.Ref, g int32) flowstore.ActionMessage {
+			return flowstore.ActionMessage{Ref: ref, Group: g, Action: action, Reason: reason}
 		})
 		if err != nil {
 			return err
 		}
 		return queue.EnqueueBatch(ctx, tx, queue.InstanceAction, groups, msgs)
 	})
-}
-
-// ErrNoForeachParam reports params.getFromForeach of a step that ran no
-// iterations, or of a param an iteration's step does not have.
-var ErrNoForeachParam = errors.New("no such foreach param")
-
-// foreachParamSQL reads one param of one step of the latest run of each
-// iteration of a foreach, in iteration order.
-const foreachParamSQL = `
-SELECT r.instance_id, s.params->$4
-FROM (SELECT instance_id, max(run_id) AS run_id FROM workflow_instance
-      WHERE workflow_id = $1 AND instance_id <= $2 GROUP BY instance_id) r
-LEFT JOIN LATERAL (
-    SELECT params FROM step_instance s
-    WHERE s.workflow_id = $1 AND s.instance_id = r.instance_id AND s.run_id = r.run_id AND s.step_id = $3
-    ORDER BY attempt_id DESC LIMIT 1) s ON true
-ORDER BY r.instance_id`
-
-// getFromForeach implements params.getFromForeach(foreachStepId, stepId,
-// paramName): the values of a param of a step inside an upstream foreach,
-// one per iteration in iteration order (the latest run of each), as an
-// array of the param's type.
-func (a *stepActor) getFromForeach(ctx context.Context, args []any) (any, error) {
-	if len(args) != 3 {
-		return nil, fmt.Errorf("params.getFromForeach takes (foreachStepId, stepId, paramName), got %d arguments", len(args))
-	}
-	var strs [3]string
-	for i, arg := range args {
-		s, ok := arg.(string)
-		if !ok {
-			return nil, errors.New("params.getFromForeach takes three strings")
-		}
-		strs[i] = s
-	}
-	foreachStep, step, name := strs[0], strs[1], strs[2]
-	total, ok := a.upstream[foreachStep][foreachIterationsOut]
-	if !ok {
-		return nil, fmt.Errorf("%w: step %s is not a foreach step that has run", ErrNoForeachParam, foreachStep)
-	}
-	fid := ForeachWorkflowID(a.f.ref.WorkflowID, a.f.ref.InstanceID, foreachStep)
-	rows, err := a.f.eng.db.Query(ctx, foreachParamSQL, fid, valueInt(total), step, name)
-	if err != nil {
-		return nil, fmt.Errorf("read %s of step %s in foreach %s: %w", name, step, foreachStep, err)
-	}
-	defer rows.Close()
-	var vals []params.Value
-	for rows.Next() {
-		var it int64
-		var raw []byte
-		if err := rows.Scan(&it, &raw); err != nil {
-			return nil, err
-		}
-		var one params.Values
-		if raw != nil {
-			if err := json.Unmarshal([]byte(`{"v":`+string(raw)+`}`), &one); err != nil {
-				return nil, fmt.Errorf("decode %s of iteration %d: %w", name, it, err)
-			}
-		}
-		v, ok := one["v"]
-		if !ok {
-			return nil, fmt.Errorf("%w: iteration %d of foreach %s has no param %s in step %s", ErrNoForeachParam, it, foreachStep, name, step)
-		}
-		vals = append(vals, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return foreachArray(vals)
-}
-
-// foreachArray turns the iterations' values of one param into a SEL array
-// of their type.
-func foreachArray(vals []params.Value) (any, error) {
-	if len(vals) == 0 {
-		return []string{}, nil
-	}
-	switch t := vals[0].Type; t {
-	case workflow.ParamTypeString:
-		return convertValues[string](vals, t)
-	case workflow.ParamTypeLong:
-		return convertValues[int64](vals, t)
-	case workflow.ParamTypeDouble:
-		return convertValues[float64](vals, t)
-	case workflow.ParamTypeBoolean:
-		return convertValues[bool](vals, t)
-	default:
-		return nil, fmt.Errorf("params.getFromForeach reads STRING, LONG, DOUBLE or BOOLEAN params, not %s", t)
-	}
-}
-
-func convertValues[T any](vals []params.Value, t workflow.ParamType) ([]T, error) {
-	out := make([]T, len(vals))
-	for i, v := range vals {
-		c, err := params.Convert(t, v.Value)
-		if err != nil {
-			return nil, fmt.Errorf("iteration %d: %w", i+1, err)
-		}
-		x, ok := c.(T)
-		if !ok {
-			return nil, fmt.Errorf("iteration %d has a %T, want %s", i+1, c, t)
-		}
-		out[i] = x
-	}
-	return out, nil
 }

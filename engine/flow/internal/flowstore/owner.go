@@ -1,4 +1,4 @@
-package flow
+package flowstore
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 // creator), which a run's owner param holds.
 const sqlWorkflowOwner = `SELECT owner FROM workflow WHERE workflow_id = $1`
 
-// workflowOwner returns the owner of the pushed workflow a run belongs to;
+// WorkflowOwner returns the owner of the pushed workflow a run belongs to;
 // "" when the workflow is gone.
-func (s *store) workflowOwner(ctx context.Context, ref Ref) (string, error) {
+func (s *Store) WorkflowOwner(ctx context.Context, ref Ref) (string, error) {
 	var owner string
 	err := s.db.QueryRow(ctx, sqlWorkflowOwner, instance.RootWorkflowID(ref.WorkflowID)).Scan(&owner)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -1,4 +1,4 @@
-package flow
+package composite
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 
 	"github.com/jackc/pgx/v5"
 
@@ -55,7 +57,7 @@ const (
 )
 
 // whileRuntime runs while steps for one engine.
-type whileRuntime struct{ eng *Engine }
+type whileRuntime struct{ h *host }
 
 // whileConfig is what the step actor tells the runtime of a while step:
 // its condition, its steps and whether a stop is a kill.
@@ -75,7 +77,7 @@ func (r *whileRuntime) Start(context.Context, *stepruntime.Attempt) stepruntime.
 }
 
 func (r *whileRuntime) retryLater(a *stepruntime.Attempt, what string, err error) stepruntime.Result {
-	r.eng.cfg.Logger.Warn("while step: "+what, "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
+	r.h.Logger.Warn("while step: "+what, "workflow_id", a.WorkflowID, "instance_id", a.InstanceID,
 		"run_id", a.RunID, "step_id", a.StepID, "error", err.Error())
 	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: subworkflowPoll}
 }
@@ -91,7 +93,7 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 	var carried []byte // the loop params the previous iteration hands on
 	if child := childRef(a.Data); child.WorkflowID != "" {
 		idx := dataInt(a.Data, whileIndexKey)
-		status, err := r.eng.store.childStatus(ctx, child)
+		status, err := r.h.childStatus(ctx, child)
 		if err != nil {
 			return r.retryLater(a, "read iteration status", err)
 		}
@@ -111,8 +113,8 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 		}
 		next = idx + 1
 	}
-	parentRef := Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}
-	wfParams, err := r.eng.store.instanceParams(ctx, parentRef)
+	parentRef := flowstore.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}
+	wfParams, err := r.h.instanceParams(ctx, parentRef)
 	if err != nil {
 		return r.retryLater(a, "read workflow params", err)
 	}
@@ -148,8 +150,8 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 	if err != nil {
 		return stepruntime.Result{State: stepruntime.FatalError, Message: "encode while iteration definition: " + err.Error()}
 	}
-	parent := Parent{Ref: parentRef, StepID: a.StepID, AttemptID: a.AttemptID, Iteration: next + 1}
-	data, err := r.eng.store.createChild(ctx, r.eng.cfg.NodeID, parent, childSpec{
+	parent := flowstore.Parent{Ref: parentRef, StepID: a.StepID, AttemptID: a.AttemptID, Iteration: next + 1}
+	data, err := r.h.createChild(ctx, r.h.NodeID, parent, childSpec{
 		def:    &definition.Version{WorkflowID: inline.ID, Workflow: inline, Raw: raw},
 		inline: true,
 		data:   map[string]any{whileIndexKey: next},
@@ -170,7 +172,7 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 
 // Terminate stops (or kills) the running iteration.
 func (r *whileRuntime) Terminate(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
-	return r.eng.terminateChild(ctx, a, "while iteration")
+	return r.h.terminateChild(ctx, a, "while iteration")
 }
 
 func whileOutputs(loopIndex, iterations int64) map[string]any {
@@ -265,8 +267,8 @@ func iterationParams(inline *workflow.Workflow, wfParams, stepParams, carried []
 // produced under it. Steps are applied in order (the iteration's
 // topological order, definition order among steps ready together), so the
 // last one that has the name wins, however their runs interleaved.
-func (r *whileRuntime) carriedParams(ctx context.Context, a *stepruntime.Attempt, child Ref, order []string) ([]byte, error) {
-	raw, err := r.eng.store.instanceParams(ctx, child)
+func (r *whileRuntime) carriedParams(ctx context.Context, a *stepruntime.Attempt, child flowstore.Ref, order []string) ([]byte, error) {
+	raw, err := r.h.instanceParams(ctx, child)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +287,7 @@ func (r *whileRuntime) carriedParams(ctx context.Context, a *stepruntime.Attempt
 			names[name] = true
 		}
 	}
-	produced, err := r.eng.store.succeededStepParams(ctx, child)
+	produced, err := r.h.succeededStepParams(ctx, child)
 	if err != nil {
 		return nil, err
 	}
@@ -323,8 +325,8 @@ WHERE status = 'SUCCEEDED'`
 
 // succeededStepParams maps step id to the params of its latest attempt,
 // for the steps of a run whose latest attempt succeeded.
-func (s *store) succeededStepParams(ctx context.Context, ref Ref) (map[string]params.Values, error) {
-	rows, err := s.db.Query(ctx, succeededStepParamsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
+func (h *host) succeededStepParams(ctx context.Context, ref flowstore.Ref) (map[string]params.Values, error) {
+	rows, err := h.DB.Query(ctx, succeededStepParamsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("read step params of %s: %w", ref, err)
 	}
@@ -350,9 +352,9 @@ func (s *store) succeededStepParams(ctx context.Context, ref Ref) (map[string]pa
 
 // instanceParams reads a run's evaluated workflow params (JSON
 // params.Values); a deleted run has none.
-func (s *store) instanceParams(ctx context.Context, ref Ref) ([]byte, error) {
+func (h *host) instanceParams(ctx context.Context, ref flowstore.Ref) ([]byte, error) {
 	var raw []byte
-	err := s.db.QueryRow(ctx, `SELECT params FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+	err := h.DB.QueryRow(ctx, `SELECT params FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
 		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -390,7 +392,7 @@ func (r *whileRuntime) resumePoint(ctx context.Context, a *stepruntime.Attempt, 
 		return 0, nil, false, nil
 	}
 	var policy string
-	if err := r.eng.db.QueryRow(ctx, `SELECT coalesce(run_config->>'policy', '') FROM workflow_instance
+	if err := r.h.DB.QueryRow(ctx, `SELECT coalesce(run_config->>'policy', '') FROM workflow_instance
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`, a.WorkflowID, a.InstanceID, a.RunID).Scan(&policy); err != nil {
 		return 0, nil, false, fmt.Errorf("read run policy: %w", err)
 	}
@@ -403,7 +405,7 @@ func (r *whileRuntime) resumePoint(ctx context.Context, a *stepruntime.Attempt, 
 		iid, crun *int64
 		idx       *int64
 	)
-	err = r.eng.db.QueryRow(ctx, earlierAttemptSQL, a.WorkflowID, a.InstanceID, a.StepID, a.RunID, a.AttemptID).
+	err = r.h.DB.QueryRow(ctx, earlierAttemptSQL, a.WorkflowID, a.InstanceID, a.StepID, a.RunID, a.AttemptID).
 		Scan(&run, &wf, &iid, &crun, &idx)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (wf == nil || iid == nil || crun == nil || idx == nil)) {
 		return 0, nil, false, nil
@@ -411,8 +413,8 @@ func (r *whileRuntime) resumePoint(ctx context.Context, a *stepruntime.Attempt, 
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("read earlier attempt: %w", err)
 	}
-	last := Ref{WorkflowID: *wf, InstanceID: *iid, RunID: *crun}
-	status, err := r.eng.store.childStatus(ctx, last)
+	last := flowstore.Ref{WorkflowID: *wf, InstanceID: *iid, RunID: *crun}
+	status, err := r.h.childStatus(ctx, last)
 	if err != nil {
 		return 0, nil, false, err
 	}
@@ -431,7 +433,7 @@ func (r *whileRuntime) resumePoint(ctx context.Context, a *stepruntime.Attempt, 
 		}
 		// The failed iteration's own params are what it was given: the
 		// loop params carried into it.
-		if carried, err = r.eng.store.instanceParams(ctx, last); err != nil || len(carried) <= 2 {
+		if carried, err = r.h.instanceParams(ctx, last); err != nil || len(carried) <= 2 {
 			return 0, nil, false, err
 		}
 		next = *idx

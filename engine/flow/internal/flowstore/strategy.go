@@ -1,0 +1,383 @@
+package flowstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// Run strategies (docs/run-control.md).
+//
+// A run that is created waits as a queued CREATED row (workflow_instance.
+// queued) until its workflow's run strategy admits it. Admission clears the
+// flag and enqueues the run's start message in one transaction, under a
+// lock on the workflow row that every admitting transaction takes before
+// any instance row: starts, restarts, unblocks and the admission that
+// follows the end of a run. Starts therefore get instance ids in lock
+// order (FIFO) and admissions cannot overrun a limit. A run's end commits
+// without the lock (runs of a workflow do not wait for each other to end)
+// and then admits; a start that queued behind a run ending at that moment
+// admits again after its commit, so one of the two sees the other. A crash
+// between an end and its admission, and properties changes, are caught by
+// the periodic admission sweep.
+
+// Strategy is a workflow's effective run strategy.
+type Strategy struct {
+	Rule workflow.RunStrategyRule
+	// Concurrency is how many runs may be admitted at once: 1 for every
+	// rule but PARALLEL; 0 pauses the workflow.
+	Concurrency int64
+}
+
+// ParseStrategy reads the effective run strategy from a workflow's current
+// properties (workflow.properties). Unset or unreadable means SEQUENTIAL.
+func ParseStrategy(props []byte) Strategy {
+	out := Strategy{Rule: workflow.RunStrategySequential, Concurrency: 1}
+	if len(props) == 0 {
+		return out
+	}
+	var raw struct {
+		RunStrategy json.RawMessage `json:"run_strategy"`
+	}
+	if err := json.Unmarshal(props, &raw); err != nil || len(raw.RunStrategy) == 0 || string(raw.RunStrategy) == "null" {
+		return out
+	}
+	// Decode through Properties: it accepts every form (name, number,
+	// object) the definition API stores.
+	only, _ := json.Marshal(map[string]json.RawMessage{"run_strategy": raw.RunStrategy})
+	var p workflow.Properties
+	if err := json.Unmarshal(only, &p); err != nil || p.RunStrategy == nil {
+		return out
+	}
+	rule := workflow.RunStrategyRule(strings.ToUpper(string(p.RunStrategy.Rule)))
+	if !rule.Valid() {
+		return out
+	}
+	out.Rule = rule
+	if rule == workflow.RunStrategyParallel {
+		out.Concurrency = min(max(p.RunStrategy.Concurrency(), 0), workflow.MaxWorkflowConcurrency)
+	}
+	return out
+}
+
+// Tx is what the run-control SQL needs: a transaction in practice.
+type Tx interface {
+	queue.Execer
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// ErrWorkflowGone reports a workflow row that no longer exists.
+var ErrWorkflowGone = errors.New("workflow does not exist")
+
+const lockWorkflowSQL = `SELECT properties FROM workflow WHERE workflow_id = $1 FOR NO KEY UPDATE`
+
+// LockWorkflow takes the admission lock of a workflow and returns its
+// current properties. It returns ErrWorkflowGone when the row is gone.
+func LockWorkflow(ctx context.Context, tx Tx, workflowID string) ([]byte, error) {
+	var props []byte
+	err := tx.QueryRow(ctx, lockWorkflowSQL, workflowID).Scan(&props)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrWorkflowGone
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock workflow %s: %w", workflowID, err)
+	}
+	return props, nil
+}
+
+// blockingRun finds a FAILED run that blocks a STRICT_SEQUENTIAL workflow:
+// the latest run of its instance, not unblocked.
+const blockingRun = `
+    SELECT 1 FROM workflow_instance f
+    WHERE f.workflow_id = $1 AND f.status = 'FAILED' AND NOT f.unblocked
+      AND NOT EXISTS (SELECT 1 FROM workflow_instance n
+          WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id)`
+
+// admitSQL admits, oldest trigger first, as many queued runs as the
+// concurrency ($2) leaves room for next to the admitted live runs; none
+// when $3 (STRICT_SEQUENTIAL) and a failed run blocks. One statement, so
+// one snapshot: a run that ends meanwhile (ends do not take the workflow
+// lock) is either still active or already blocking, never neither. The
+// caller holds the workflow lock.
+const admitSQL = `
+WITH active AS (
+    SELECT count(*) AS n FROM workflow_instance
+    WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued),
+blocked AS (
+    SELECT $3::boolean AND EXISTS (` + blockingRun + `) AS b),
+pick AS (
+    SELECT instance_id, run_id FROM workflow_instance
+    WHERE workflow_id = $1 AND queued
+    ORDER BY instance_id, run_id
+    LIMIT CASE WHEN (SELECT b FROM blocked) THEN 0 ELSE GREATEST($2 - (SELECT n FROM active), 0) END)
+UPDATE workflow_instance w SET queued = false, modify_time = now()
+FROM pick
+WHERE w.workflow_id = $1 AND w.instance_id = pick.instance_id AND w.run_id = pick.run_id
+RETURNING w.instance_id, w.run_id, w.group_id`
+
+// supersedeQueuedSQL stops every queued run but the newest (LAST_ONLY).
+const supersedeQueuedSQL = `
+UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1, end_time = now(), modify_time = now(),
+    timeline = timeline || $2::jsonb
+WHERE workflow_id = $1 AND queued
+  AND (instance_id, run_id) <> (SELECT instance_id, run_id FROM workflow_instance
+      WHERE workflow_id = $1 AND queued ORDER BY instance_id DESC, run_id DESC LIMIT 1)
+RETURNING ` + stoppedColumns
+
+// supersedeAllQueuedSQL stops every queued run (LAST_ONLY, before a new
+// run is queued).
+const supersedeAllQueuedSQL = `
+UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1,
+    end_time = now(), modify_time = now(), timeline = timeline || $2::jsonb
+WHERE workflow_id = $1 AND queued
+RETURNING ` + stoppedColumns
+
+// supersede stops queued runs of a workflow (LAST_ONLY) with sql, and
+// records their CREATED -> STOPPED events in tx.
+func supersede(ctx context.Context, tx Tx, sql, workflowID string) error {
+	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowStopped),
+		"superseded by a newer run under the LAST_ONLY run strategy")})
+	rows, err := tx.Query(ctx, sql, workflowID, tl)
+	if err != nil {
+		return fmt.Errorf("supersede queued runs of %s: %w", workflowID, err)
+	}
+	evs, err := stoppedEvents(rows, workflowID, instance.WorkflowCreated, instance.WorkflowStopped)
+	if err != nil {
+		return fmt.Errorf("supersede queued runs of %s: %w", workflowID, err)
+	}
+	return event.Insert(ctx, tx, evs...)
+}
+
+// AdmitQueued admits the queued runs of a workflow that its run strategy
+// allows now, oldest trigger first, and enqueues their start messages. The
+// caller holds the workflow lock (LockWorkflow) in tx.
+func AdmitQueued(ctx context.Context, tx Tx, workflowID string, props []byte) ([]Ref, error) {
+	s := ParseStrategy(props)
+	if s.Rule == workflow.RunStrategyLastOnly {
+		if err := supersede(ctx, tx, supersedeQueuedSQL, workflowID); err != nil {
+			return nil, err
+		}
+	}
+	if s.Concurrency <= 0 {
+		return nil, nil
+	}
+	strict := s.Rule == workflow.RunStrategyStrictSequential
+	rows, err := tx.Query(ctx, admitSQL, workflowID, s.Concurrency, strict)
+	if err != nil {
+		return nil, fmt.Errorf("admit runs of %s: %w", workflowID, err)
+	}
+	type admitted struct {
+		ref   Ref
+		group int32
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (admitted, error) {
+		a := admitted{ref: Ref{WorkflowID: workflowID}}
+		err := r.Scan(&a.ref.InstanceID, &a.ref.RunID, &a.group)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admit runs of %s: %w", workflowID, err)
+	}
+	slices.SortFunc(all, func(a, b admitted) int {
+		if a.ref.InstanceID != b.ref.InstanceID {
+			return int(a.ref.InstanceID - b.ref.InstanceID)
+		}
+		return int(a.ref.RunID - b.ref.RunID)
+	})
+	out := make([]Ref, 0, len(all))
+	for _, a := range all {
+		if _, err := queue.Enqueue(ctx, tx, queue.StartWorkflow, a.group, StartMessage{Ref: a.ref, Group: a.group}); err != nil {
+			return nil, err
+		}
+		out = append(out, a.ref)
+	}
+	return out, nil
+}
+
+// roomSQL reads, in one snapshot (see admitSQL), the admitted live runs,
+// whether runs are queued, and whether a failed run blocks ($2: strict).
+const roomSQL = `SELECT
+    (SELECT count(*) FROM workflow_instance
+     WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued),
+    EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 AND queued),
+    $2::boolean AND EXISTS (` + blockingRun + `)`
+
+// RoomNow reports whether a new run may be admitted at once: nothing is
+// queued ahead of it, the workflow is not blocked and the strategy's
+// concurrency leaves room. The caller holds the workflow lock in tx; a
+// run that may start is inserted admitted, with its start message, which
+// saves queueing and admitting it.
+func RoomNow(ctx context.Context, tx Tx, workflowID string, props []byte) (bool, error) {
+	s := ParseStrategy(props)
+	if s.Concurrency <= 0 {
+		return false, nil
+	}
+	var active int64
+	var queued, blocked bool
+	strict := s.Rule == workflow.RunStrategyStrictSequential
+	if err := tx.QueryRow(ctx, roomSQL, workflowID, strict).Scan(&active, &queued, &blocked); err != nil {
+		return false, fmt.Errorf("check room for a run of %s: %w", workflowID, err)
+	}
+	return s.HasRoom(Room{Active: active, Queued: queued, Blocked: blocked}), nil
+}
+
+// PrepareStart applies what a run strategy does to the runs already there
+// when a new run is triggered, before the new run is inserted as queued.
+// The caller holds the workflow lock in tx. A non-empty drop means the new
+// run must not run (FIRST_ONLY with a run in progress or queued): the
+// caller records it STOPPED with drop as the reason. LAST_ONLY stops the
+// queued runs (the new one supersedes them) and asks the engine to stop the
+// admitted live ones; the new run is admitted when they have ended.
+func PrepareStart(ctx context.Context, tx Tx, workflowID string, props []byte) (drop string, err error) {
+	s := ParseStrategy(props)
+	switch s.Rule {
+	case workflow.RunStrategyFirstOnly:
+		var active int64
+		var queued, blocked bool
+		if err := tx.QueryRow(ctx, roomSQL, workflowID, false).Scan(&active, &queued, &blocked); err != nil {
+			return "", fmt.Errorf("count runs of %s: %w", workflowID, err)
+		}
+		if active > 0 || queued {
+			return "dropped by the FIRST_ONLY run strategy: another run of the workflow is in progress", nil
+		}
+	case workflow.RunStrategyLastOnly:
+		if err := supersede(ctx, tx, supersedeAllQueuedSQL, workflowID); err != nil {
+			return "", err
+		}
+		rows, err := tx.Query(ctx, `SELECT instance_id, run_id, group_id FROM workflow_instance
+            WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued`, workflowID)
+		if err != nil {
+			return "", fmt.Errorf("list live runs of %s: %w", workflowID, err)
+		}
+		live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ActionMessage, error) {
+			m := ActionMessage{Ref: Ref{WorkflowID: workflowID}, Action: ActionStop,
+				Reason: "superseded by a newer run under the LAST_ONLY run strategy"}
+			err := r.Scan(&m.InstanceID, &m.RunID, &m.Group)
+			return m, err
+		})
+		if err != nil {
+			return "", fmt.Errorf("list live runs of %s: %w", workflowID, err)
+		}
+		for _, m := range live {
+			if _, err := queue.Enqueue(ctx, tx, queue.InstanceAction, m.Group, m); err != nil {
+				return "", err
+			}
+		}
+	}
+	return "", nil
+}
+
+// Beginner starts transactions: a pool in practice.
+type Beginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// admitTxOptions commit an admission without waiting for the WAL flush. An
+// admission lost in a crash loses its start messages with it and leaves
+// the runs queued, so the sweep admits them again; and once the engine has
+// started an admitted run, that synchronous write has flushed the
+// admission (the WAL is flushed in order). The hand-off thus pays one
+// durable commit (the end's), not two.
+var admitTxOptions = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+
+// AdmitWorkflow locks a workflow and admits, in its own transaction, what
+// its strategy allows now. With skipLocked a workflow someone else is
+// admitting right now is left alone (they admit it).
+func AdmitWorkflow(ctx context.Context, db Beginner, workflowID string, skipLocked bool) ([]Ref, error) {
+	var out []Ref
+	err := pgx.BeginTxFunc(ctx, db, admitTxOptions, func(tx pgx.Tx) error {
+		q := lockWorkflowSQL
+		if skipLocked {
+			q += ` SKIP LOCKED`
+		}
+		var props []byte
+		err := tx.QueryRow(ctx, q, workflowID).Scan(&props)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("lock workflow %s: %w", workflowID, err)
+		}
+		out, err = AdmitQueued(ctx, tx, workflowID, props)
+		return err
+	})
+	return out, err
+}
+
+// AdmitIfQueued runs admission for a workflow after one of its runs ended
+// (committed), when it has queued runs. It is not part of the transaction
+// that ended the run: the end does not take the workflow lock, so runs of
+// one workflow end without waiting for each other. A start that queued its
+// run while the ended run still counted as active is caught either here
+// (its queued row is visible by now) or by the start's own admission after
+// its commit, which sees this run ended; a crash in between is caught by
+// the admission sweep.
+func (s *Store) AdmitIfQueued(ctx context.Context, workflowID string) {
+	var queued bool
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 AND queued)`,
+		workflowID).Scan(&queued)
+	if err == nil && queued {
+		_, err = AdmitWorkflow(ctx, s.db, workflowID, false)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("admit queued runs; the sweep will retry", "workflow_id", workflowID, "error", err.Error())
+	}
+}
+
+// WorkflowsWithQueuedRuns lists workflows that have queued runs.
+func (s *Store) WorkflowsWithQueuedRuns(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT DISTINCT workflow_id FROM workflow_instance WHERE queued`)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows with queued runs: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list workflows with queued runs: %w", err)
+	}
+	return ids, nil
+}
+
+// stopCreatedSQL ends a run that is still CREATED.
+const stopCreatedSQL = `
+UPDATE workflow_instance SET status = $4, queued = false, seq = seq + 1, end_time = now(),
+    modify_time = now(), timeline = timeline || $5::jsonb
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED'
+RETURNING ` + stoppedColumns
+
+// StopCreated ends a run the engine has not started (queued or admitted),
+// with its status change's event, and then admits the workflow's next
+// runs.
+func (s *Store) StopCreated(ctx context.Context, ref Ref, status instance.WorkflowStatus, reason string) (bool, error) {
+	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(status), reason)})
+	stopped := false
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, stopCreatedSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, status, tl)
+		if err != nil {
+			return err
+		}
+		evs, err := stoppedEvents(rows, ref.WorkflowID, instance.WorkflowCreated, status)
+		if err != nil {
+			return err
+		}
+		stopped = len(evs) > 0
+		return event.Insert(ctx, tx, evs...)
+	})
+	if err != nil {
+		return false, fmt.Errorf("stop created instance %s: %w", ref, err)
+	}
+	if !stopped {
+		return false, nil
+	}
+	s.AdmitIfQueued(ctx, ref.WorkflowID)
+	return true, nil
+}

@@ -1,0 +1,600 @@
+package flowstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maestro-aws/maestro/engine/event"
+)
+
+// The per-node writer (group commit). Actors do not write their state
+// themselves: they hand each write to the node's Writer, which merges the
+// writes of every run waiting at that moment into one multi-row statement
+// per kind (step inserts, step updates, run updates) and one commit. While
+// a transaction is in flight, the next writes queue up and go together in
+// the next one, so the commits come as fast as the database takes them
+// (about one a millisecond under load) and each carries as many
+// transitions as arrived meanwhile, up to MaxBatch.
+//
+// Every guarantee of a single write holds for each row of a batch: it is
+// fenced on its own (a refused row does not fail the others, and reports
+// ErrFenced to its own writer), it records its event and (a successful
+// attempt's) output signals in the same statement, a refused row neither,
+// and its writer is told only once the commit is durable. A batch that
+// fails as a whole (a constraint or trigger violation of one row) is
+// written again one op at a time, so that only the faulty op fails.
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// MaxBatch bounds the ops of one transaction (default 512).
+	MaxBatch int
+	// Pipelines is how many transactions may be in flight at once
+	// (default 1). Ops ordered after one another (Op.After) never share
+	// two concurrent transactions.
+	Pipelines int
+	// Logger is told of transient failures the writer retries.
+	Logger *slog.Logger
+}
+
+// Writer is a node's group-commit writer. Start it before submitting ops;
+// Stop ends it once the ops submitted have been written.
+type Writer struct {
+	db  *pgxpool.Pool
+	cfg WriterConfig
+
+	mu       sync.Mutex
+	queue    []*Op
+	inflight int
+	wake     chan struct{}
+	closed   bool
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+// NewWriter builds a writer over db.
+func NewWriter(db *pgxpool.Pool, cfg WriterConfig) *Writer {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 512
+	}
+	if cfg.Pipelines <= 0 {
+		cfg.Pipelines = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Writer{db: db, cfg: cfg, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
+}
+
+// Start starts the writer's loop; it does not block.
+func (w *Writer) Start(context.Context) error {
+	w.wg.Add(1)
+	go w.loop()
+	return nil
+}
+
+// Stop writes what is queued, refuses new ops and waits. Idempotent.
+func (w *Writer) Stop() {
+	w.stopOnce.Do(func() {
+		w.mu.Lock()
+		w.closed = true
+		w.mu.Unlock()
+		w.signal()
+		w.wg.Wait()
+		w.cancel()
+	})
+}
+
+// errWriterStopped fails ops submitted after Stop.
+var errWriterStopped = errors.New("flow store writer stopped")
+
+type opKind uint8
+
+const (
+	opStepInsert opKind = iota
+	opStepUpdate
+	opInstanceUpdate
+)
+
+// Op is one state write: a step attempt's insert or update, or a run's
+// update, fenced by the generation of the run's flow group.
+type Op struct {
+	kind    opKind
+	ctx     context.Context
+	ref     Ref
+	group   int32
+	gen     int64
+	stepID  string
+	attempt int64
+	uuid    string
+	typ     string
+	step    StepWrite
+	inst    InstanceUpdate
+	// after is the op this one is ordered after: it never commits before
+	// it, and fails if it failed.
+	after *Op
+	// then runs in the op's transaction once its row is written.
+	then []func(context.Context, pgx.Tx) error
+
+	// Guarded by the writer's mu until done is closed.
+	sent bool
+	err  error
+	done chan struct{}
+	cbs  []func(error)
+}
+
+// InsertStepOp is the first write of a step attempt (ref's run, in flow
+// group group at generation gen).
+func InsertStepOp(ctx context.Context, ref Ref, group int32, gen int64, stepID string, attempt int64, uuid, stepType string, sw StepWrite) *Op {
+	return &Op{kind: opStepInsert, ctx: ctx, ref: ref, group: group, gen: gen, stepID: stepID, attempt: attempt,
+		uuid: uuid, typ: stepType, step: sw, done: make(chan struct{})}
+}
+
+// UpdateStepOp is a later write of a step attempt; the stored seq must be
+// sw.Seq-1.
+func UpdateStepOp(ctx context.Context, ref Ref, group int32, gen int64, stepID string, attempt int64, sw StepWrite) *Op {
+	return &Op{kind: opStepUpdate, ctx: ctx, ref: ref, group: group, gen: gen, stepID: stepID, attempt: attempt,
+		step: sw, done: make(chan struct{})}
+}
+
+// UpdateInstanceOp is a write of a run's own state; the run must be in
+// u.From.
+func UpdateInstanceOp(ctx context.Context, ref Ref, group int32, gen int64, u InstanceUpdate) *Op {
+	return &Op{kind: opInstanceUpdate, ctx: ctx, ref: ref, group: group, gen: gen, inst: u, done: make(chan struct{})}
+}
+
+// After orders op after prev (nil: no order): op is written in prev's
+// transaction or a later one, and fails with prev's error if prev failed.
+func (op *Op) After(prev *Op) *Op {
+	op.after = prev
+	return op
+}
+
+// Then adds a write to the op's transaction, run once the op's own row is
+// written (a queue message it announces, for example). An error fails the
+// op, and the op alone: the others of its batch are written again without
+// it.
+func (op *Op) Then(f func(context.Context, pgx.Tx) error) *Op {
+	op.then = append(op.then, f)
+	return op
+}
+
+// OnDone registers f to be called, on the writer's goroutine, once the
+// op's outcome is known: nil when it committed, ErrFenced when its fence
+// refused it, else the error. Register before Submit.
+func (op *Op) OnDone(f func(error)) *Op {
+	op.cbs = append(op.cbs, f)
+	return op
+}
+
+// Wait blocks until the op's outcome is known or ctx ends.
+func (op *Op) Wait(ctx context.Context) error {
+	select {
+	case <-op.done:
+		return op.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed once the op's outcome is known.
+func (op *Op) Done() <-chan struct{} { return op.done }
+
+// Err is the op's outcome once Done is closed.
+func (op *Op) Err() error {
+	<-op.done
+	return op.err
+}
+
+// Submit queues ops, in order, for the next transaction.
+func (w *Writer) Submit(ops ...*Op) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		for _, op := range ops {
+			w.finish(op, errWriterStopped)
+		}
+		return
+	}
+	w.queue = append(w.queue, ops...)
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Write submits op and waits for its outcome.
+func (w *Writer) Write(ctx context.Context, op *Op) error {
+	w.Submit(op)
+	return op.Wait(ctx)
+}
+
+func (w *Writer) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Writer) finish(op *Op, err error) {
+	w.mu.Lock()
+	op.err = err
+	w.mu.Unlock()
+	close(op.done)
+	for _, f := range op.cbs {
+		f(err)
+	}
+}
+
+func (w *Writer) loop() {
+	defer w.wg.Done()
+	var running sync.WaitGroup
+	defer running.Wait()
+	for {
+		for {
+			batch, failed := w.take()
+			for _, f := range failed {
+				w.finish(f.op, f.err)
+			}
+			if len(batch) == 0 {
+				break
+			}
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				w.exec(batch)
+				w.mu.Lock()
+				w.inflight--
+				w.mu.Unlock()
+				w.signal()
+			}()
+		}
+		w.mu.Lock()
+		idle := w.closed && len(w.queue) == 0 && w.inflight == 0
+		w.mu.Unlock()
+		if idle {
+			return
+		}
+		<-w.wake
+	}
+}
+
+type failedOp struct {
+	op  *Op
+	err error
+}
+
+// take removes the next batch from the queue, in order: up to MaxBatch
+// ops whose predecessor (After) has committed or is in the batch, at most
+// one write per row. An op whose predecessor failed fails with it.
+func (w *Writer) take() (batch []*Op, failed []failedOp) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inflight >= w.cfg.Pipelines || len(w.queue) == 0 {
+		return nil, nil
+	}
+	in := make(map[*Op]bool)
+	rows := make(map[rowKey]bool)
+	rest := w.queue[:0]
+	for _, op := range w.queue {
+		if p := op.after; p != nil && !in[p] {
+			select {
+			case <-p.done:
+				if p.err != nil {
+					// Its own successors fail with it in a later round.
+					failed = append(failed, failedOp{op, p.err})
+					continue
+				}
+			default:
+				rest = append(rest, op)
+				continue
+			}
+		}
+		k := op.row()
+		if len(batch) >= w.cfg.MaxBatch || rows[k] {
+			rest = append(rest, op)
+			continue
+		}
+		rows[k] = true
+		in[op] = true
+		op.sent = true
+		batch = append(batch, op)
+	}
+	clear(w.queue[len(rest):])
+	w.queue = rest
+	if len(batch) > 0 {
+		w.inflight++
+	}
+	return batch, failed
+}
+
+// rowKey names the row an op writes.
+type rowKey struct {
+	ref     Ref
+	stepID  string
+	attempt int64
+}
+
+func (op *Op) row() rowKey {
+	if op.kind == opInstanceUpdate {
+		return rowKey{ref: op.ref}
+	}
+	return rowKey{ref: op.ref, stepID: op.stepID, attempt: op.attempt}
+}
+
+// batchTimeout bounds one transaction; a write that gets no answer is
+// tried again (its guards refuse what a first try committed).
+const batchTimeout = 30 * time.Second
+
+// exec writes a batch, retrying transient failures while its ops' callers
+// wait, and isolating a batch that fails as a whole.
+func (w *Writer) exec(batch []*Op) {
+	backoff := 20 * time.Millisecond
+	for {
+		live := batch[:0]
+		for _, op := range batch {
+			if err := op.ctx.Err(); err != nil {
+				w.finish(op, err)
+				continue
+			}
+			live = append(live, op)
+		}
+		batch = live
+		if len(batch) == 0 {
+			return
+		}
+		written, err := w.try(batch)
+		if err == nil {
+			for _, op := range batch {
+				if written[op] {
+					w.finish(op, nil)
+				} else {
+					w.finish(op, ErrFenced)
+				}
+			}
+			return
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || errors.Is(err, errThen) {
+			// The batch is wrong, not the database: one op's write or its
+			// Then. Each op on its own finds which.
+			if len(batch) == 1 {
+				w.finish(batch[0], err)
+				return
+			}
+			for _, op := range batch {
+				w.exec([]*Op{op})
+			}
+			return
+		}
+		if w.ctx.Err() != nil {
+			for _, op := range batch {
+				w.finish(op, err)
+			}
+			return
+		}
+		w.cfg.Logger.Warn("state write failed; retrying", "ops", len(batch), "error", err.Error())
+		select {
+		case <-time.After(backoff):
+		case <-w.ctx.Done():
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// errThen marks the failure of an op's Then.
+var errThen = errors.New("write announced with the state write failed")
+
+// try writes the batch in one transaction and reports which ops' rows were
+// written.
+func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, batchTimeout)
+	defer cancel()
+	return execBatch(ctx, w.db, batch)
+}
+
+// Write writes one op on its own, without a Writer: ErrFenced when its
+// fence or guard refused it.
+func (s *Store) Write(ctx context.Context, op *Op) error {
+	written, err := execBatch(ctx, s.db, []*Op{op})
+	if err != nil {
+		return err
+	}
+	if !written[op] {
+		return ErrFenced
+	}
+	return nil
+}
+
+// execBatch writes ops in one transaction and reports which ops' rows
+// were written.
+func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool, error) {
+	var ins, upd, inst []*Op
+	needTx := false
+	for _, op := range batch {
+		switch op.kind {
+		case opStepInsert:
+			ins = append(ins, op)
+		case opStepUpdate:
+			upd = append(upd, op)
+		default:
+			inst = append(inst, op)
+		}
+		needTx = needTx || len(op.then) > 0
+	}
+	b := &pgx.Batch{}
+	var reads []func(pgx.Rows, map[*Op]bool) error
+	gids, gens := batchGroups(batch)
+	b.Queue(lockGroupsSQL, gids, gens)
+	reads = append(reads, func(rows pgx.Rows, _ map[*Op]bool) error {
+		rows.Close()
+		return rows.Err()
+	})
+	if len(ins) > 0 {
+		b.Queue(insertStepsSQL, stepArgs(StepStatusKind, ins, true)...)
+		reads = append(reads, readStepKeys(ins))
+	}
+	if len(upd) > 0 {
+		b.Queue(updateStepsSQL, stepArgs(StepStatusKind, upd, false)...)
+		reads = append(reads, readStepKeys(upd))
+	}
+	if len(inst) > 0 {
+		b.Queue(updateInstancesSQL, instanceArgs(inst)...)
+		reads = append(reads, readInstanceKeys(inst))
+	}
+	written := make(map[*Op]bool, len(batch))
+	send := func(br pgx.BatchResults) error {
+		for _, read := range reads {
+			rows, err := br.Query()
+			if err != nil {
+				_ = br.Close()
+				return err
+			}
+			if err := read(rows, written); err != nil {
+				_ = br.Close()
+				return err
+			}
+		}
+		return br.Close()
+	}
+	if !needTx {
+		// One round trip: the statements of a batch run in one implicit
+		// transaction, committed before the results are answered.
+		if err := send(db.SendBatch(ctx, b)); err != nil {
+			return nil, err
+		}
+		return written, nil
+	}
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := send(tx.SendBatch(ctx, b)); err != nil {
+			return err
+		}
+		for _, op := range batch {
+			if !written[op] {
+				continue
+			}
+			for _, f := range op.then {
+				if err := f(ctx, tx); err != nil {
+					return fmt.Errorf("%w: %w", errThen, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return written, nil
+}
+
+// stepArgs are the column arrays of a multi-row step statement.
+func stepArgs(kind event.Kind, ops []*Op, insert bool) []any {
+	n := len(ops)
+	wf := make([]string, n)
+	iid, rid, gen, att, seq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	grp := make([]int32, n)
+	step, status := make([]string, n), make([]string, n)
+	params, outputs, rt, retry, tl := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	start, fin := make([]bool, n), make([]bool, n)
+	ev, sig := make([][]byte, n), make([][]byte, n)
+	var uuids, types []string
+	if insert {
+		uuids, types = make([]string, n), make([]string, n)
+	}
+	for i, op := range ops {
+		s := &op.step
+		wf[i], iid[i], rid[i], grp[i], gen[i] = op.ref.WorkflowID, op.ref.InstanceID, op.ref.RunID, op.group, op.gen
+		step[i], att[i], status[i], seq[i] = op.stepID, op.attempt, string(s.Status), s.Seq
+		params[i], outputs[i] = s.Params, s.Outputs
+		if insert {
+			params[i], outputs[i] = jsonOr(s.Params), jsonOr(s.Outputs)
+			uuids[i], types[i] = op.uuid, op.typ
+		}
+		rt[i], _ = json.Marshal(s.Runtime)
+		retry[i], _ = json.Marshal(s.Retry)
+		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
+		start[i], fin[i] = s.Start, s.End
+		ev[i], sig[i] = s.Event, s.Signals
+	}
+	args := []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
+	if insert {
+		args = append(args, uuids, types)
+	}
+	return args
+}
+
+func instanceArgs(ops []*Op) []any {
+	n := len(ops)
+	wf := make([]string, n)
+	iid, rid, gen := make([]int64, n), make([]int64, n), make([]int64, n)
+	grp := make([]int32, n)
+	from, status := make([]string, n), make([]string, n)
+	params, tl, ev := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	fin := make([]bool, n)
+	for i, op := range ops {
+		u := &op.inst
+		wf[i], iid[i], rid[i], grp[i], gen[i] = op.ref.WorkflowID, op.ref.InstanceID, op.ref.RunID, op.group, op.gen
+		from[i], status[i], params[i], fin[i], ev[i] = string(u.From), string(u.Status), u.Params, u.End, u.Event
+		tl[i], _ = json.Marshal(orEmpty(u.Timeline))
+	}
+	return []any{InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+}
+
+func readStepKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
+	return func(rows pgx.Rows, written map[*Op]bool) error {
+		byKey := make(map[rowKey]*Op, len(ops))
+		for _, op := range ops {
+			byKey[op.row()] = op
+		}
+		var k rowKey
+		_, err := pgx.ForEachRow(rows, []any{&k.ref.WorkflowID, &k.ref.InstanceID, &k.ref.RunID, &k.stepID, &k.attempt}, func() error {
+			if op := byKey[k]; op != nil {
+				written[op] = true
+			}
+			return nil
+		})
+		return err
+	}
+}
+
+func readInstanceKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
+	return func(rows pgx.Rows, written map[*Op]bool) error {
+		byKey := make(map[Ref]*Op, len(ops))
+		for _, op := range ops {
+			byKey[op.ref] = op
+		}
+		var r Ref
+		_, err := pgx.ForEachRow(rows, []any{&r.WorkflowID, &r.InstanceID, &r.RunID}, func() error {
+			if op := byKey[r]; op != nil {
+				written[op] = true
+			}
+			return nil
+		})
+		return err
+	}
+}
+
+// batchGroups lists the distinct (group, generation) pairs of a batch.
+func batchGroups(batch []*Op) (gids []int32, gens []int64) {
+	type gg struct {
+		id  int32
+		gen int64
+	}
+	seen := make(map[gg]bool, 4)
+	for _, op := range batch {
+		k := gg{op.group, op.gen}
+		if !seen[k] {
+			seen[k] = true
+			gids, gens = append(gids, op.group), append(gens, op.gen)
+		}
+	}
+	return gids, gens
+}

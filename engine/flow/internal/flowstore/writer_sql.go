@@ -1,0 +1,143 @@
+package flowstore
+
+import (
+	"strings"
+
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/signal"
+)
+
+// The Writer's statements: one per kind of write, each writing any number
+// of rows given as column arrays, each row fenced on its own and recording
+// its event in the same statement. Each returns the keys of the rows it
+// wrote; a row it did not write was refused by its fence or guard.
+//
+// The fence is the flow group's row. A batch first share-locks the rows of
+// the groups it writes for, at the generations its ops carry, in group
+// order (lockGroupsSQL); every row of its statements then checks its
+// group's generation. A node claiming a group bumps its generation, which
+// waits for the batches holding the lock: so a batch's writes either
+// commit before the new owner's claim (and its adoption, which reads the
+// runs afterwards, sees them) or are refused. A run's own row is neither
+// locked nor read to fence a step write.
+
+// stepColumns unnests the column arrays of step writes ($2 ... $19; $1 is
+// the event kind; $19 the output signals a row announces, NULL for none);
+// insertColumns adds an insert's uuids and step types ($20, $21).
+const (
+	stepColumnList = `u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.step_id,
+        u.attempt_id, u.status, u.seq, u.params, u.outputs, u.runtime_state, u.retry, u.timeline, u.start, u.fin, u.ev, u.sig`
+	stepArrays = `$2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::bigint[],
+        $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::jsonb[], $15::jsonb[],
+        $16::boolean[], $17::boolean[], $18::json[], $19::jsonb[]`
+	stepNames = `workflow_id, instance_id, run_id, group_id, gen, step_id, attempt_id, status, seq, params, outputs,
+        runtime_state, retry, timeline, start, fin, ev, sig`
+	stepColumns = `
+    SELECT ` + stepColumnList + `
+    FROM unnest(` + stepArrays + `) AS u(` + stepNames + `)`
+	insertColumns = `
+    SELECT ` + stepColumnList + `, u.uuid, u.step_type
+    FROM unnest(` + stepArrays + `, $20::uuid[], $21::text[]) AS u(` + stepNames + `, uuid, step_type)`
+)
+
+// lockGroupsSQL share-locks the flow group rows of a batch ($1 groups, $2
+// generations), in group order so that batches and heartbeats never
+// deadlock. A group another node has claimed since (a new generation) is
+// not locked, and the rows for it are refused.
+const lockGroupsSQL = `
+SELECT group_id FROM flow_group
+WHERE (group_id, generation) IN (SELECT * FROM unnest($1::integer[], $2::bigint[]))
+ORDER BY group_id
+FOR SHARE`
+
+// groupFence joins a batch's rows (u) to their locked group at their
+// generation.
+const groupFence = `JOIN flow_group g ON g.group_id = u.group_id AND g.generation = u.gen`
+
+// insertStepsSQL inserts new attempts. A row that exists already is
+// refused (ON CONFLICT), not an error: a write repeated after a lost
+// acknowledgement.
+var insertStepsSQL = `
+WITH u AS (` + insertColumns + `),
+ws AS (
+    INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
+        params, outputs, runtime_state, retry, timeline, start_time, end_time)
+    SELECT u.workflow_id, u.instance_id, u.run_id, u.step_id, u.attempt_id, u.uuid, u.status, u.seq, u.step_type,
+        u.params, u.outputs, u.runtime_state, u.retry, u.timeline,
+        CASE WHEN u.start THEN now() END, CASE WHEN u.fin THEN now() END
+    FROM u ` + groupFence + `
+    ON CONFLICT DO NOTHING
+    RETURNING workflow_id, instance_id, run_id, step_id, attempt_id, seq),
+wu AS (
+    SELECT ws.workflow_id, ws.seq, u.ev, u.sig FROM ws JOIN u ON u.workflow_id = ws.workflow_id
+        AND u.instance_id = ws.instance_id AND u.run_id = ws.run_id AND u.step_id = ws.step_id AND u.attempt_id = ws.attempt_id),
+e AS (
+    ` + event.InsertSQL + `
+    SELECT $1::smallint, wu.workflow_id, wu.seq, wu.ev FROM wu WHERE wu.ev IS NOT NULL)` +
+	outputsSQL("wu") + `
+SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM ws`
+
+// updateStepsSQL writes later states of attempts. Besides the group's
+// generation it checks the attempt's seq, so a write repeated after a lost
+// acknowledgement fails instead of writing its event twice.
+var updateStepsSQL = `
+WITH u AS (` + stepColumns + `),
+ws AS (
+    UPDATE step_instance s SET
+        status = u.status, seq = u.seq,
+        params = COALESCE(u.params, s.params),
+        outputs = COALESCE(u.outputs, s.outputs),
+        runtime_state = u.runtime_state, retry = u.retry,
+        timeline = s.timeline || u.timeline,
+        start_time = CASE WHEN u.start THEN now() ELSE s.start_time END,
+        end_time = CASE WHEN u.fin THEN now() ELSE s.end_time END,
+        modify_time = now()
+    FROM u ` + groupFence + `
+    WHERE s.workflow_id = u.workflow_id AND s.instance_id = u.instance_id AND s.run_id = u.run_id
+      AND s.step_id = u.step_id AND s.attempt_id = u.attempt_id AND s.seq = u.seq - 1
+    RETURNING s.workflow_id, s.instance_id, s.run_id, s.step_id, s.attempt_id, s.seq, u.ev, u.sig),
+e AS (
+    ` + event.InsertSQL + `
+    SELECT $1::smallint, ws.workflow_id, ws.seq, ws.ev FROM ws WHERE ws.ev IS NOT NULL)` +
+	outputsSQL("ws") + `
+SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM ws`
+
+// updateInstancesSQL writes runs' own states. A run is written only while
+// it is still in the status the writer knew (From), so a write repeated
+// after a lost acknowledgement is refused rather than applied (and
+// reported) twice. The event is completed with the run's new seq.
+const updateInstancesSQL = `
+WITH u AS (
+    SELECT u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.from_status,
+        u.status, u.params, u.timeline, u.fin, u.ev
+    FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::text[],
+        $9::jsonb[], $10::jsonb[], $11::boolean[], $12::json[])
+      AS u(workflow_id, instance_id, run_id, group_id, gen, from_status, status, params, timeline, fin, ev)),
+w AS (
+    UPDATE workflow_instance i SET
+        status = u.status, seq = i.seq + 1,
+        params = COALESCE(u.params, i.params),
+        timeline = i.timeline || u.timeline,
+        end_time = CASE WHEN u.fin THEN now() ELSE i.end_time END,
+        modify_time = now()
+    FROM u ` + groupFence + `
+    WHERE i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id AND i.run_id = u.run_id
+      AND i.group_id = u.group_id AND i.status = u.from_status
+    RETURNING i.workflow_id, i.instance_id, i.run_id, i.seq, u.ev),
+e AS (
+    ` + event.InsertSQL + `
+    SELECT $1::smallint, w.workflow_id, w.seq, w.ev FROM w WHERE w.ev IS NOT NULL)
+SELECT workflow_id, instance_id, run_id FROM w`
+
+// outputsSQL announces the output signals of the step rows written (the
+// CTE written, with a sig column): signal.OutputsSQL, in the same
+// statement as the rows' terminal states, over the outputs of every row
+// written gathered into one array. signal.OutputsSQL reads a CTE "w" that
+// has one row when its outputs are to be written: here, when any row
+// written has outputs. A row its fence refused announces nothing.
+func outputsSQL(written string) string {
+	return `,
+sig AS (
+    SELECT jsonb_agg(o) AS outs FROM ` + written + ` CROSS JOIN LATERAL jsonb_array_elements(` + written + `.sig) AS o),
+w AS (SELECT 1 FROM sig WHERE outs IS NOT NULL)` + strings.ReplaceAll(signal.OutputsSQL, "$N", "(SELECT outs FROM sig)")
+}

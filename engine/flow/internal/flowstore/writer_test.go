@@ -1,0 +1,228 @@
+package flowstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/signal"
+)
+
+// writerFixture makes groups 0 (generation 5) and 1 (generation 7) owned
+// by this node, and one IN_PROGRESS run in each, with a STARTING attempt
+// of step "s".
+func writerFixture(t *testing.T) (*pgxpool.Pool, *Store, Ref, Ref) {
+	t.Helper()
+	db := dbtest.Pool(t)
+	ctx := context.Background()
+	s := New(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err := s.EnsureGroups(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `UPDATE flow_group SET owner = 'me', generation = 5 + 2 * group_id,
+            expires_at = now() + interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	refs := []Ref{{WorkflowID: "wf", InstanceID: 1, RunID: 1}, {WorkflowID: "wf", InstanceID: 2, RunID: 1}}
+	for i, ref := range refs {
+		if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+                group_count, group_id, status, definition, timeout_seconds)
+            VALUES ($1, $2, 1, 1, gen_random_uuid(), 2, $3, 'IN_PROGRESS', '{"id":"wf","steps":[]}', 60)`,
+			ref.WorkflowID, ref.InstanceID, i); err != nil {
+			t.Fatal(err)
+		}
+		w := StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: []instance.TimelineEvent{}}
+		uuid := "00000000-0000-0000-0000-00000000000" + string(rune('1'+i))
+		if err := s.Write(ctx, InsertStepOp(ctx, ref, int32(i), 5+2*int64(i), "s", 1, uuid, "NoOp", w)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db, s, refs[0], refs[1]
+}
+
+func outputs(t *testing.T, ref Ref, name string) []byte {
+	t.Helper()
+	b, err := json.Marshal([]signal.Output{{Name: name,
+		InstanceID: signal.OutputInstanceID(ref.WorkflowID, ref.InstanceID, ref.RunID, "s", 1, 0),
+		Params:     map[string]any{"k": "v"}, Payload: map[string]any{},
+		WorkflowID: ref.WorkflowID, InstanceNo: ref.InstanceID, RunID: ref.RunID, StepID: "s", AttemptID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func count(t *testing.T, db *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// One batch of the writer, holding: a terminal write announcing output
+// signals; the same for a run whose group another node has claimed since
+// (its fence is lost); an insert whose write announced with it (Then)
+// fails; and a write ordered after that one. Only what committed is
+// reported written, and only what is reported written is in the database,
+// with its event and signals: the fenced write announces nothing, the
+// failed one leaves nothing, and the one after it fails too, unwritten.
+func TestWriterReportsOnlyWhatCommitted(t *testing.T) {
+	t.Parallel()
+	db, _, a, b := writerFixture(t)
+	ctx := context.Background()
+	// Group 1 is claimed by another node: its generation moves on.
+	if _, err := db.Exec(ctx, `UPDATE flow_group SET generation = generation + 1, owner = 'other' WHERE group_id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	ev := []byte(`{"workflow_id":"wf","type":"STEP_INSTANCE_STATUS_CHANGE_EVENT"}`)
+	done := StepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: []instance.TimelineEvent{}, End: true, Event: ev}
+	okW, fencedW := done, done
+	okW.Signals, fencedW.Signals = outputs(t, a, "sig_a"), outputs(t, b, "sig_b")
+	ok := UpdateStepOp(ctx, a, 0, 5, "s", 1, okW)
+	fenced := UpdateStepOp(ctx, b, 1, 7, "s", 1, fencedW)
+	boom := errors.New("boom")
+	failing := InsertStepOp(ctx, a, 0, 5, "t", 1, "00000000-0000-0000-0000-000000000009", "NoOp",
+		StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: []instance.TimelineEvent{}, Event: ev}).
+		Then(func(context.Context, pgx.Tx) error { return boom })
+	after := UpdateStepOp(ctx, a, 0, 5, "t", 1,
+		StepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: []instance.TimelineEvent{}, Event: ev}).After(failing)
+
+	// Written beside the failing one, in its batch: the batch fails as a
+	// whole, and is written again without the failing op.
+	beside := InsertStepOp(ctx, a, 0, 5, "v", 1, "00000000-0000-0000-0000-00000000000a", "NoOp",
+		StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: []instance.TimelineEvent{}})
+
+	var called []error
+	ok.OnDone(func(err error) { called = append(called, err) })
+	w := NewWriter(db, WriterConfig{})
+	w.Submit(ok, fenced) // queued before the loop runs: one batch
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := ok.Wait(wctx); err != nil {
+		t.Fatalf("the write that committed: %v", err)
+	}
+	if err := fenced.Wait(wctx); !errors.Is(err, ErrFenced) {
+		t.Fatalf("the write whose fence was lost: %v, want ErrFenced", err)
+	}
+	w.Submit(failing, beside, after)
+	if err := beside.Wait(wctx); err != nil {
+		t.Fatalf("the write beside a failing one: %v", err)
+	}
+	if err := failing.Wait(wctx); !errors.Is(err, boom) {
+		t.Fatalf("the write whose Then failed: %v, want boom", err)
+	}
+	if err := after.Wait(wctx); !errors.Is(err, boom) {
+		t.Fatalf("the write after a failed one: %v, want its error", err)
+	}
+	w.Stop()
+	if len(called) != 1 || called[0] != nil {
+		t.Fatalf("OnDone of the committed write: %v", called)
+	}
+
+	status := func(ref Ref, step string) string {
+		var st string
+		err := db.QueryRow(ctx, `SELECT status FROM step_instance WHERE workflow_id = $1 AND instance_id = $2
+            AND run_id = $3 AND step_id = $4`, ref.WorkflowID, ref.InstanceID, ref.RunID, step).Scan(&st)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "none"
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := status(a, "s"); st != "SUCCEEDED" {
+		t.Errorf("committed step: %s", st)
+	}
+	if st := status(b, "s"); st != "STARTING" {
+		t.Errorf("fenced step: %s, want it unchanged", st)
+	}
+	if st := status(a, "v"); st != "STARTING" {
+		t.Errorf("write beside the failed one: %s", st)
+	}
+	if st := status(a, "t"); st != "none" {
+		t.Errorf("failed insert: %s, want no row", st)
+	}
+	if n := count(t, db, `SELECT count(*) FROM maestro_event`); n != 1 {
+		t.Errorf("%d events, want the committed write's one", n)
+	}
+	for name, want := range map[string]int{"sig_a": 1, "sig_b": 0} {
+		if n := count(t, db, `SELECT count(*) FROM signal_instance WHERE name = $1`, name); n != want {
+			t.Errorf("signal %s: %d instances, want %d", name, n, want)
+		}
+		if n := count(t, db, `SELECT count(*) FROM signal_pending WHERE name = $1`, name); n != want {
+			t.Errorf("signal %s: %d pending, want %d", name, n, want)
+		}
+		if n := count(t, db, `SELECT count(*) FROM signal_lineage WHERE signal_name = $1 AND kind = 'PRODUCED'
+                AND step_id = 's' AND attempt_id = 1`, name); n != want {
+			t.Errorf("signal %s: %d PRODUCED lineage rows, want %d", name, n, want)
+		}
+	}
+}
+
+// Many runs' terminal writes with output signals in one batch each
+// announce their own signals once, and a write repeated after a lost
+// acknowledgement announces nothing again. An inline step (written once,
+// by an insert, with its final state) announces its signals too.
+func TestWriterBatchesOutputSignals(t *testing.T) {
+	t.Parallel()
+	db, s, a, b := writerFixture(t)
+	ctx := context.Background()
+	done := StepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: []instance.TimelineEvent{}, End: true}
+	wa, wb := done, done
+	wa.Signals, wb.Signals = outputs(t, a, "sig"), outputs(t, b, "sig")
+	inline := StepWrite{Status: instance.StepSucceeded, Seq: 1, Timeline: []instance.TimelineEvent{}, Start: true, End: true}
+	inlineRef := a
+	inlineOut, err := json.Marshal([]signal.Output{{Name: "sig_inline",
+		InstanceID: signal.OutputInstanceID(a.WorkflowID, a.InstanceID, a.RunID, "u", 1, 0),
+		Params:     map[string]any{}, Payload: map[string]any{},
+		WorkflowID: a.WorkflowID, InstanceNo: a.InstanceID, RunID: a.RunID, StepID: "u", AttemptID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inline.Signals = inlineOut
+	w := NewWriter(db, WriterConfig{})
+	ops := []*Op{UpdateStepOp(ctx, a, 0, 5, "s", 1, wa), UpdateStepOp(ctx, b, 1, 7, "s", 1, wb),
+		InsertStepOp(ctx, inlineRef, 0, 5, "u", 1, "00000000-0000-0000-0000-000000000008", "NoOp", inline)}
+	w.Submit(ops...)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for i, op := range ops {
+		if err := op.Wait(ctx); err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM signal_instance WHERE name = 'sig'`); n != 2 {
+		t.Fatalf("%d signals, want one per run", n)
+	}
+	if n := count(t, db, `SELECT count(DISTINCT instance_id) FROM signal_lineage WHERE signal_name = 'sig'`); n != 2 {
+		t.Fatalf("lineage names %d runs, want 2", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM signal_instance WHERE name = 'sig_inline'`); n != 1 {
+		t.Fatalf("%d inline signals, want 1", n)
+	}
+	// Repeated: the seq guard refuses it, and nothing is announced again.
+	if err := s.Write(ctx, UpdateStepOp(ctx, a, 0, 5, "s", 1, wa)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("repeated write: %v", err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM signal_instance`); n != 3 {
+		t.Fatalf("%d signals after a repeated write, want 3", n)
+	}
+}
