@@ -67,7 +67,10 @@ func (e *env) caughtUp() {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var behind bool
-		err := e.Pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM maestro_event e, maestro_event_cursor c
+		// Behind until the service has made its cursor (it does so in its
+		// own goroutine) and moved it past every event but its own alerts.
+		err := e.Pool.QueryRow(context.Background(), `SELECT NOT EXISTS (SELECT 1 FROM maestro_event_cursor WHERE name = $1)
+            OR EXISTS (SELECT 1 FROM maestro_event e, maestro_event_cursor c
             WHERE c.name = $1 AND (e.tx, e.event_id) > (c.tx, c.event_id) AND e.kind <> 9)`, alert.Reader).Scan(&behind)
 		if err != nil {
 			e.T.Fatal(err)
