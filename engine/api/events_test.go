@@ -93,12 +93,12 @@ func TestLiveStreamOutlivesTimeouts(t *testing.T) {
 	}
 	t.Cleanup(fwd.Stop)
 	h, err := api.New(api.Config{DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, 0),
-		TrustUserHeader: true, Events: event.NewFeed(pool, hub, "test"), RequestTimeout: 200 * time.Millisecond})
+		TrustUserHeader: true, Events: event.NewFeed(pool, hub, "test"), RequestTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(h)
-	srv.Config = api.NewHTTPServer(h, api.HTTPTimeouts{Write: 300 * time.Millisecond})
+	srv.Config = api.NewHTTPServer(h, api.HTTPTimeouts{Write: 1500 * time.Millisecond})
 	srv.Start()
 	t.Cleanup(srv.Close)
 
@@ -122,7 +122,7 @@ func TestLiveStreamOutlivesTimeouts(t *testing.T) {
 		}
 		close(lines)
 	}()
-	time.Sleep(time.Second) // past both timeouts
+	time.Sleep(2500 * time.Millisecond) // past both timeouts (long enough that a busy machine does not turn the stream's opening into a 503)
 	e := &testEnv{t: t, pool: pool, defs: defs, h: h}
 	e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"late","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 200)
 	deadline := time.After(20 * time.Second)
