@@ -232,14 +232,7 @@ func TestTakeOverEndsOtherNodesClaims(t *testing.T) {
 	m1 := enqueue(t, pool, queue.StartWorkflow, 1, "dead node's")
 	m2 := enqueue(t, pool, queue.StartWorkflow, 1, "mine")
 	m3 := enqueue(t, pool, queue.StartWorkflow, 2, "other group")
-	for _, c := range []struct {
-		m    queue.Message
-		node string
-	}{{m1, "dead"}, {m2, "me"}, {m3, "dead"}} {
-		if _, ok, err := st.Claim(ctx, c.m.Queue, c.m.ID, c.node, time.Hour); err != nil || !ok {
-			t.Fatalf("claim %d: %v %v", c.m.ID, ok, err)
-		}
-	}
+	claimAs(t, st, map[string][]queue.Message{"dead": {m1, m3}, "me": {m2}})
 	n, err := st.TakeOver(ctx, []int32{1}, "me")
 	if err != nil || n != 1 {
 		t.Fatalf("took over %d claims (%v), want 1", n, err)
@@ -265,14 +258,7 @@ func TestReleaseNodeEndsItsOwnClaims(t *testing.T) {
 	m1 := enqueue(t, pool, queue.StartWorkflow, 1, "mine, group 1")
 	m2 := enqueue(t, pool, queue.StartWorkflow, 2, "mine, group 2")
 	m3 := enqueue(t, pool, queue.StartWorkflow, 1, "another node's")
-	for _, c := range []struct {
-		m    queue.Message
-		node string
-	}{{m1, "me"}, {m2, "me"}, {m3, "other"}} {
-		if _, ok, err := st.Claim(ctx, c.m.Queue, c.m.ID, c.node, time.Hour); err != nil || !ok {
-			t.Fatalf("claim %d: %v %v", c.m.ID, ok, err)
-		}
-	}
+	claimAs(t, st, map[string][]queue.Message{"me": {m1, m2}, "other": {m3}})
 	if n, err := st.ReleaseNode(ctx, "me"); err != nil || n != 2 {
 		t.Fatalf("released %d claims (%v), want 2", n, err)
 	}
@@ -283,6 +269,18 @@ func TestReleaseNodeEndsItsOwnClaims(t *testing.T) {
 		_, ok, err := st.Claim(ctx, c.m.Queue, c.m.ID, "me", time.Hour)
 		if err != nil || ok != c.free {
 			t.Errorf("message %d claimable %v (%v), want %v", c.m.ID, ok, err, c.free)
+		}
+	}
+}
+
+// claimAs has each node claim its messages for an hour.
+func claimAs(t *testing.T, st *queue.Store, byNode map[string][]queue.Message) {
+	t.Helper()
+	for node, ms := range byNode {
+		for _, m := range ms {
+			if _, ok, err := st.Claim(context.Background(), m.Queue, m.ID, node, time.Hour); err != nil || !ok {
+				t.Fatalf("claim %d as %s: %v %v", m.ID, node, ok, err)
+			}
 		}
 	}
 }
