@@ -102,6 +102,11 @@ func TestYAMLParamInference(t *testing.T) {
 	}{
 		{"n", "15", `{"value":15,"type":"LONG"}`},
 		{"n", "0x1F", `{"value":31,"type":"LONG"}`},
+		{"n", "00", `{"value":0,"type":"LONG"}`},   // not JSON's invalid 00
+		{"n", "017", `{"value":15,"type":"LONG"}`}, // octal, as yaml.v3 reads it
+		{"n", "-01", `{"value":-1,"type":"LONG"}`},
+		{"n", "+5", `{"value":5,"type":"LONG"}`},
+		{"n", "1_000", `{"value":1000,"type":"LONG"}`},
 		{"f", "1.5", `{"value":1.5,"type":"DOUBLE"}`},
 		{"f", ".5", `{"value":0.5,"type":"DOUBLE"}`},
 		{"b", "true", `{"value":true,"type":"BOOLEAN"}`},

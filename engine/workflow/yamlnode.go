@@ -156,22 +156,20 @@ func (c *yamlConverter) scalar(y *yaml.Node, n *node, path string) {
 		}
 		n.kind, n.b = kindBool, b
 	case "!!int":
+		// yaml.v3 tags 0x1F, 0o17, 017, +5 and 1_000 as !!int; JSON knows only
+		// plain decimals, so every integer is re-spelled in base 10 (base 0
+		// reads the prefixes, and a leading 0 as octal, as yaml.v3 does).
 		clean := strings.ReplaceAll(v, "_", "")
-		if strings.HasPrefix(clean, "0o") || strings.HasPrefix(clean, "0x") || strings.HasPrefix(clean, "0b") ||
-			strings.HasPrefix(clean, "+") {
-			i, err := strconv.ParseInt(clean, 0, 64)
-			if err != nil {
-				c.addf(path, "integer %s is out of range%s", v, n.pos())
-				n.kind = kindNull
-				return
-			}
-			clean = strconv.FormatInt(i, 10)
-		} else if _, err := strconv.ParseInt(clean, 10, 64); err != nil {
+		i, err := strconv.ParseInt(clean, 0, 64)
+		if err != nil {
+			i, err = strconv.ParseInt(clean, 10, 64)
+		}
+		if err != nil {
 			c.addf(path, "integer %s is out of range%s", v, n.pos())
 			n.kind = kindNull
 			return
 		}
-		n.kind, n.text = kindNumber, clean
+		n.kind, n.text = kindNumber, strconv.FormatInt(i, 10)
 	case "!!float":
 		clean := strings.ReplaceAll(v, "_", "")
 		f, err := strconv.ParseFloat(clean, 64)
