@@ -275,17 +275,38 @@ func TestSurvivorTakesOverKilledEnginesGroups(t *testing.T) {
 
 func waitOwned(t *testing.T, pool *pgxpool.Pool, node string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	waitOwnedWithin(t, pool, map[string]int{node: n}, 20*time.Second)
+}
+
+// waitOwnedWithin waits until each node owns the number of groups given and
+// returns how long that took.
+func waitOwnedWithin(t *testing.T, pool *pgxpool.Pool, want map[string]int, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
 	for {
-		var got int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM flow_group WHERE owner = $1`, node).Scan(&got); err != nil {
+		got := map[string]int{}
+		rows, err := pool.Query(context.Background(), `SELECT owner, count(*) FROM flow_group WHERE owner IS NOT NULL GROUP BY owner`)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if got == n {
-			return
+		for rows.Next() {
+			var owner string
+			var n int
+			if err := rows.Scan(&owner, &n); err != nil {
+				t.Fatal(err)
+			}
+			got[owner] = n
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s owns %d groups, want %d", node, got, n)
+		rows.Close()
+		match := true
+		for node, n := range want {
+			match = match && got[node] == n
+		}
+		if match {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("group owners %v after %s, want %v", got, within, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

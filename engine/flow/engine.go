@@ -155,6 +155,10 @@ type Engine struct {
 	// defs holds decoded run definitions (defcache.go).
 	defs    *definitionCache
 	readopt chan struct{}
+	// soon fires a heartbeat round before the regular one: while this
+	// node waits for groups to be released, or for a dead node's leases to
+	// run out.
+	soon *time.Timer
 	// leaseRound is when the last lease round succeeded (UnixNano).
 	leaseRound atomic.Int64
 	// mem is the memory budget of the node's flows (memory.go);
@@ -264,6 +268,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	mem := newMemoryBudget(cfg.MemoryBudget)
 	e := &Engine{cfg: cfg, db: db, store: flowstore.New(db, cfg.Logger), pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
+		soon:        newStoppedTimer(),
 		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem, events: true}
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
@@ -365,16 +370,25 @@ func (e *Engine) Stop() {
 		e.writer.Stop()
 		e.mu.Lock()
 		held := make([]flowstore.GroupClaim, 0, len(e.groups))
+		owned := make([]*group, 0, len(e.groups))
 		for _, g := range e.groups {
 			held = append(held, flowstore.GroupClaim{ID: g.id, Generation: g.gen})
+			owned = append(owned, g)
 			g.cancel()
 		}
 		e.groups = map[int32]*group{}
 		e.mu.Unlock()
+		// The next owner may claim the groups the moment they are released:
+		// the runtime calls still running here get half a lease to return
+		// first, so that an attempt never runs on two nodes.
+		e.awaitCalls(owned, e.cfg.Lease/2)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := e.store.ReleaseGroups(ctx, e.cfg.NodeID, held); err != nil {
 			e.cfg.Logger.Warn("release flow groups", "error", err.Error())
+		}
+		if err := e.store.DeregisterNode(ctx, e.cfg.NodeID); err != nil {
+			e.cfg.Logger.Warn("deregister engine node", "error", err.Error())
 		}
 		e.relaxed.Close()
 	})
@@ -417,6 +431,8 @@ func (e *Engine) loop() {
 			return
 		case <-t.C:
 			e.tick(e.ctx)
+		case <-e.soon.C:
+			e.tick(e.ctx)
 		case <-r.C:
 			e.readoptAll(e.ctx)
 		case <-a.C:
@@ -427,7 +443,9 @@ func (e *Engine) loop() {
 	}
 }
 
-// tick renews leases, drops groups this node lost, and claims free ones.
+// tick renews leases, drops groups this node lost, renews its membership
+// and moves towards its fair share of the groups (share.go): it releases
+// its surplus or claims free and expired groups.
 func (e *Engine) tick(ctx context.Context) {
 	e.mu.RLock()
 	held := make([]flowstore.GroupClaim, 0, len(e.groups))
@@ -458,33 +476,51 @@ func (e *Engine) tick(ctx context.Context) {
 		}
 		e.mu.Unlock()
 	}
-	want := e.cfg.MaxGroups - len(e.ownedGroups())
-	if want <= 0 {
+	live, err := e.store.RegisterNode(ctx, e.cfg.NodeID, e.cfg.Lease)
+	if err != nil {
+		e.cfg.Logger.Warn("renew engine node membership", "error", err.Error())
+		return
+	}
+	if d, ok := nextExpiry(live, e.cfg.NodeID, e.cfg.HeartbeatInterval); ok {
+		e.soon.Reset(d + 10*time.Millisecond)
+	}
+	share := min(e.cfg.MaxGroups, fairShare(e.cfg.GroupCount, live, e.cfg.NodeID))
+	owned := len(e.ownedGroups())
+	if owned > share {
+		e.releaseSurplus(ctx, owned-share)
+	}
+	if owned >= share {
 		e.leaseRoundDone(time.Now())
 		return
 	}
 	claimedAt := time.Now()
-	claims, err := e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, want, e.cfg.GroupCount)
+	claims, err := e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, share-owned, e.cfg.GroupCount)
 	if err != nil {
 		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
 		return
 	}
 	e.leaseRoundDone(time.Now())
+	if len(claims) < share-owned {
+		// Another node still holds groups it is about to release (it
+		// counts this node in at its next round): look again soon.
+		e.soon.Reset(e.cfg.HeartbeatInterval / 4)
+	}
+	if len(claims) == 0 {
+		return
+	}
+	e.adoptAll(ctx, claims, claimedAt)
 	ids := make([]int32, 0, len(claims))
 	for _, c := range claims {
-		e.adopt(ctx, c, claimedAt)
 		ids = append(ids, c.ID)
 		if c.Generation > 1 {
 			// Owned before: its previous owner released it or let it expire.
 			e.cfg.Metrics.Add(metrics.GroupTakeovers, 1)
 		}
 	}
-	if len(claims) > 0 {
-		if _, err := queue.NewStore(e.relaxed).TakeOver(ctx, ids, e.cfg.NodeID); err != nil {
-			e.cfg.Logger.Warn("take over queue messages", "error", err.Error())
-		}
-		e.worker.Sweep(ctx)
+	if _, err := queue.NewStore(e.relaxed).TakeOver(ctx, ids, e.cfg.NodeID); err != nil {
+		e.cfg.Logger.Warn("take over queue messages", "error", err.Error())
 	}
+	e.worker.Sweep(ctx)
 }
 
 // renewedAt records a successful heartbeat.
@@ -547,14 +583,7 @@ func (e *Engine) awaitDrained(id int32) {
 	if old == nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		old.calls.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(e.cfg.Lease):
+	if !old.calls.waitFor(e.cfg.Lease) {
 		e.cfg.Logger.Warn("runtime calls of a lost group still running; they ignore cancellation", "group_id", id)
 	}
 }

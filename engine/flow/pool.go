@@ -32,6 +32,13 @@ func (p *workerPool) submit(ctx context.Context, finished func(), call func(cont
 			return
 		}
 		defer func() { <-p.slots }()
+		// Both cases may have been ready at once, and select picks either:
+		// a call whose context has ended never starts (its group may have
+		// been handed to another node).
+		if ctx.Err() != nil {
+			done(stepruntime.Result{State: stepruntime.Stopped, Message: "the call was cancelled before it started"})
+			return
+		}
 		done(safeCall(func() stepruntime.Result { return call(ctx) }))
 	}()
 }

@@ -29,7 +29,7 @@ func (e *Engine) reclaimOwn(ctx context.Context) error {
 	}
 	for _, c := range claims {
 		e.cfg.Logger.Info("reclaimed own flow group after a restart", "group_id", c.ID, "generation", c.Generation)
-		e.adopt(ctx, c, claimedAt)
 	}
+	e.adoptAll(ctx, claims, claimedAt)
 	return nil
 }

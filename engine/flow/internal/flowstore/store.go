@@ -121,6 +121,60 @@ func (s *Store) Heartbeat(ctx context.Context, node string, lease time.Duration,
 	return out, nil
 }
 
+// registerNodeSQL renews this node's membership and reads the live nodes
+// with how long each stays live without another renewal (itself included:
+// a data-modifying CTE's row is not visible to the statement's own
+// SELECT). Rows dead for an hour are swept.
+const registerNodeSQL = `
+WITH me AS (
+    INSERT INTO engine_node (node_id, heartbeat_at, expires_at) VALUES ($1, now(), now() + $2::interval)
+    ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
+    RETURNING node_id, expires_at),
+swept AS (
+    DELETE FROM engine_node WHERE expires_at < now() - interval '1 hour' AND node_id <> $1)
+SELECT node_id, extract(epoch FROM expires_at - now())::float8 FROM engine_node WHERE expires_at > now() AND node_id <> $1
+UNION ALL
+SELECT node_id, extract(epoch FROM expires_at - now())::float8 FROM me
+ORDER BY 1`
+
+// Member is a live engine node.
+type Member struct {
+	NodeID string
+	// ExpiresIn is how long the node stays live without renewing.
+	ExpiresIn time.Duration
+}
+
+// RegisterNode renews node's membership for lease and returns the live
+// nodes, sorted by id, node among them.
+func (s *Store) RegisterNode(ctx context.Context, node string, lease time.Duration) ([]Member, error) {
+	rows, err := s.db.Query(ctx, registerNodeSQL, node, lease)
+	if err != nil {
+		return nil, fmt.Errorf("register engine node: %w", err)
+	}
+	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
+		var m Member
+		var secs float64
+		err := r.Scan(&m.NodeID, &secs)
+		m.ExpiresIn = time.Duration(secs * float64(time.Second))
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register engine node: %w", err)
+	}
+	return live, nil
+}
+
+const deregisterNodeSQL = `DELETE FROM engine_node WHERE node_id = $1`
+
+// DeregisterNode ends node's membership, so the others count it out at
+// their next heartbeat rather than when its row expires.
+func (s *Store) DeregisterNode(ctx context.Context, node string) error {
+	if _, err := s.db.Exec(ctx, deregisterNodeSQL, node); err != nil {
+		return fmt.Errorf("deregister engine node: %w", err)
+	}
+	return nil
+}
+
 // releaseGroupsSQL frees groups a node holds. The generation moves on, so
 // that a write the node might still make for them is refused even before
 // another node claims them.
