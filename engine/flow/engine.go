@@ -102,6 +102,9 @@ func (c *Config) defaults() error {
 		host, _ := os.Hostname()
 		c.NodeID = fmt.Sprintf("%s-%s", host, uuid.NewString()[:8])
 	}
+	// Every line the engine logs names its node: with several engines on
+	// one database, who claimed, released or dropped a group matters.
+	c.Logger = c.Logger.With("node_id", c.NodeID)
 	if c.GroupCount <= 0 {
 		c.GroupCount = DefaultGroupCount
 	}
@@ -181,6 +184,9 @@ type group struct {
 	mu      sync.Mutex
 	flows   map[Ref]*flowActor
 	renewed time.Time
+	// handingOver is set while the node gives the group up to another
+	// (share.go): no step work starts, the work under way finishes.
+	handingOver atomic.Bool
 	// calls counts runtime calls in flight for the group's attempts. A lost
 	// group is not adopted again on this node until they have returned, so
 	// an attempt never has two calls running here.
@@ -352,8 +358,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.worker.Start(e.ctx); err != nil {
 		return err
 	}
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.loop()
+	go e.watchLeases()
 	return nil
 }
 
@@ -394,21 +401,33 @@ func (e *Engine) Stop() {
 	})
 }
 
+// ownedGroups are the groups this node acts for: held, and not being handed
+// over.
 func (e *Engine) ownedGroups() []int32 {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	out := make([]int32, 0, len(e.groups))
-	for id := range e.groups {
-		out = append(out, id)
+	for id, g := range e.groups {
+		if !g.handingOver.Load() {
+			out = append(out, id)
+		}
 	}
 	return out
+}
+
+// heldCount is how many groups this node holds, those being handed over
+// included.
+func (e *Engine) heldCount() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.groups)
 }
 
 func (e *Engine) owns(id int32) bool {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	_, ok := e.groups[id]
-	return ok
+	g, ok := e.groups[id]
+	return ok && !g.handingOver.Load()
 }
 
 func (e *Engine) group(id int32) *group {
@@ -457,8 +476,12 @@ func (e *Engine) tick(ctx context.Context) {
 		// The lease runs from when the heartbeat was sent, by this node's
 		// clock: the database extends it from its own now(), which is no
 		// earlier.
+		// A heartbeat that has not answered within half a lease is of no
+		// use: the groups are given up by then (watchLeases).
 		now := time.Now()
-		kept, err := e.store.Heartbeat(ctx, e.cfg.NodeID, e.cfg.Lease, held)
+		hctx, cancel := context.WithTimeout(ctx, e.cfg.Lease/2)
+		kept, err := e.store.Heartbeat(hctx, e.cfg.NodeID, e.cfg.Lease, held)
+		cancel()
 		if err != nil {
 			e.cfg.Logger.Warn("heartbeat failed", "error", err.Error())
 			e.dropExpired()
@@ -467,6 +490,9 @@ func (e *Engine) tick(ctx context.Context) {
 		e.mu.Lock()
 		for _, c := range held {
 			g := e.groups[c.ID]
+			if g == nil || g.gen != c.Generation {
+				continue // given up meanwhile (watchLeases)
+			}
 			if !kept[c.ID] {
 				e.cfg.Logger.Warn("lost flow group", "group_id", c.ID, "generation", c.Generation)
 				e.lose(g)
@@ -485,7 +511,7 @@ func (e *Engine) tick(ctx context.Context) {
 		e.soon.Reset(d + 10*time.Millisecond)
 	}
 	share := min(e.cfg.MaxGroups, fairShare(e.cfg.GroupCount, live, e.cfg.NodeID))
-	owned := len(e.ownedGroups())
+	owned := e.heldCount()
 	if owned > share {
 		e.releaseSurplus(ctx, owned-share)
 	}
@@ -538,7 +564,7 @@ func (g *group) renewedAt(t time.Time) {
 // partitioned node whose lease may have passed to another node starts
 // nothing: the new owner could be starting the same effect.
 func (g *group) leaseHeld(now time.Time) bool {
-	if g.ctx.Err() != nil {
+	if g.ctx.Err() != nil || g.handingOver.Load() {
 		return false
 	}
 	g.mu.Lock()
@@ -546,6 +572,27 @@ func (g *group) leaseHeld(now time.Time) bool {
 	g.mu.Unlock()
 	return now.Sub(renewed) < g.eng.cfg.Lease/2
 }
+
+// watchLeases gives up the groups whose lease may have run out by this
+// node's clock, on a clock of its own: the heartbeat loop may be stuck in a
+// database call that does not answer, and a node resumed after a pause
+// must stop before its actors act on groups it no longer holds.
+func (e *Engine) watchLeases() {
+	defer e.wg.Done()
+	t := time.NewTicker(max(e.cfg.HeartbeatInterval/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-t.C:
+			e.dropExpired()
+		}
+	}
+}
+
+// leaseHeldNow is leaseHeld at this moment (stepruntime.Attempt.LeaseHeld).
+func (g *group) leaseHeldNow() bool { return g.leaseHeld(time.Now()) }
 
 // dropExpired stops the flows of groups whose lease may have run out while
 // heartbeats failed: another node may own them by now, and a step must never
@@ -621,7 +668,9 @@ func (e *Engine) readoptAll(ctx context.Context) {
 	e.mu.RLock()
 	gs := make([]*group, 0, len(e.groups))
 	for _, g := range e.groups {
-		gs = append(gs, g)
+		if !g.handingOver.Load() {
+			gs = append(gs, g)
+		}
 	}
 	e.mu.RUnlock()
 	for _, g := range gs {
@@ -663,7 +712,7 @@ func (e *Engine) runFlow(ctx context.Context, g *group, row flowstore.InstanceRo
 		return err
 	}
 	g.mu.Lock()
-	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil {
+	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil || g.handingOver.Load() {
 		g.mu.Unlock()
 		f.cancel()
 		f.releaseMemory()

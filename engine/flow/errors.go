@@ -19,3 +19,11 @@ func isPermanent(err error) bool {
 	}
 	return false
 }
+
+// errLeaseExpired stops step work on a node whose lease on the flow's group
+// may have run out by its own clock.
+var errLeaseExpired = errors.New("the flow group's lease may have expired on this node; step work stopped")
+
+// errHandingOver stops step work in a group the node is handing over to
+// another node; the flow goes on there.
+var errHandingOver = errors.New("the flow group is being handed over to another node")

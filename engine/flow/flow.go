@@ -186,7 +186,7 @@ func (f *flowActor) run(paramErr error, steps []flowstore.StepRow) {
 // drop abandons the flow in this process; the database keeps its state and
 // whoever owns the group next (this node included) resumes it.
 func (f *flowActor) drop(err error) {
-	if f.eng.ctx.Err() == nil && f.grp.ctx.Err() == nil {
+	if f.eng.ctx.Err() == nil && f.grp.ctx.Err() == nil && !f.grp.handingOver.Load() {
 		f.eng.cfg.Logger.Warn("flow dropped from memory", "flow", f.ref.String(), "error", err.Error())
 		f.grp.requestReadopt()
 	}

@@ -70,10 +70,21 @@ func (e *Engine) releaseSurplus(ctx context.Context, n int) {
 	})
 	gs = gs[:min(n, len(gs))]
 	for _, g := range gs {
-		e.lose(g)
+		g.handingOver.Store(true)
 	}
 	e.mu.Unlock()
-	e.awaitCalls(gs, e.cfg.Lease/2)
+	// No step work starts in these groups now; what is under way (runtime
+	// calls, and the writes of their results) finishes, up to half a lease,
+	// so that the next owner finds finished steps rather than calls whose
+	// outcome it cannot know.
+	e.awaitHandOver(gs, e.cfg.Lease/2)
+	e.mu.Lock()
+	for _, g := range gs {
+		if e.groups[g.id] == g {
+			e.lose(g)
+		}
+	}
+	e.mu.Unlock()
 	held := make([]flowstore.GroupClaim, len(gs))
 	for i, g := range gs {
 		held[i] = flowstore.GroupClaim{ID: g.id, Generation: g.gen}
@@ -104,6 +115,31 @@ func (e *Engine) awaitCalls(gs []*group, d time.Duration) {
 		}()
 	}
 	wg.Wait()
+}
+
+// awaitHandOver waits, up to d, until the groups have no runtime call in
+// flight and their flows have settled: a flow at work stops at its next
+// step launch (after its last result is written), one waiting for a timer,
+// a signal or a child run stays as it is, and neither changes the count of
+// live flows for a while.
+func (e *Engine) awaitHandOver(gs []*group, d time.Duration) {
+	const settle = 50 * time.Millisecond
+	deadline := time.Now().Add(d)
+	last, since := -1, time.Now()
+	for time.Now().Before(deadline) {
+		calls, flows := 0, 0
+		for _, g := range gs {
+			calls += g.calls.count()
+			flows += g.flowCount()
+		}
+		if flows != last || calls > 0 {
+			last, since = flows, time.Now()
+		} else if time.Since(since) >= settle {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.cfg.Logger.Warn("handing over flow groups with work still under way; the next owner resumes it")
 }
 
 // adoptAll adopts just-claimed groups, adoptParallelism at a time.

@@ -229,6 +229,11 @@ func (a *stepActor) abandon(err error) {
 	if ctxErr := a.f.ctx.Err(); ctxErr != nil {
 		return
 	}
+	if errors.Is(err, errHandingOver) {
+		// Expected: the flow stops here and goes on on its next owner.
+		a.f.inbox.send(flowMsg{kind: flowLost, err: err})
+		return
+	}
 	a.f.eng.cfg.Logger.Warn("step actor stopped", append(a.log(), "error", err.Error())...)
 	a.f.inbox.send(flowMsg{kind: flowLost, err: err})
 }
@@ -713,6 +718,7 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
 		StepID: a.id, AttemptID: a.attempt, Type: string(a.node.Type()),
 		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data, UUID: a.uuid,
+		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.leaseHeldNow,
 	}
 }
 
@@ -798,6 +804,17 @@ func (a *stepActor) inline() bool {
 // through the mailbox. An inline runtime's call runs here, at once, and
 // its result is handled before call returns.
 func (a *stepActor) call(ctx context.Context, p phase) error {
+	// Self-fencing: no step work starts once this node's lease on the group
+	// may have run out by its own clock, whatever the database has said
+	// (a node resumed after a pause, or cut off from the database). The
+	// flow is dropped; its next owner, this node or another, resumes it.
+	if !a.f.grp.leaseHeld(time.Now()) {
+		if a.f.grp.handingOver.Load() {
+			return errHandingOver
+		}
+		go a.f.eng.dropExpired()
+		return errLeaseExpired
+	}
 	if a.inline() {
 		res := safeCall(func() stepruntime.Result {
 			att := a.runtimeAttempt()

@@ -92,6 +92,9 @@ type Attempt struct {
 	// same after a restart or a takeover. Runtimes with side effects derive
 	// their idempotency keys from it.
 	UUID string
+	// Node is the engine node running the attempt; an Http step names it in
+	// NodeHeader, so a server can tell which engine called.
+	Node string
 	// Record makes data the attempt's runtime data, durably, before the
 	// call goes on, and then checks that this node still holds the
 	// attempt's flow group within its lease by its own clock. A runtime
@@ -101,7 +104,17 @@ type Attempt struct {
 	// then the recorded data only if the error is ErrLeaseUncertain. Nil
 	// when the caller offers no durable state (a runtime called directly).
 	Record func(ctx context.Context, data map[string]any) error
+	// LeaseHeld reports, by the node's own clock and without a database
+	// round trip, whether the node still holds the attempt's flow group. A
+	// runtime asks it at the last moment before a side effect leaves the
+	// process (after Record), so that a node paused in between sends
+	// nothing once it resumes. Nil when the caller offers no lease (a
+	// runtime called directly): always held.
+	LeaseHeld func() bool
 }
+
+// Held reports a.LeaseHeld(), true when there is none.
+func (a *Attempt) Held() bool { return a.LeaseHeld == nil || a.LeaseHeld() }
 
 // Errors of Attempt.Record.
 var (

@@ -147,6 +147,10 @@ func (r Runtime) launch(ctx context.Context, a *stepruntime.Attempt, prior map[s
 			return r.deferred(prior, err)
 		}
 	}
+	if !a.Held() {
+		// Paused between the record and here: the lease may be gone.
+		return r.deferred(prior, stepruntime.ErrLeaseUncertain)
+	}
 	launched := *a
 	launched.Data = intent
 	return r.merge(intent, r.Job.Launch(ctx, &launched, key), LaunchDone)

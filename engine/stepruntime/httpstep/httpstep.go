@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"syscall"
@@ -51,6 +52,11 @@ const (
 // IdempotencyHeader carries the attempt's uuid on every request, unless
 // the step sets the header itself.
 const IdempotencyHeader = "Idempotency-Key"
+
+// NodeHeader names the engine node that sent the request, so a server
+// (and whoever reads its logs) can tell which engine called it, as after a
+// takeover.
+const NodeHeader = "X-Maestro-Node"
 
 // Defaults of Config and of the request.
 const (
@@ -276,6 +282,16 @@ func (j *job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) st
 	data := map[string]any{"url": r.URL.Redacted(), "method": r.Method}
 	reqCtx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
+	// The last check of the lease before the request leaves: once the
+	// connection is in hand, right before the request is written. A node
+	// paused before this point and resumed after its lease sends nothing.
+	reqCtx, cancelSend := context.WithCancelCause(reqCtx)
+	defer cancelSend(nil)
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
+		if !a.Held() {
+			cancelSend(stepruntime.ErrLeaseUncertain)
+		}
+	}})
 	var body io.Reader
 	if r.Body != "" {
 		body = strings.NewReader(r.Body)
@@ -293,7 +309,18 @@ func (j *job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) st
 	if req.Header.Get(IdempotencyHeader) == "" {
 		req.Header.Set(IdempotencyHeader, key)
 	}
+	if a.Node != "" && req.Header.Get(NodeHeader) == "" {
+		req.Header.Set(NodeHeader, a.Node)
+	}
 	resp, err := j.cfg.Client.Do(req)
+	if errors.Is(context.Cause(reqCtx), stepruntime.ErrLeaseUncertain) {
+		// Whether any byte left is not known for sure: the intent stays,
+		// and whoever runs the attempt next treats its outcome as unknown.
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return external.Unknown(stepruntime.Continue, external.RetryDelay, "request withheld: "+stepruntime.ErrLeaseUncertain.Error())
+	}
 	if err != nil {
 		return sendError(ctx, reqCtx, r, err, data)
 	}

@@ -298,3 +298,32 @@ func TestLinkLocalRefusedOnConnect(t *testing.T) {
 		}
 	}
 }
+
+// Self-fencing (issue 18): a request is withheld when the node's lease may
+// have run out after the intent was recorded, whether that is seen before
+// the request is built or once its connection is in hand; the intent
+// stays, so whoever runs the attempt next treats its outcome as unknown.
+func TestRequestWithheldWhenTheLeaseIsGone(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {})
+	rt := httpstep.New(httpstep.Config{})
+	for name, afterChecks := range map[string]int{"before the launch": 0, "once the connection is in hand": 1} {
+		t.Run(name, func(t *testing.T) {
+			a, _ := attempt(map[string]any{"url": srv.URL + "/x"}, nil)
+			checks := 0
+			a.LeaseHeld = func() bool {
+				checks++
+				return checks <= afterChecks
+			}
+			r := rt.Execute(context.Background(), a)
+			if r.State != stepruntime.Continue || !strings.Contains(r.Message, "lease") {
+				t.Fatalf("state %s: %s", r.State, r.Message)
+			}
+			if n := srv.requests.Load(); n != 0 {
+				t.Errorf("%d requests sent without a lease", n)
+			}
+			if checks != afterChecks+1 {
+				t.Errorf("lease asked %d times, want %d", checks, afterChecks+1)
+			}
+		})
+	}
+}
