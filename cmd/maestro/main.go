@@ -7,6 +7,7 @@
 //	maestro health [--addr A]             ask the engine's health endpoint (the container health check)
 //	maestro api [--addr 127.0.0.1:8081]   the REST API alone, beside engines
 //	maestro migrate                       apply migrations to DATABASE_URL and exit
+//	maestro groups show|raise --to N      show or raise the flow group count, online
 //	maestro sel eval 'EXPR' [--params J]  evaluate a SEL expression
 //	maestro localpg start|stop|url --dir D   manage a throwaway PostgreSQL cluster
 package main
@@ -41,6 +42,7 @@ var serverCommands = []struct {
 	}},
 	{"sel", `evaluate SEL expressions: maestro sel eval 'EXPR' [--params '{"x":1}']`, runSel},
 	{"localpg", "start, stop or print the URL of a throwaway PostgreSQL cluster", runLocalPG},
+	{"groups", "show or raise the flow group count of DATABASE_URL: maestro groups show | raise --to N", runGroups},
 }
 
 func main() {

@@ -41,8 +41,11 @@ type Config struct {
 	NodeID string
 	// GroupCount is the number of flow groups new runs are spread over
 	// (default DefaultGroupCount). Runs keep the count they started with.
+	// The engine follows the count recorded in the database when it is
+	// raised (engine/groupcount.Raise), at its next heartbeat round.
 	GroupCount int
-	// MaxGroups caps how many groups this node owns (default all).
+	// MaxGroups caps how many groups this node owns (default no cap: its
+	// fair share).
 	MaxGroups int
 	// Lease is how long a group stays owned without a heartbeat (default
 	// 10s). Another node may take a group over once its lease expired.
@@ -108,9 +111,6 @@ func (c *Config) defaults() error {
 	if c.GroupCount <= 0 {
 		c.GroupCount = DefaultGroupCount
 	}
-	if c.MaxGroups <= 0 || c.MaxGroups > c.GroupCount {
-		c.MaxGroups = c.GroupCount
-	}
 	if c.Lease <= 0 {
 		c.Lease = 10 * time.Second
 	}
@@ -158,6 +158,9 @@ type Engine struct {
 	// defs holds decoded run definitions (defcache.go).
 	defs    *definitionCache
 	readopt chan struct{}
+	// groupCount is the flow group count the node claims below; it grows
+	// when the recorded count is raised (followGroupCount).
+	groupCount atomic.Int32
 	// soon fires a heartbeat round before the regular one: while this
 	// node waits for groups to be released, or for a dead node's leases to
 	// run out.
@@ -276,6 +279,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
 		soon:        newStoppedTimer(),
 		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem, events: true}
+	e.groupCount.Store(int32(cfg.GroupCount))
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
 	// idempotent. Engine state writes stay synchronous.
@@ -337,7 +341,15 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 func (e *Engine) NodeID() string { return e.cfg.NodeID }
 
 // GroupCount is the number of flow groups new runs are spread over.
-func (e *Engine) GroupCount() int { return e.cfg.GroupCount }
+func (e *Engine) GroupCount() int { return int(e.groupCount.Load()) }
+
+// maxGroups is the most groups this node may hold.
+func (e *Engine) maxGroups() int {
+	if e.cfg.MaxGroups > 0 {
+		return e.cfg.MaxGroups
+	}
+	return e.GroupCount()
+}
 
 // Start claims groups, adopts their flows and starts processing; it returns
 // without blocking once the first claim is done.
@@ -348,7 +360,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.writer.Start(e.ctx); err != nil {
 		return err
 	}
-	if err := e.store.EnsureGroups(ctx, e.cfg.GroupCount); err != nil {
+	if err := e.store.EnsureGroups(ctx, e.GroupCount()); err != nil {
 		return err
 	}
 	if err := e.reclaimOwn(ctx); err != nil {
@@ -502,15 +514,16 @@ func (e *Engine) tick(ctx context.Context) {
 		}
 		e.mu.Unlock()
 	}
-	live, err := e.store.RegisterNode(ctx, e.cfg.NodeID, e.cfg.Lease)
+	live, recorded, err := e.store.RegisterNode(ctx, e.cfg.NodeID, e.cfg.Lease)
 	if err != nil {
 		e.cfg.Logger.Warn("renew engine node membership", "error", err.Error())
 		return
 	}
+	e.followGroupCount(ctx, recorded)
 	if d, ok := nextExpiry(live, e.cfg.NodeID, e.cfg.HeartbeatInterval); ok {
 		e.soon.Reset(d + 10*time.Millisecond)
 	}
-	share := min(e.cfg.MaxGroups, fairShare(e.cfg.GroupCount, live, e.cfg.NodeID))
+	share := min(e.maxGroups(), fairShare(e.GroupCount(), live, e.cfg.NodeID))
 	owned := e.heldCount()
 	if owned > share {
 		e.releaseSurplus(ctx, owned-share)
@@ -520,7 +533,7 @@ func (e *Engine) tick(ctx context.Context) {
 		return
 	}
 	claimedAt := time.Now()
-	claims, err := e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, share-owned, e.cfg.GroupCount)
+	claims, err := e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, share-owned, e.GroupCount())
 	if err != nil {
 		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
 		return

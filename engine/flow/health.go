@@ -37,7 +37,7 @@ func (e *Engine) Health(ctx context.Context, timeout time.Duration) Health {
 	h := Health{NodeID: e.cfg.NodeID, OwnedGroups: len(e.ownedGroups()), UnownedGroups: -1, LastLeaseRound: e.lastLeaseRound()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	unowned, err := e.store.UnownedGroups(ctx, e.cfg.GroupCount)
+	unowned, err := e.store.UnownedGroups(ctx, e.GroupCount())
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", timeout)

@@ -23,7 +23,7 @@ func (e *Engine) reclaimOwn(ctx context.Context) error {
 	}
 	// The lease counts from before the write, as for any claim.
 	claimedAt := time.Now()
-	claims, err := e.store.ReclaimOwnGroups(ctx, e.cfg.NodeID, e.cfg.Lease, e.cfg.MaxGroups, e.cfg.GroupCount)
+	claims, err := e.store.ReclaimOwnGroups(ctx, e.cfg.NodeID, e.cfg.Lease, e.maxGroups(), e.GroupCount())
 	if err != nil {
 		return err
 	}

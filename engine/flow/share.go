@@ -193,3 +193,20 @@ func newStoppedTimer() *time.Timer {
 	t.Stop()
 	return t
 }
+
+// followGroupCount takes a raised recorded count (engine/groupcount.Raise)
+// as this node's: the new groups' rows are made and shared out from this
+// round on. Runs keep the group they started in, so nothing moves. A
+// recorded count below the node's own is ignored: counts never go down.
+func (e *Engine) followGroupCount(ctx context.Context, recorded int) {
+	current := e.GroupCount()
+	if recorded <= current {
+		return
+	}
+	if err := e.store.EnsureGroups(ctx, recorded); err != nil {
+		e.cfg.Logger.Warn("create the flow groups of a raised count", "group_count", recorded, "error", err.Error())
+		return
+	}
+	e.groupCount.Store(int32(recorded))
+	e.cfg.Logger.Info("flow group count raised", "from", current, "to", recorded)
+}

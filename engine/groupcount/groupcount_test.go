@@ -3,6 +3,7 @@ package groupcount_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/groupcount"
 )
 
-func TestFirstProcessRecordsLaterOnesMustAgree(t *testing.T) {
+func TestFirstProcessRecordsLaterOnesFollow(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := dbtest.Pool(t)
@@ -18,15 +19,21 @@ func TestFirstProcessRecordsLaterOnesMustAgree(t *testing.T) {
 	if n, err := groupcount.Recorded(ctx, db); err != nil || n != 0 {
 		t.Fatalf("fresh database: recorded %d, %v", n, err)
 	}
-	if err := groupcount.Agree(ctx, db, 32, "engine a"); err != nil {
-		t.Fatal(err)
+	if n, err := groupcount.Agree(ctx, db, 32, "engine a"); err != nil || n != 32 {
+		t.Fatalf("Agree(32) = %d, %v", n, err)
 	}
-	if err := groupcount.Agree(ctx, db, 32, "api"); err != nil {
-		t.Fatalf("same count refused: %v", err)
+	if n, err := groupcount.Agree(ctx, db, 32, "api"); err != nil || n != 32 {
+		t.Fatalf("same count: %d, %v", n, err)
 	}
-	err := groupcount.Agree(ctx, db, 16, "api")
-	if !errors.Is(err, groupcount.ErrMismatch) {
-		t.Fatalf("mismatch: err = %v, want ErrMismatch", err)
+	// Configured below the record (the count was raised since): the
+	// database's count wins.
+	if n, err := groupcount.Agree(ctx, db, 16, "api"); err != nil || n != 32 {
+		t.Fatalf("Agree(16) = %d, %v; want the recorded 32", n, err)
+	}
+	// Configured above it: raising is an explicit step.
+	if _, err := groupcount.Agree(ctx, db, 64, "api"); !errors.Is(err, groupcount.ErrMismatch) ||
+		!strings.Contains(err.Error(), "maestro groups raise") {
+		t.Fatalf("Agree(64) = %v, want ErrMismatch naming the raise", err)
 	}
 	if n, _ := groupcount.Recorded(ctx, db); n != 32 {
 		t.Errorf("a refused process changed the record to %d", n)
@@ -35,11 +42,32 @@ func TestFirstProcessRecordsLaterOnesMustAgree(t *testing.T) {
 	if n, err := groupcount.Resolve(ctx, db, 0, 16, "engine b"); err != nil || n != 32 {
 		t.Errorf("Resolve(unset) = %d, %v; want the recorded 32", n, err)
 	}
-	if _, err := groupcount.Resolve(ctx, db, 8, 16, "engine c"); !errors.Is(err, groupcount.ErrMismatch) {
-		t.Errorf("Resolve(8) = %v, want ErrMismatch", err)
-	}
-	if err := groupcount.Agree(ctx, db, 0, "x"); err == nil || errors.Is(err, groupcount.ErrMismatch) {
+	if _, err := groupcount.Agree(ctx, db, 0, "x"); err == nil || errors.Is(err, groupcount.ErrMismatch) {
 		t.Errorf("Agree(0) = %v, want a range error", err)
+	}
+}
+
+func TestRaiseGrowsAndNeverLowers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.Pool(t)
+	if before, err := groupcount.Raise(ctx, db, 16, "first"); err != nil || before != 0 {
+		t.Fatalf("Raise on a fresh database = %d, %v", before, err)
+	}
+	if before, err := groupcount.Raise(ctx, db, 64, "ops"); err != nil || before != 16 {
+		t.Fatalf("Raise(64) = %d, %v", before, err)
+	}
+	if before, err := groupcount.Raise(ctx, db, 64, "ops"); err != nil || before != 64 {
+		t.Fatalf("Raise(64) again = %d, %v", before, err)
+	}
+	if _, err := groupcount.Raise(ctx, db, 32, "ops"); !errors.Is(err, groupcount.ErrLowering) {
+		t.Fatalf("Raise(32) = %v, want ErrLowering", err)
+	}
+	if n, _ := groupcount.Recorded(ctx, db); n != 64 {
+		t.Errorf("recorded %d, want 64", n)
+	}
+	if _, err := groupcount.Raise(ctx, db, 5000, "ops"); err == nil {
+		t.Error("Raise(5000) accepted")
 	}
 }
 
@@ -55,8 +83,8 @@ func TestResolveRecordsTheDefault(t *testing.T) {
 	}
 }
 
-// Processes starting at once with different counts: exactly one count wins
-// and every process that disagrees with it is refused.
+// Processes starting at once with different counts: exactly one count wins;
+// those configured below it follow it, those above it are refused.
 func TestConcurrentFirstStarts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -68,7 +96,7 @@ func TestConcurrentFirstStarts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = groupcount.Agree(ctx, db, n, "p")
+			_, errs[i] = groupcount.Agree(ctx, db, n, "p")
 		}()
 	}
 	wg.Wait()
@@ -77,7 +105,7 @@ func TestConcurrentFirstStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, n := range counts {
-		if ok := errs[i] == nil; ok != (n == recorded) {
+		if ok := errs[i] == nil; ok != (n <= recorded) {
 			t.Errorf("process with %d (recorded %d): err = %v", n, recorded, errs[i])
 		}
 	}

@@ -41,18 +41,17 @@ func Pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 
 // GroupCount reads MAESTRO_GROUP_COUNT, required of every function that
 // starts runs, and checks it against the count recorded in the database
-// (engine/groupcount): a missing, malformed or different count fails the
-// cold start rather than strand runs in groups no engine claims.
+// (engine/groupcount): a missing or malformed count, or one above the
+// recorded count, fails the cold start rather than strand runs in groups no
+// engine claims. A count below the recorded one (raised since the function
+// was deployed) gives way to it.
 func GroupCount(ctx context.Context, pool *pgxpool.Pool, function string) (int, error) {
 	raw := os.Getenv("MAESTRO_GROUP_COUNT")
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < 1 {
 		return 0, fmt.Errorf("MAESTRO_GROUP_COUNT %q: want the deployment's flow group count, a whole number from 1", raw)
 	}
-	if err := groupcount.Agree(ctx, pool, n, function+" function"); err != nil {
-		return 0, err
-	}
-	return n, nil
+	return groupcount.Agree(ctx, pool, n, function+" function")
 }
 
 // APIHandler builds the REST API handler for the API Lambda.

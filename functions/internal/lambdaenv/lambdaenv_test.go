@@ -29,4 +29,13 @@ func TestGroupCount(t *testing.T) {
 	if _, err := GroupCount(ctx, pool, "timetrigger"); !errors.Is(err, groupcount.ErrMismatch) {
 		t.Errorf("mismatch: err = %v, want ErrMismatch", err)
 	}
+	// Raised since the function was deployed with 16: it follows the
+	// database.
+	if _, err := groupcount.Raise(ctx, pool, 64, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MAESTRO_GROUP_COUNT", "16")
+	if n, err := GroupCount(ctx, pool, "api"); err != nil || n != 64 {
+		t.Errorf("GroupCount after a raise = %d, %v; want 64", n, err)
+	}
 }

@@ -132,9 +132,10 @@ WITH me AS (
     RETURNING node_id, expires_at),
 swept AS (
     DELETE FROM engine_node WHERE expires_at < now() - interval '1 hour' AND node_id <> $1)
-SELECT node_id, extract(epoch FROM expires_at - now())::float8 FROM engine_node WHERE expires_at > now() AND node_id <> $1
+SELECT node_id, extract(epoch FROM expires_at - now())::float8, (SELECT group_count FROM flow_group_count)
+FROM engine_node WHERE expires_at > now() AND node_id <> $1
 UNION ALL
-SELECT node_id, extract(epoch FROM expires_at - now())::float8 FROM me
+SELECT node_id, extract(epoch FROM expires_at - now())::float8, (SELECT group_count FROM flow_group_count) FROM me
 ORDER BY 1`
 
 // Member is a live engine node.
@@ -145,23 +146,28 @@ type Member struct {
 }
 
 // RegisterNode renews node's membership for lease and returns the live
-// nodes, sorted by id, node among them.
-func (s *Store) RegisterNode(ctx context.Context, node string, lease time.Duration) ([]Member, error) {
+// nodes, sorted by id, node among them, and the flow group count recorded
+// in the database (0 when none is).
+func (s *Store) RegisterNode(ctx context.Context, node string, lease time.Duration) ([]Member, int, error) {
 	rows, err := s.db.Query(ctx, registerNodeSQL, node, lease)
 	if err != nil {
-		return nil, fmt.Errorf("register engine node: %w", err)
+		return nil, 0, fmt.Errorf("register engine node: %w", err)
 	}
+	var recorded *int32
 	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
 		var m Member
 		var secs float64
-		err := r.Scan(&m.NodeID, &secs)
+		err := r.Scan(&m.NodeID, &secs, &recorded)
 		m.ExpiresIn = time.Duration(secs * float64(time.Second))
 		return m, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("register engine node: %w", err)
+		return nil, 0, fmt.Errorf("register engine node: %w", err)
 	}
-	return live, nil
+	if recorded == nil {
+		return live, 0, nil
+	}
+	return live, int(*recorded), nil
 }
 
 const deregisterNodeSQL = `DELETE FROM engine_node WHERE node_id = $1`
