@@ -700,6 +700,13 @@ func (e *Engine) readoptAll(ctx context.Context) {
 // is charged without refusal): the flow releases it when it ends, and
 // runFlow when it starts no flow.
 func (e *Engine) runFlow(ctx context.Context, g *group, row flowstore.InstanceRow, paramErr error, loadSteps bool, held int64) error {
+	return e.runFlowWith(ctx, g, row, paramErr, loadSteps, held, nil)
+}
+
+// runFlowWith is runFlow with the run's params already decoded (vals, nil
+// to decode row.Params).
+func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.InstanceRow, paramErr error, loadSteps bool, held int64,
+	vals params.Values) error {
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running {
 		g.mu.Unlock()
@@ -719,7 +726,7 @@ func (e *Engine) runFlow(ctx context.Context, g *group, row flowstore.InstanceRo
 		held = runFootprint(len(row.Definition), len(row.Params))
 		e.mem.force(held)
 	}
-	f, err := newFlow(e, g, row, held)
+	f, err := newFlow(e, g, row, held, vals)
 	if err != nil {
 		e.mem.Release(held)
 		return err
@@ -767,6 +774,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 		return err
 	}
 	var paramsJSON, ev []byte
+	var vals params.Values
 	var paramErr error
 	var held int64
 	if created {
@@ -776,7 +784,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 		if err != nil {
 			return fmt.Errorf("start %s: %w", msg.Ref, err)
 		}
-		paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending, owner)
+		vals, paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending, owner)
 		// Admission against the memory budget: a run that does not fit now
 		// stays CREATED and its message is offered again; one that could
 		// never fit fails alone.
@@ -815,7 +823,10 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	e.wroteEvent(ev)
 	// A run that was CREATED when read and had no steps then has none now:
 	// only its flow writes steps, and it is starting here.
-	return e.runFlow(ctx, g, row, paramErr, !created || pending.HasSteps, held)
+	if paramErr != nil {
+		vals = nil
+	}
+	return e.runFlowWith(ctx, g, row, paramErr, !created || pending.HasSteps, held, vals)
 }
 
 // waitForMemory reports whether a start that found the memory budget in
@@ -853,16 +864,19 @@ func (e *Engine) wroteEvent(ev []byte) {
 }
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
-func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow, owner string) ([]byte, error) {
+// It returns them and their JSON, which the run's row stores: the flow
+// started next takes the values as they are rather than decoding the JSON
+// again.
+func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow, owner string) (params.Values, []byte, error) {
 	def, err := e.defs.acquire(row.Definition, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer e.defs.release(def)
 	var runParams workflow.Params
 	if len(row.RunParams) > 2 {
 		if err := json.Unmarshal(row.RunParams, &runParams); err != nil {
-			return nil, fmt.Errorf("decode run params: %w", err)
+			return nil, nil, fmt.Errorf("decode run params: %w", err)
 		}
 	}
 	var initiator map[string]any
@@ -882,14 +896,15 @@ func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore
 	}
 	if params.ReadsSignals(def.wf.Params) || params.ReadsSignals(runParams) {
 		if in.Signals, err = params.RunSignals(row.Initiator, e.readSignal); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	vals, err := params.EvaluateWorkflow(ctx, in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return json.Marshal(vals)
+	raw, err := json.Marshal(vals)
+	return vals, raw, err
 }
 
 // paramEvaluationTimeout bounds one evaluation of a run's or a step's

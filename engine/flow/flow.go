@@ -99,7 +99,9 @@ type flowActor struct {
 
 // newFlow builds the actor for an adopted or just-started instance; held is
 // what it holds of the memory budget already (its base footprint).
-func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64) (*flowActor, error) {
+// vals, when set, are the run's params as just evaluated (row.Params is
+// their JSON).
+func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64, vals params.Values) (*flowActor, error) {
 	def, err := eng.defs.acquire(row.Definition, true)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", row.Ref, err)
@@ -128,7 +130,9 @@ func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64) (*f
 			return nil, fmt.Errorf("decode parent of %s: %w", row.Ref, err)
 		}
 	}
-	if len(row.Params) > 0 {
+	if vals != nil {
+		f.params = vals
+	} else if len(row.Params) > 0 {
 		if err := json.Unmarshal(row.Params, &f.params); err != nil {
 			eng.defs.release(def)
 			return nil, fmt.Errorf("decode params of %s: %w", row.Ref, err)

@@ -10,6 +10,7 @@ package httpstep
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -127,7 +129,13 @@ func NewClient() *http.Client {
 	}
 	return &http.Client{
 		Transport: &http.Transport{
-			DialContext:           dialer.DialContext,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dialer.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &guardedConn{Conn: c}, nil
+			},
 			ForceAttemptHTTP2:     true,
 			MaxIdleConns:          1024,
 			MaxIdleConnsPerHost:   256,
@@ -282,14 +290,21 @@ func (j *job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) st
 	data := map[string]any{"url": r.URL.Redacted(), "method": r.Method}
 	reqCtx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	// The last check of the lease before the request leaves: once the
-	// connection is in hand, right before the request is written. A node
-	// paused before this point and resumed after its lease sends nothing.
-	reqCtx, cancelSend := context.WithCancelCause(reqCtx)
-	defer cancelSend(nil)
-	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
-		if !a.Held() {
-			cancelSend(stepruntime.ErrLeaseUncertain)
+	// The last check of the lease: the connection the request is written to
+	// asks it before every write (guardedConn), so a node paused anywhere
+	// before the request leaves and resumed after its lease sends nothing.
+	// (An HTTP/2 connection carries many requests at once: there the check
+	// before the launch is the last.)
+	var withheld atomic.Bool
+	reqCtx = httptrace.WithClientTrace(reqCtx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		if gc := asGuarded(info.Conn); gc != nil {
+			gc.guard(func() bool {
+				held := a.Held()
+				if !held {
+					withheld.Store(true)
+				}
+				return held
+			})
 		}
 	}})
 	var body io.Reader
@@ -313,12 +328,9 @@ func (j *job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) st
 		req.Header.Set(NodeHeader, a.Node)
 	}
 	resp, err := j.cfg.Client.Do(req)
-	if errors.Is(context.Cause(reqCtx), stepruntime.ErrLeaseUncertain) {
-		// Whether any byte left is not known for sure: the intent stays,
-		// and whoever runs the attempt next treats its outcome as unknown.
-		if resp != nil {
-			resp.Body.Close()
-		}
+	if err != nil && withheld.Load() {
+		// The intent stays: whoever runs the attempt next treats its
+		// outcome as unknown.
 		return external.Unknown(stepruntime.Continue, external.RetryDelay, "request withheld: "+stepruntime.ErrLeaseUncertain.Error())
 	}
 	if err != nil {
@@ -498,4 +510,34 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// errWithheld is what a guarded connection answers a write its request's
+// lease check refused.
+var errWithheld = errors.New("request withheld: " + stepruntime.ErrLeaseUncertain.Error())
+
+// guardedConn asks the check of the request it carries before each write:
+// the last moment a request can be held back.
+type guardedConn struct {
+	net.Conn
+	check atomic.Pointer[func() bool]
+}
+
+func (c *guardedConn) guard(check func() bool) { c.check.Store(&check) }
+
+func (c *guardedConn) Write(b []byte) (int, error) {
+	if check := c.check.Load(); check != nil && !(*check)() {
+		return 0, errWithheld
+	}
+	return c.Conn.Write(b)
+}
+
+// asGuarded finds the guardedConn under a connection (a TLS connection
+// wraps it), nil when there is none.
+func asGuarded(c net.Conn) *guardedConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	gc, _ := c.(*guardedConn)
+	return gc
 }
