@@ -28,7 +28,7 @@ var (
 // maestroBinary builds the real binary once per test run, or returns
 // MAESTRO_TEST_BINARY (a binary built elsewhere, e.g. from an older commit
 // to show a test fails there).
-func maestroBinary(t *testing.T) string {
+func maestroBinary(t testing.TB) string {
 	t.Helper()
 	if bin := os.Getenv("MAESTRO_TEST_BINARY"); bin != "" {
 		return bin
@@ -56,7 +56,7 @@ const killGroups = 4
 
 // engineProcess runs `maestro engine` against dsn, with env added to its
 // environment.
-func engineProcess(t *testing.T, dsn, node string, maxGroups string, env ...string) *exec.Cmd {
+func engineProcess(t testing.TB, dsn, node string, maxGroups string, env ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(maestroBinary(t), "engine")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dsn, "MAESTRO_NODE_ID="+node,
@@ -83,7 +83,7 @@ type killFixture struct {
 }
 
 // openPool opens a pool on dsn, closed when the test ends.
-func openPool(t *testing.T, dsn string) *pgxpool.Pool {
+func openPool(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
@@ -94,7 +94,7 @@ func openPool(t *testing.T, dsn string) *pgxpool.Pool {
 }
 
 // pushDefinitions stores definitions (Maestro JSON) as the user tester.
-func pushDefinitions(t *testing.T, defs *definition.Store, jsons ...string) {
+func pushDefinitions(t testing.TB, defs *definition.Store, jsons ...string) {
 	t.Helper()
 	for _, def := range jsons {
 		d, err := workflow.DecodeJSON([]byte(def))
@@ -280,7 +280,7 @@ func waitOwned(t *testing.T, pool *pgxpool.Pool, node string, n int) {
 
 // waitOwnedWithin waits until each node owns the number of groups given and
 // returns how long that took.
-func waitOwnedWithin(t *testing.T, pool *pgxpool.Pool, want map[string]int, within time.Duration) time.Duration {
+func waitOwnedWithin(t testing.TB, pool *pgxpool.Pool, want map[string]int, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for {
