@@ -23,12 +23,17 @@ CBOR2_VERSION := 6.2.1
 SCHEMATHESIS_VERSION := 4.32.5
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
+# The tree make bench measures this one against: main as session 3 left it
+# (before fair share and self-fencing). Any git ref will do.
+BENCH_BASE  ?= dad7847
+BENCH_ROUNDS ?= 5
+BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000)$$
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
 SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
 
-.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e bench fuzz fuzz-api soak lint clean
+.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e bench bench-ab fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -113,12 +118,24 @@ e2e: postgres emulator $(CDK)
 	$(GO) run ./cmd/maestro localpg stop --dir $(E2E_PGDIR) || true; \
 	exit $$status
 
-## bench: the hot-path benchmarks (see docs/performance.md), against a PostgreSQL with fsync and synchronous_commit on
+## bench: the hot-path benchmarks of this tree side by side with BENCH_BASE (run
+## alternately, BENCH_ROUNDS rounds, benchstat: build/bench/summary.md), then every
+## benchmark of this tree (-count 5) and the heavy ones once (docs/performance.md),
+## against a PostgreSQL with fsync and synchronous_commit on
 bench: postgres
 	@status=0; \
+	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
+	MAESTRO_BENCH_MULTI=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkFourEngines64Groups$$' -benchtime 1x -count 3 -timeout 30m ./cmd/maestro/ || status=$$?; \
+	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
+	exit $$status
+
+## bench-ab: only the side-by-side part of bench (e.g. BENCH_BASE=main~3 BENCH_ROUNDS=1 BENCH_AB='^BenchmarkThroughput$$')
+bench-ab: postgres
+	@status=0; \
+	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
 	exit $$status
 
