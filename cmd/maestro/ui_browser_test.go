@@ -437,3 +437,48 @@ func loadAverage() float64 {
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
 }
+
+// TestAPIReferencePage: /api/v3/docs renders the OpenAPI document in the
+// browser, operations grouped by tag with their schemas resolved, and its
+// filter narrows the list; the UI's header links to it.
+func TestAPIReferencePage(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	base, _ := uiServer(t)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var total, shown int
+	var push string
+	var linked bool
+	err := chromedp.Run(ctx,
+		chromedp.Navigate(base+"/ui/"),
+		chromedp.WaitVisible(`body[data-ready="workflows"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('header a[href="/api/v3/docs"]') !== null`, &linked),
+		chromedp.Navigate(base+"/api/v3/docs"),
+		chromedp.WaitVisible(`body[data-ready="apidocs"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll("details.op").length`, &total),
+		chromedp.Evaluate(`(() => { const d = [...document.querySelectorAll('details.op')].find(d =>
+			d.querySelector('summary').textContent.includes('POST /api/v3/workflows ')); if (!d) return '';
+			d.open = true; return d.textContent; })()`, &push),
+		chromedp.SendKeys(`input[type=search]`, "signals", chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('details.op')].filter(d => !d.hidden).length`, &shown),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !linked {
+		t.Error("the UI's header has no link to the API reference")
+	}
+	if total < 60 {
+		t.Errorf("%d operations on the page, want Maestro's 62 and more", total)
+	}
+	for _, want := range []string{"Request body", "application/json", "workflow", "Responses"} {
+		if !strings.Contains(push, want) {
+			t.Errorf("POST /api/v3/workflows does not show %q: %.400s", want, push)
+		}
+	}
+	if shown == 0 || shown >= total {
+		t.Errorf("the filter shows %d of %d operations", shown, total)
+	}
+	screenshot(t, ctx, "apidocs.png")
+}

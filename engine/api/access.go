@@ -41,6 +41,8 @@ var routeAccess = map[string]access{
 	"GET /ui":        public,
 	"GET /ui/":       public,
 	"GET /ui/{file}": public,
+	// The API reference page: it renders the public openapi.json.
+	"GET /api/v3/docs": public,
 
 	// Workflow definitions: pushing a workflow that exists needs its owner.
 	"POST /api/v3/workflows":                                         {authz.Owner, pushedWorkflow(workflow.DecodeJSON)},

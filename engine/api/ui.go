@@ -7,7 +7,8 @@ import (
 )
 
 // uiRoutes serves the web UI (engine/webui) beside the API: /, /ui and
-// /ui/ lead to its page, /ui/{file} serves its files.
+// /ui/ lead to its page, /ui/{file} serves its files, /api/v3/docs the API
+// reference page.
 func (s *Server) uiRoutes() {
 	files := webui.Handler()
 	s.handle("GET /ui", redirectToUI)
@@ -17,6 +18,13 @@ func (s *Server) uiRoutes() {
 		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = "/"
+		files.ServeHTTP(w, r2)
+		return nil
+	})
+	// The REST API's reference, rendered in the browser from openapi.json.
+	s.handle("GET /api/v3/docs", func(w http.ResponseWriter, r *http.Request) error {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = "/apidocs.html"
 		files.ServeHTTP(w, r2)
 		return nil
 	})
