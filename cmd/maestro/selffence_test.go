@@ -38,7 +38,6 @@ import (
 // group when the call arrived.
 type fenceServer struct {
 	pool   *pgxpool.Pool
-	calls  atomic.Int64
 	mu     sync.Mutex
 	byNode map[string]int
 	stale  []string
