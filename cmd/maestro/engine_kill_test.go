@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -113,6 +115,26 @@ const sleepyWorkflow = `{"properties":{"owner":"tester","run_strategy":"PARALLEL
 	{"step":{"id":"s2","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s3":"true"}}}},
 	{"step":{"id":"s3","type":"Sleep","sleep_seconds":0.4,"transition":{"successors":{"s4":"true"}}}},
 	{"step":{"id":"s4","type":"NoOp"}}]}}`
+
+// chainDefinition is a definition (Maestro JSON) of workflow id whose
+// steps s0 … s<n-1> run one after the other; step gives each step's type
+// and its other fields (`"type":"NoOp"`), properties the definition's.
+func chainDefinition(id, properties string, n int, step func(i int) string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"properties":%s,"workflow":{"id":%q,"steps":[`, properties, id)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		next := ""
+		if i+1 < n {
+			next = fmt.Sprintf(`,"transition":{"successors":{"s%d":"true"}}`, i+1)
+		}
+		fmt.Fprintf(&b, `{"step":{"id":"s%d",%s%s}}`, i, step(i), next)
+	}
+	b.WriteString(`]}}`)
+	return b.String()
+}
 
 // startRuns pushes a chain of sleeps and starts n runs of it.
 func startRuns(t *testing.T, dsn string, n int) *killFixture {

@@ -59,21 +59,10 @@ func multiEngineThroughput(b *testing.B, engines int) (float64, float64) {
 	}
 	waitOwnedWithin(b, pool, want, time.Minute)
 
-	var def strings.Builder
-	def.WriteString(`{"properties":{"owner":"tester","run_strategy":{"rule":"PARALLEL","workflow_concurrency":1000}},"workflow":{"id":"multi","steps":[`)
-	for i := range steps {
-		if i > 0 {
-			def.WriteString(",")
-		}
-		next := ""
-		if i+1 < steps {
-			next = fmt.Sprintf(`,"transition":{"successors":{"s%d":"true"}}`, i+1)
-		}
-		fmt.Fprintf(&def, `{"step":{"id":"s%d","type":"NoOp"%s}}`, i, next)
-	}
-	def.WriteString(`]}}`)
+	def := chainDefinition("multi", `{"owner":"tester","run_strategy":{"rule":"PARALLEL","workflow_concurrency":1000}}`, steps,
+		func(int) string { return `"type":"NoOp"` })
 	defs := definition.NewStore(pool)
-	pushDefinitions(b, defs, def.String())
+	pushDefinitions(b, defs, def)
 	svc := execution.New(pool, defs, groups)
 	ctx := context.Background()
 	busy0 := machineBusy(b)

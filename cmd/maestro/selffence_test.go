@@ -24,7 +24,6 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 )
 
@@ -79,67 +78,30 @@ func (s *fenceServer) report(t *testing.T) {
 
 // fenceFixture pushes a chain of Http steps and starts runs spread over 16
 // groups.
-func fenceFixture(t *testing.T, dsn string, runs, steps int) (*fenceServer, []*execution.Instance, *execution.Service) {
+func fenceFixture(t *testing.T, dsn string, runs, steps int) (*fenceServer, *killFixture) {
 	t.Helper()
 	ctx := context.Background()
 	pool := openPool(t, dsn)
 	srv := &fenceServer{pool: pool, byNode: map[string]int{}, started: time.Now(), perSecond: map[string]map[int]int{}}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	var b strings.Builder
-	b.WriteString(`{"properties":{"owner":"tester","run_strategy":"PARALLEL"},"workflow":{"id":"fence","steps":[`)
-	for i := range steps {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		next := ""
-		if i+1 < steps {
-			next = fmt.Sprintf(`,"transition":{"successors":{"s%d":"true"}}`, i+1)
-		}
-		// A call whose answer a takeover lost fails its attempt as a
-		// platform error; the retry comes a second later, not Maestro's
-		// default minute.
-		fmt.Fprintf(&b, `{"step":{"id":"s%d","type":"Http"%s,
-		  "retry_policy":{"backoff":{"type":"FIXED_BACKOFF","platform_retry_backoff_in_secs":1}},
-		  "params":{"http":{"type":"MAP","value":{
-		  "url":{"type":"STRING","value":"%s/call/${workflow_instance_id}"}}}}}}`, i, next, ts.URL)
-	}
-	b.WriteString(`]}}`)
+	// A call whose answer a takeover lost fails its attempt as a platform
+	// error; the retry comes a second later, not Maestro's default minute.
+	def := chainDefinition("fence", `{"owner":"tester","run_strategy":"PARALLEL"}`, steps, func(int) string {
+		return `"type":"Http","retry_policy":{"backoff":{"type":"FIXED_BACKOFF","platform_retry_backoff_in_secs":1}},
+		  "params":{"http":{"type":"MAP","value":{"url":{"type":"STRING","value":"` + ts.URL + `/call/${workflow_instance_id}"}}}}`
+	})
 	defs := definition.NewStore(pool)
-	pushDefinitions(t, defs, b.String())
-	svc := execution.New(pool, defs, 16)
-	var insts []*execution.Instance
+	pushDefinitions(t, defs, def)
+	f := &killFixture{pool: pool, runs: execution.New(pool, defs, 16), workflowID: "fence"}
 	for range runs {
-		res, err := svc.Start(ctx, execution.StartRequest{WorkflowID: "fence", Version: "latest"})
+		res, err := f.runs.Start(ctx, execution.StartRequest{WorkflowID: "fence", Version: "latest"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		insts = append(insts, res.Instance)
+		f.insts = append(f.insts, res.Instance)
 	}
-	return srv, insts, svc
-}
-
-func waitRunsSucceeded(t *testing.T, svc *execution.Service, insts []*execution.Instance, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for _, inst := range insts {
-		for {
-			got, err := svc.Instance(context.Background(), inst.WorkflowID, inst.InstanceID, inst.RunID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Status.IsTerminal() {
-				if got.Status != instance.WorkflowSucceeded {
-					t.Errorf("run %d ended %s", inst.InstanceID, got.Status)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %d still %s", inst.InstanceID, got.Status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	return srv, f
 }
 
 // SIGSTOP one of two engines for longer than its lease; the other takes
@@ -150,7 +112,7 @@ func TestPausedEngineMakesNoCallAfterItsLease(t *testing.T) {
 	t.Parallel()
 	const lease = 3 * time.Second
 	dsn := dbtest.URL(t)
-	srv, insts, svc := fenceFixture(t, dsn, 16, 40)
+	srv, f := fenceFixture(t, dsn, 16, 40)
 	env := []string{"MAESTRO_GROUP_COUNT=16", "MAESTRO_LEASE=" + lease.String()}
 	a := engineProcess(t, dsn, "node-a", "0", env...)
 	b := engineProcess(t, dsn, "node-b", "0", env...)
@@ -165,7 +127,7 @@ func TestPausedEngineMakesNoCallAfterItsLease(t *testing.T) {
 	if err := a.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitRunsSucceeded(t, svc, insts, 2*time.Minute)
+	f.checkAllSucceeded(t, 2*time.Minute)
 	srv.report(t)
 	assertRunning(t, a, b)
 }
@@ -241,7 +203,7 @@ func TestEngineCutOffFromTheDatabaseMakesNoCallAfterItsLease(t *testing.T) {
 	t.Parallel()
 	const lease = 3 * time.Second
 	dsn := dbtest.URL(t)
-	srv, insts, svc := fenceFixture(t, dsn, 16, 40)
+	srv, f := fenceFixture(t, dsn, 16, 40)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +221,7 @@ func TestEngineCutOffFromTheDatabaseMakesNoCallAfterItsLease(t *testing.T) {
 	waitOwnedWithin(t, srv.pool, map[string]int{"node-b": 16}, 4*lease)
 	time.Sleep(500 * time.Millisecond)
 	proxy.stalled.Store(false)
-	waitRunsSucceeded(t, svc, insts, 2*time.Minute)
+	f.checkAllSucceeded(t, 2*time.Minute)
 	srv.report(t)
 	assertRunning(t, a, b)
 }
