@@ -243,6 +243,31 @@ func TestUIRunPage(t *testing.T) {
 		t.Fatalf("foreach run page: %v\n%s", err, got)
 	}
 	screenshot(t, ctx, "run.png")
+
+	// Nested runs: the foreach step lists its iterations; one opens on a
+	// page of its own that leads back to the parent run.
+	var iterations int
+	parentHash := fmt.Sprintf("#/runs/hello/%d/1", res.InstanceID)
+	err = chromedp.Run(ctx,
+		chromedp.WaitVisible(`#detail a.iteration`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#detail a.iteration').length`, &iterations),
+		chromedp.Click(`#detail a.iteration`, chromedp.ByQuery),
+		chromedp.Poll(`location.hash.startsWith('#/runs/hello%3A')`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.WaitVisible(`body[data-ready="run"] a.parent-run`, chromedp.ByQuery),
+		chromedp.Poll(`document.querySelector('.page-head .badge').textContent === 'SUCCEEDED'`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Click(`a.parent-run`, chromedp.ByQuery),
+		chromedp.Poll(`location.hash === '`+parentHash+`'`, nil, chromedp.WithPollingTimeout(10*time.Second)),
+		chromedp.WaitVisible(`body[data-ready="run"] svg.dag`, chromedp.ByQuery),
+	)
+	if err != nil {
+		var hash string
+		_ = chromedp.Run(ctx, chromedp.Evaluate(`location.hash`, &hash))
+		got, _ := text(ctx, `main`)
+		t.Fatalf("from the foreach to an iteration and back (at %s): %v\n%.600s", hash, err, got)
+	}
+	if iterations != 10 {
+		t.Errorf("the foreach step lists %d iterations, want its 10", iterations)
+	}
 }
 
 // TestUIBigRunFirstPaint opens the run page of a run with a 1,000-step DAG

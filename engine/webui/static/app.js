@@ -178,6 +178,11 @@ function versionsTable(versions, ov) {
 
 // ---- run page ----------------------------------------------------------------
 
+/** runHref is the run page of a run ('latest' when run is unknown). */
+function runHref(wf, iid, run) {
+  return `#/runs/${encodeURIComponent(wf)}/${iid}/${run || 'latest'}`;
+}
+
 async function runPage(id, iid, runArg) {
   main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
   // The run and its steps load at once; the page is drawn from the run
@@ -277,6 +282,35 @@ async function runPage(id, iid, runArg) {
     return box;
   };
 
+  // nested links a composite step to the runs it started: a subworkflow's
+  // child run, a while step's current iteration, a foreach step's
+  // iterations (the newest 50, and any one by number).
+  const nested = a => {
+    const d = (a.runtimeState && a.runtimeState.data) || {};
+    const type = (a.type || '').toLowerCase();
+    const out = [];
+    if (d.subworkflow_id) {
+      const label = type === 'while' ? 'Current iteration' : 'Child run';
+      out.push(h('h3', {}, label), h('p', {}, h('a', { class: 'child-run',
+        href: runHref(d.subworkflow_id, d.subworkflow_instance_id, d.subworkflow_run_id) },
+        `${d.subworkflow_id} #${d.subworkflow_instance_id}`), d.subworkflow_status ? [' ', badge(d.subworkflow_status)] : ''));
+    }
+    if (type === 'foreach') {
+      const fid = `${id}:${iid}:${a.stepId}`;
+      const list = h('div', { class: 'iterations' }, h('p', { class: 'muted' }, 'Loading iterations…'));
+      const jump = h('input', { type: 'number', min: 1, placeholder: 'iteration', 'aria-label': 'iteration number', size: 8 });
+      const go = h('button', { class: 'secondary', onclick: () => { if (jump.value) location.hash = runHref(fid, jump.value, 'latest'); } }, 'Open');
+      out.push(h('h3', {}, 'Iterations'), h('div', { class: 'start-box' }, jump, go), list);
+      api.instances(fid).then(runs => {
+        list.replaceChildren(runs.length ? h('table', { class: 'list compact' },
+          h('tbody', {}, runs.map(r => h('tr', {}, h('td', {}, h('a', { class: 'iteration', href: runHref(fid, r.instanceId, r.runId) }, `#${r.instanceId}`)),
+            h('td', {}, badge(r.status)), h('td', {}, `run ${r.runId}`), h('td', {}, elapsed(r.start, r.end))))))
+          : h('p', { class: 'empty' }, 'No iteration started yet.'));
+      }, e => list.replaceChildren(errorBox(e)));
+    }
+    return out;
+  };
+
   let shownKey = '';
   const select = async stepId => {
     selected = stepId;
@@ -293,6 +327,7 @@ async function runPage(id, iid, runArg) {
       h('h3', {}, 'Params'), json(a.params), h('h3', {}, 'Outputs'), json(a.outputs),
       h('h3', {}, 'Retries'), json(a.retry),
       h('h3', {}, 'Errors and log'), h('ul', { class: 'events' }, a.timeline.filter(e => e.type !== 'STATUS').map(e => h('li', {}, fmtTime(e.time), ' ', e.message || e.action || e.type))),
+      ...nested(a),
       h('h3', {}, 'Runtime state'), json(a.runtimeState)].filter(Boolean));
     attemptSel.addEventListener('change', async () => { try { show(await api.attempt(id, iid, run.runId, stepId, attemptSel.value)); } catch (e) { body.replaceChildren(errorBox(e)); } });
     const acts = h('div', { class: 'actions' });
@@ -332,8 +367,17 @@ async function runPage(id, iid, runArg) {
   const tick = setInterval(() => { if (!terminalRun(run.status)) refresh(); }, 5000);
   cleanup = () => { closed = true; es.close(); clearInterval(tick); if (poll) clearInterval(poll); };
 
+  // A nested run (foreach or while iteration, subworkflow child) leads
+  // back to the step of its parent run that started it.
+  const parent = run.initiator && run.initiator.parent;
+  const crumbs = parent && parent.workflow_id
+    ? h('nav', { class: 'crumbs' }, h('a', { href: '#/' }, 'Workflows'), ' / ',
+      h('a', { class: 'parent-run', href: runHref(parent.workflow_id, parent.instance_id, parent.run_id) },
+        `${parent.workflow_id} #${parent.instance_id}`), ` / step ${parent.step_id}`,
+      parent.iteration ? ` / iteration ${parent.iteration}` : '', ` / ${id} #${iid}`)
+    : h('nav', { class: 'crumbs' }, h('a', { href: '#/' }, 'Workflows'), ' / ', h('a', { href: `#/workflows/${encodeURIComponent(id)}` }, id), ` / #${iid}`);
   main.replaceChildren(
-    h('nav', { class: 'crumbs' }, h('a', { href: '#/' }, 'Workflows'), ' / ', h('a', { href: `#/workflows/${encodeURIComponent(id)}` }, id), ` / #${iid}`),
+    crumbs,
     head, rollup,
     h('div', { class: 'run-grid' },
       h('div', {}, h('section', {}, h('h2', {}, 'DAG'), dag), h('section', {}, h('h2', {}, 'Steps'), stepTable),
