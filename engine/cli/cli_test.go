@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -86,5 +88,18 @@ func TestFormatting(t *testing.T) {
 	}
 	if !reflect.DeepEqual(inferParam("20240101"), map[string]any{"type": "LONG", "value": int64(20240101)}) {
 		t.Errorf("inferParam = %v", inferParam("20240101"))
+	}
+}
+
+// `maestro ui` signs with the caller's credentials: it listens on loopback
+// only unless told otherwise.
+func TestUIRefusesNonLoopbackListen(t *testing.T) {
+	t.Parallel()
+	for _, listen := range []string{"0.0.0.0:0", "10.1.2.3:8090", "example.com:8090", "nonsense"} {
+		var out bytes.Buffer
+		root := NewRoot(Options{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }})
+		if code := Run(context.Background(), root, []string{"ui", "--listen", listen}); code != ExitUsage {
+			t.Errorf("ui --listen %s: exit %d, want %d: %s", listen, code, ExitUsage, out.String())
+		}
 	}
 }

@@ -25,6 +25,7 @@ var scenarios = []struct {
 }{
 	{"api: SigV4-signed API Gateway call pushes and starts a workflow that the engine runs", scenarioAPI},
 	{"cli: maestro push, start, watch and list through the signed API Gateway", scenarioCLI},
+	{"ui: maestro ui serves the deployed UI and API reference, signing what it forwards", scenarioUI},
 	{"timetrigger: the Scheduler fires a cron workflow through the time-trigger Lambda", scenarioTimeTrigger},
 	{"signals: an S3 object starts a signal-triggered run through SQS and the signals Lambda; a poison message goes to the DLQ", scenarioSignals},
 	{"publisher: the engine's events reach the example subscriber through SQS, the publisher Lambda and SNS", scenarioPublisher},
