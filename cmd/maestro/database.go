@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/jackc/pgx/v5"
 
@@ -36,6 +37,9 @@ func resolveDSN(ctx context.Context, logger *slog.Logger, allowLocal bool) (dsn 
 	c, err := localpg.Open(ctx, localpg.Options{Dir: dir})
 	if err != nil {
 		return "", nil, err
+	}
+	if abs, _ := filepath.Abs(dir); c.Dir != abs {
+		logger.Info("the postgres user cannot reach that directory; the local cluster lives here instead", "dir", c.Dir)
 	}
 	if err := c.Start(ctx); err != nil {
 		return "", nil, err

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"os"
 	"os/exec"
@@ -68,6 +69,15 @@ func Open(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		c.cred = cred
+		// A clone under root's home (mode 0700) is out of the postgres
+		// user's reach: the cluster then lives in a directory of the
+		// system's temporary directory named after the one asked for, so
+		// every later Open of the same path finds it again.
+		if !traversable(filepath.Dir(dir), cred) {
+			h := fnv.New32a()
+			h.Write([]byte(dir))
+			c.Dir = filepath.Join(os.TempDir(), fmt.Sprintf("maestro-pg-%08x", h.Sum32()))
+		}
 	}
 	if err := c.initdb(ctx); err != nil {
 		return nil, err
@@ -105,6 +115,41 @@ func pgVersion(binDir string) int {
 func isExec(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// traversable reports whether the user of cred may pass through dir and
+// each of its parents (execute permission for its owner, group or others).
+func traversable(dir string, cred *syscall.Credential) bool {
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			// Not made yet: initdb's MkdirAll creates it traversable.
+			if parent := filepath.Dir(d); parent != d {
+				continue
+			}
+			return true
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return true
+		}
+		mode := st.Mode().Perm()
+		switch {
+		case sys.Uid == cred.Uid:
+			if mode&0o100 == 0 {
+				return false
+			}
+		case sys.Gid == cred.Gid:
+			if mode&0o010 == 0 {
+				return false
+			}
+		case mode&0o001 == 0:
+			return false
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return true
+		}
+	}
 }
 
 func postgresUser() (*syscall.Credential, error) {
