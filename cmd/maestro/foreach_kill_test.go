@@ -16,7 +16,10 @@ import (
 
 // A foreach survives kill -9 of the only engine in the middle of its
 // iterations: the restarted engine carries on from the progress record,
-// every iteration runs exactly once, and the step succeeds.
+// every iteration runs exactly once, and the step succeeds. The one engine
+// holds every group, so every iteration was created IN_PROGRESS and started
+// in memory (no start message): those the kill cut off are found by the
+// restarted engine's adoption of their groups.
 func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 	t.Parallel()
 	const iterations = 200

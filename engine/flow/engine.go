@@ -295,7 +295,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
-	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger}) {
+	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e}}) {
 		e.registerRuntime(stepType, rt)
 	}
 	qc := cfg.Queue
@@ -865,37 +865,44 @@ func (e *Engine) wroteEvent(ev []byte) {
 
 // evaluateStartParams evaluates a CREATED run's workflow params.
 // It returns them and their JSON, which the run's row stores: the flow
-// started next takes the values as they are rather than decoding the JSON
-// again.
+// started next takes the values as they are rather than decoding their
+// JSON again.
 func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow, owner string) (params.Values, []byte, error) {
-	def, err := e.defs.acquire(row.Definition, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer e.defs.release(def)
 	var runParams workflow.Params
 	if len(row.RunParams) > 2 {
 		if err := json.Unmarshal(row.RunParams, &runParams); err != nil {
 			return nil, nil, fmt.Errorf("decode run params: %w", err)
 		}
 	}
-	var initiator map[string]any
-	if len(row.Initiator) > 2 {
-		// Only its type and time zone are read; a malformed one is manual.
-		_ = json.Unmarshal(row.Initiator, &initiator)
-	}
-	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
-	defer cancel()
 	var runConfig struct {
 		Policy string `json:"policy"`
 	}
 	_ = json.Unmarshal(row.RunConfig, &runConfig) // only its policy is read; unset is a fresh start
+	return e.evaluateRunParams(ctx, ref, row.Definition, runParams, row.Initiator, runConfig.Policy, owner)
+}
+
+// evaluateRunParams evaluates the workflow params of a run of definition
+// def about to start, and returns them with their JSON.
+func (e *Engine) evaluateRunParams(ctx context.Context, ref Ref, definition []byte, runParams workflow.Params,
+	initiatorJSON []byte, policy, owner string) (params.Values, []byte, error) {
+	def, err := e.defs.acquire(definition, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer e.defs.release(def)
+	var initiator map[string]any
+	if len(initiatorJSON) > 2 {
+		// Only its type and time zone are read; a malformed one is manual.
+		_ = json.Unmarshal(initiatorJSON, &initiator)
+	}
+	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
+	defer cancel()
 	in := params.WorkflowInput{
 		Workflow: &def.wf, RunParams: runParams, InstanceID: ref.InstanceID, RunID: ref.RunID, Initiator: initiator,
-		RunPolicy: runConfig.Policy, Owner: owner,
+		RunPolicy: policy, Owner: owner,
 	}
 	if params.ReadsSignals(def.wf.Params) || params.ReadsSignals(runParams) {
-		if in.Signals, err = params.RunSignals(row.Initiator, e.readSignal); err != nil {
+		if in.Signals, err = params.RunSignals(initiatorJSON, e.readSignal); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -601,3 +601,115 @@ func TestForeachFailImmediately(t *testing.T) {
 		t.Errorf("foreach step %s", s.Status)
 	}
 }
+
+// Issue 18: an iteration whose flow group the foreach's own node holds is
+// created IN_PROGRESS and started in memory, without a start message; one
+// in a group another node holds gets exactly one start message and runs
+// there. With two nodes holding two groups each, both kinds happen, and
+// every iteration runs once, on the node that holds its group.
+func TestForeachIterationsStartOnTheNodeHoldingTheirGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	// Every start message, as it is enqueued.
+	if _, err := e.pool.Exec(ctx, `
+CREATE TABLE test_start_message (workflow_id text, instance_id bigint, group_id integer);
+CREATE FUNCTION test_record_start() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO test_start_message VALUES (NEW.payload->>'workflow_id', (NEW.payload->>'instance_id')::bigint, NEW.group_id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER test_record_start AFTER INSERT ON maestro_queue_start FOR EACH ROW EXECUTE FUNCTION test_record_start();`); err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	e.push(foreachDef("fe-local", fmt.Sprintf(`{"i":{"type":"LONG_ARRAY","expression":"Util.intsBetween(0, %d, 1)"}}`, n),
+		`"concurrency":16`, noopBody))
+	cfg := func(node string) flow.Config {
+		return flow.Config{NodeID: node, Lease: 10 * time.Second, HeartbeatInterval: 200 * time.Millisecond}
+	}
+	e.engine(cfg("node-a"))
+	e.engine(cfg("node-b"))
+	e.waitOwners(map[string]int{"node-a": testGroups / 2, "node-b": testGroups / 2}, 10*time.Second)
+	owners := map[int32]string{}
+	rows, err := e.pool.Query(ctx, `SELECT group_id, owner FROM flow_group WHERE group_id < $1`, testGroups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var g int32
+		var owner string
+		if err := rows.Scan(&g, &owner); err != nil {
+			t.Fatal(err)
+		}
+		owners[g] = owner
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	parent := e.start("fe-local", nil)
+	if got := e.wait(parent, 60*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	var parentGroup int32
+	if err := e.pool.QueryRow(ctx, `SELECT group_id FROM workflow_instance WHERE workflow_id = 'fe-local'`).Scan(&parentGroup); err != nil {
+		t.Fatal(err)
+	}
+	home := owners[parentGroup]
+	fid := flow.ForeachWorkflowID("fe-local", parent.InstanceID, "loop")
+	messages := map[int64]int{}
+	rows, err = e.pool.Query(ctx, `SELECT instance_id FROM test_start_message WHERE workflow_id = $1`, fid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var it int64
+		if err := rows.Scan(&it); err != nil {
+			t.Fatal(err)
+		}
+		messages[it]++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	its := e.iterations(parent, "loop")
+	if len(its) != n {
+		t.Fatalf("%d iteration runs, want %d", len(its), n)
+	}
+	local, queued := 0, 0
+	for _, it := range its {
+		if it.Status != instance.WorkflowSucceeded || it.RunID != 1 {
+			t.Errorf("iteration %d run %d ended %s", it.Iteration, it.RunID, it.Status)
+		}
+		var timeline string
+		if err := e.pool.QueryRow(ctx, `SELECT timeline::text FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2`,
+			fid, it.Iteration).Scan(&timeline); err != nil {
+			t.Fatal(err)
+		}
+		ranOn := owners[it.Group]
+		if c := strings.Count(timeline, "picked up by engine node "); c != 1 || !strings.Contains(timeline, "picked up by engine node "+ranOn) {
+			t.Errorf("iteration %d in group %d (held by %s): timeline %s", it.Iteration, it.Group, ranOn, timeline)
+		}
+		switch {
+		case ranOn == home && messages[it.Iteration] == 0:
+			local++
+		case ranOn != home && messages[it.Iteration] == 1:
+			queued++
+		default:
+			t.Errorf("iteration %d in group %d held by %s (the foreach runs on %s): %d start messages",
+				it.Iteration, it.Group, ranOn, home, messages[it.Iteration])
+		}
+	}
+	if local == 0 || queued == 0 {
+		t.Errorf("%d iterations started in memory and %d through the queue; want both kinds", local, queued)
+	}
+	var steps int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM step_instance WHERE workflow_id = $1 AND attempt_id = 1 AND status = 'SUCCEEDED'`,
+		fid).Scan(&steps); err != nil {
+		t.Fatal(err)
+	}
+	if steps != n {
+		t.Errorf("%d iteration steps succeeded once, want %d", steps, n)
+	}
+}

@@ -30,6 +30,9 @@ type Config struct {
 	NodeID string
 	// Logger receives the transient failures a call retries.
 	Logger *slog.Logger
+	// Local, when set, starts child runs in flow groups this node holds
+	// without the queue (local.go).
+	Local Starter
 }
 
 // host is one engine node's Config, shared by its composite runtimes.

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -438,16 +439,44 @@ WHERE (SELECT status FROM workflow_instance
        WHERE workflow_id = $1 AND instance_id = g ORDER BY run_id DESC LIMIT 1) IS DISTINCT FROM 'SUCCEEDED'
 ORDER BY g LIMIT $4`
 
+// insertIterationsSQL creates a batch of iterations. One whose generation
+// ($16) names the generation under which this node ($17) holds its group
+// is created IN_PROGRESS under it, with its evaluated params ($18), the
+// pick-up entry in its timeline ($19) and its start event ($20, written
+// with the row's seq): its flow starts in memory after the commit. The
+// group rows are share-locked, so a takeover waits for this transaction
+// and then adopts what it created. Every other iteration is CREATED, for a
+// start message. Both kinds come back, with the columns a flow starts from.
 const insertIterationsSQL = `
+WITH owned AS (
+    SELECT group_id, generation FROM flow_group
+    WHERE owner = $17 AND (group_id, generation) IN (SELECT * FROM unnest($9::integer[], $16::bigint[]))
+    FOR SHARE),
+ins AS (
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
-    group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
-    queued, run_config, parent, parent_key, depth, correlation_id)
-SELECT $1, it.instance_id, $2, 0, it.uuid, $3, it.group_id, 'CREATED', $4, it.run_params, it.initiator, it.timeline,
+    group_count, group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
+    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id)
+SELECT $1, it.instance_id, $2, 0, it.uuid, $3, it.group_id,
+    CASE WHEN o.group_id IS NULL THEN 'CREATED' ELSE 'IN_PROGRESS' END,
+    COALESCE(o.generation, 0),
+    CASE WHEN o.group_id IS NULL THEN 0 ELSE 1 END,
+    CASE WHEN o.group_id IS NOT NULL THEN now() END,
+    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb ELSE it.params END,
+    $4, it.run_params, it.initiator,
+    CASE WHEN o.group_id IS NULL THEN it.timeline ELSE it.timeline || $19::jsonb END,
     $5, false, '{"policy": "START"}'::jsonb, it.parent, it.parent_key, $6, $15
-FROM unnest($7::bigint[], $8::uuid[], $9::integer[], $10::jsonb[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::text[])
-    AS it(instance_id, uuid, group_id, run_params, initiator, timeline, parent, parent_key)
+FROM unnest($7::bigint[], $8::uuid[], $9::integer[], $10::jsonb[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::text[],
+        $16::bigint[], $18::jsonb[], $20::json[])
+    AS it(instance_id, uuid, group_id, run_params, initiator, timeline, parent, parent_key, gen, params, event)
+LEFT JOIN owned o ON o.group_id = it.group_id AND o.generation = it.gen
 ON CONFLICT DO NOTHING
-RETURNING instance_id, group_id`
+RETURNING ` + flowstore.InstanceColumns + `),
+ev AS (
+    ` + event.InsertSQL + `
+    SELECT $21::smallint, ins.workflow_id, ins.seq, it.event
+    FROM ins JOIN unnest($7::bigint[], $20::json[]) AS it(instance_id, event) ON it.instance_id = ins.instance_id
+    WHERE ins.status = 'IN_PROGRESS' AND it.event IS NOT NULL)
+SELECT ` + flowstore.InstanceColumnNames + ` FROM ins`
 
 // iterationTimeout bounds one iteration run; the foreach step's own
 // timeout, if any, stops the iterations earlier.
@@ -456,6 +485,8 @@ const iterationTimeout = int64(10 * 24 * time.Hour / time.Second)
 // createIterations creates up to n iterations from st.next on and records
 // the progress on the attempt, in one transaction fenced by the parent's
 // generation. It returns the new next index and how many runs it created.
+// Iterations in flow groups this node holds start here once the
+// transaction has committed (local.go); the others get start messages.
 func (h *host) createIterations(ctx context.Context, node string, a *stepruntime.Attempt, st foreachState, n int64) (int64, int64, error) {
 	dims, _, err := loopDims(a)
 	if err != nil {
@@ -472,12 +503,14 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 	}
 	parent := flowstore.Parent{Ref: flowstore.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
 	var next, created int64
+	var started []StartedRun
 	err = pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
+		started = started[:0]
 		// Lock order: workflow row, then instance rows (docs/run-control.md).
 		// Shared: sibling foreach steps launch at once, a delete waits.
 		root := instance.RootWorkflowID(a.WorkflowID)
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM workflow WHERE workflow_id = $1 FOR SHARE`, root).Scan(&one); err != nil {
+		var owner string
+		if err := tx.QueryRow(ctx, `SELECT owner FROM workflow WHERE workflow_id = $1 FOR SHARE`, root).Scan(&owner); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return &childError{msg: fmt.Sprintf("workflow %s does not exist", root)}
 			}
@@ -505,25 +538,38 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 		if err != nil {
 			return &childError{msg: "iteration params: " + err.Error()}
 		}
-		var b iterationBatch
+		b := iterationBatch{local: map[int64]localStart{}}
 		for _, it := range iters {
 			if err := b.add(st, parent, groupCount, base, loopValues(dims, it-1), it); err != nil {
 				return err
 			}
 		}
+		if h.Local != nil {
+			b.prepareLocal(ctx, h.Local, st, def, owner, fp.correlation, depth+1)
+		}
 		if len(iters) > 0 {
 			rows, err := tx.Query(ctx, insertIterationsSQL, st.workflowID, st.run, groupCount, def, iterationTimeout, depth+1,
-				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys, fp.correlation)
+				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys, fp.correlation,
+				b.gens, node, b.params, pickedUp(node), b.events, flowstore.InstanceStatusKind)
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
-			groups, msgs, err := scanIterations(rows, st, func(ref flowstore.Ref, g int32) flowstore.StartMessage {
-				return flowstore.StartMessage{Ref: ref, Group: g}
-			})
+			runs, err := pgx.CollectRows(rows, flowstore.ScanInstance)
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
-			created = int64(len(msgs))
+			var groups []int32
+			var msgs []flowstore.StartMessage
+			for _, r := range runs {
+				if r.Status == instance.WorkflowInProgress {
+					p := b.local[r.InstanceID]
+					started = append(started, StartedRun{Row: r, Generation: p.gen, Values: p.Values, Event: p.Event != nil})
+					continue
+				}
+				groups = append(groups, r.GroupID)
+				msgs = append(msgs, flowstore.StartMessage{Ref: r.Ref, Group: r.GroupID})
+			}
+			created = int64(len(runs))
 			if err := queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, groups, msgs); err != nil {
 				return err
 			}
@@ -537,7 +583,16 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 	if err != nil {
 		return 0, 0, err
 	}
+	if len(started) > 0 {
+		h.Local.Run(ctx, started)
+	}
 	return next, created, nil
+}
+
+// pickedUp is the timeline entry of a run started by node.
+func pickedUp(node string) []byte {
+	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)})
+	return tl
 }
 
 // pickIterations returns the next up to n iterations (1-based) to launch.
@@ -563,6 +618,14 @@ type iterationBatch struct {
 	groups                                    []int32
 	runParams, initiators, timelines, parents [][]byte
 	parentKeys                                []string
+	// Of the iterations to start on this node: the generation under which
+	// it holds the group (0 for the others), the evaluated params and the
+	// start event (nil for the others).
+	gens           []int64
+	params, events [][]byte
+	local          map[int64]localStart
+	// decoded keeps what prepareLocal needs of each iteration.
+	decoded []NewRun
 }
 
 func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int32, base workflow.Params,
@@ -591,7 +654,41 @@ func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int
 	b.timelines = append(b.timelines, timeline)
 	b.parents = append(b.parents, parent)
 	b.parentKeys = append(b.parentKeys, parentKey)
+	b.gens = append(b.gens, 0)
+	b.params = append(b.params, nil)
+	b.events = append(b.events, nil)
+	b.decoded = append(b.decoded, NewRun{
+		Ref:       flowstore.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run},
+		RunParams: rp, Initiator: initiator,
+	})
 	return nil
+}
+
+// localStart is an iteration prepared for a start on this node.
+type localStart struct {
+	Prepared
+	gen int64
+}
+
+// prepareLocal marks the iterations of the batch whose flow group this
+// node holds for a start here, with their evaluated params and start
+// events. One whose params do not evaluate is left to the queue, whose
+// start ends it with the error.
+func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, st foreachState, def []byte, owner, correlation string, depth int) {
+	for i := range b.ids {
+		gen, ok := s.Held(b.groups[i])
+		if !ok {
+			continue
+		}
+		run := b.decoded[i]
+		run.Definition, run.Owner, run.UUID, run.Correlation, run.Depth = def, owner, b.uuids[i].String(), correlation, depth
+		p, err := s.Prepare(ctx, run)
+		if err != nil {
+			continue
+		}
+		b.gens[i], b.params[i], b.events[i] = gen, p.JSON, p.Event
+		b.local[b.ids[i]] = localStart{Prepared: p, gen: gen}
+	}
 }
 
 // scanIterations reads (iteration, group) rows of a foreach run into one

@@ -239,6 +239,18 @@ const instanceColumns = `workflow_id, instance_id, run_id, workflow_version, gro
 const instanceColumnNames = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
     definition, run_params, params, timeout_seconds, start_time, parent, uuid_text, correlation, depth`
 
+// InstanceColumns and InstanceColumnNames are instanceColumns and
+// instanceColumnNames for a statement written elsewhere that returns runs
+// to start (composite: iterations created IN_PROGRESS); ScanInstance reads
+// one such row.
+const (
+	InstanceColumns     = instanceColumns
+	InstanceColumnNames = instanceColumnNames
+)
+
+// ScanInstance reads the instanceColumns of one row.
+func ScanInstance(r pgx.CollectableRow) (InstanceRow, error) { return scanInstance(r) }
+
 func scanInstance(r pgx.CollectableRow) (InstanceRow, error) {
 	var i InstanceRow
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq,

@@ -1,0 +1,71 @@
+package composite
+
+import (
+	"context"
+
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// Local starts (docs/foreach.md, "Starting iterations on this node").
+//
+// An iteration whose flow group this node holds is created IN_PROGRESS,
+// stamped with the group's generation, in the transaction that creates its
+// batch, and its flow is started in memory once that transaction has
+// committed. The queue round trip of a start (the message, its claim and
+// delete, re-reading the row, moving it to IN_PROGRESS) is skipped. Nothing
+// is lost on a crash: an IN_PROGRESS run belongs to its group, so whoever
+// adopts the group next runs it from its first step, as it does any run
+// that had not written a step yet. An iteration in a group the node does
+// not hold, or one whose fence fails when the batch is written, is created
+// CREATED with a start message, as before.
+
+// Starter is what the engine node offers the composite runtimes for
+// starting child runs without the queue. A nil Starter sends every start
+// through the queue.
+type Starter interface {
+	// Held returns the generation under which this node holds flow group
+	// g; ok is false when it does not hold it or is handing it over.
+	Held(g int32) (gen int64, ok bool)
+	// Prepare evaluates the params of a run about to be created
+	// IN_PROGRESS and builds its CREATED -> IN_PROGRESS event (nil when
+	// the node records no events). An error leaves the run to the queue,
+	// whose start reports it on the run.
+	Prepare(ctx context.Context, run NewRun) (Prepared, error)
+	// Run starts the flows of runs committed IN_PROGRESS under gen of
+	// their group. A run whose group the node no longer holds at that
+	// generation is left to the group's next owner, which adopts it.
+	Run(ctx context.Context, runs []StartedRun)
+}
+
+// NewRun is a run about to be created.
+type NewRun struct {
+	Ref        flowstore.Ref
+	Definition []byte
+	RunParams  workflow.Params
+	// Initiator is the JSON of the run's initiator column.
+	Initiator []byte
+	Owner     string
+	// UUID, Correlation and Depth are what the run's events carry.
+	UUID        string
+	Correlation string
+	Depth       int
+}
+
+// Prepared is a run's evaluated params (as the flow takes them, and as
+// JSON for its row) and its start event.
+type Prepared struct {
+	Values params.Values
+	JSON   []byte
+	Event  []byte
+}
+
+// StartedRun is a run committed IN_PROGRESS by this node.
+type StartedRun struct {
+	Row        flowstore.InstanceRow
+	Generation int64
+	Values     params.Values
+	// Event says a start event was written with the run.
+	Event bool
+}
