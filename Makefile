@@ -32,8 +32,10 @@ E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
 SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
+BENCH_TEMPORAL_COUNT ?= 3
+BENCH_TEMPORAL_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-temporal-$(shell id -u)
 
-.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e bench bench-ab fuzz fuzz-api soak lint clean
+.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -138,6 +140,12 @@ bench-ab: postgres
 	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
 	exit $$status
+
+## bench-temporal: the engine's step-launch and throughput benchmarks side by side with their
+## Temporal counterparts (bench/temporal) against a Temporal dev server started for them, in one
+## sitting, BENCH_TEMPORAL_COUNT runs each (build/bench/temporal.md)
+bench-temporal: postgres
+	bash .ci/bench-temporal $(BENCH_TEMPORAL_COUNT) $(BENCH_TEMPORAL_PGDIR) $(CURDIR)/$(BUILD)/bench
 
 ## fuzz: each fuzz target (SEL, definition decoding in JSON and YAML) for FUZZTIME
 fuzz:
