@@ -320,6 +320,13 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		qc.Handlers = map[queue.ID]queue.Handler{}
 	}
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
+	// A start waits for the writer's next commit (handleStart) rather than
+	// working: more of them wait at once, so that starts share commits.
+	qc.QueueWorkers = maps.Clone(cfg.Queue.QueueWorkers)
+	if qc.QueueWorkers == nil {
+		qc.QueueWorkers = map[queue.ID]int{}
+	}
+	qc.QueueWorkers[queue.StartWorkflow] = max(qc.QueueWorkers[queue.StartWorkflow], startWorkers)
 	qc.Handlers[queue.InstanceAction] = e.handleAction
 	qc.Handlers[queue.StepUpdate] = e.handleStepUpdate
 	qc.Notifications = maps.Clone(cfg.Queue.Notifications)
@@ -700,13 +707,14 @@ func (e *Engine) readoptAll(ctx context.Context) {
 // is charged without refusal): the flow releases it when it ends, and
 // runFlow when it starts no flow.
 func (e *Engine) runFlow(ctx context.Context, g *group, row flowstore.InstanceRow, paramErr error, loadSteps bool, held int64) error {
-	return e.runFlowWith(ctx, g, row, paramErr, loadSteps, held, nil)
+	return e.runFlowWith(ctx, g, row, paramErr, loadSteps, held, nil, nil)
 }
 
 // runFlowWith is runFlow with the run's params already decoded (vals, nil
-// to decode row.Params).
+// to decode row.Params) and, for a run whose start is still being written,
+// that write (start, nil for none).
 func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.InstanceRow, paramErr error, loadSteps bool, held int64,
-	vals params.Values) error {
+	vals params.Values, start *flowstore.Op) error {
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running {
 		g.mu.Unlock()
@@ -731,6 +739,7 @@ func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.Instan
 		e.mem.Release(held)
 		return err
 	}
+	f.start = start
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil || g.handingOver.Load() {
 		g.mu.Unlock()
@@ -815,19 +824,61 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			return err
 		}
 	}
-	row, ok, err := e.store.StartFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev)
-	if err != nil || !ok {
-		e.mem.Release(held)
-		return err
+	if !created {
+		// Started already (a repeated delivery after the start committed):
+		// re-stamped with this node's generation and resumed.
+		row, ok, err := e.store.StartFlow(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, nil, nil)
+		if err != nil || !ok {
+			return err
+		}
+		return e.runFlowWith(ctx, g, row, nil, true, 0, nil, nil)
 	}
-	e.wroteEvent(ev)
-	// A run that was CREATED when read and had no steps then has none now:
-	// only its flow writes steps, and it is starting here.
+	// The CREATED -> IN_PROGRESS write goes through the writer and the
+	// flow begins at once: its first writes are ordered after the start
+	// and share its commit when they come in time (one commit where there
+	// were two). The message stays until the start is durable.
+	start := flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev)
+	e.writer.Submit(start)
+	row := pending.Row
+	row.Status, row.Seq = instance.WorkflowInProgress, row.Seq+1
+	if paramsJSON != nil {
+		row.Params = paramsJSON
+	}
+	if row.StartTime == nil {
+		now := time.Now()
+		row.StartTime = &now
+	}
 	if paramErr != nil {
 		vals = nil
 	}
-	return e.runFlowWith(ctx, g, row, paramErr, !created || pending.HasSteps, held, vals)
+	// A run that was CREATED when read and had no steps then has none now:
+	// only its flow writes steps, and it is starting here.
+	if err := e.runFlowWith(ctx, g, row, paramErr, pending.HasSteps, held, vals, start); err != nil {
+		_ = start.Wait(ctx)
+		return err
+	}
+	switch err := start.Wait(ctx); {
+	case err == nil:
+		e.wroteEvent(ev)
+		return nil
+	case errors.Is(err, flowstore.ErrFenced):
+		// Refused: either the group moved on (the message goes to its new
+		// owner) or the run is no longer CREATED (stopped meanwhile).
+		held, herr := e.store.GroupHeld(ctx, g.id, g.gen, e.cfg.NodeID)
+		if herr != nil {
+			return herr
+		}
+		if !held {
+			return flowstore.ErrFenced
+		}
+		return nil
+	default:
+		return err
+	}
 }
+
+// startWorkers is how many start messages an engine handles at once.
+const startWorkers = 32
 
 // waitForMemory reports whether a start that found the memory budget in
 // use may wait once more (up to maxMemoryWaits times, a queue retry delay

@@ -95,6 +95,12 @@ type flowActor struct {
 	// mem is what the flow holds of the engine's memory budget.
 	def *decodedDefinition
 	mem *flowMemory
+	// start is the write that moves the run from CREATED to IN_PROGRESS
+	// when the flow began before it committed (a start from the queue,
+	// engine.go handleStart), nil otherwise: every write of the run is
+	// ordered after it, so nothing of the run is durable, or acted on,
+	// before the start is.
+	start *flowstore.Op
 }
 
 // newFlow builds the actor for an adopted or just-started instance; held is
@@ -190,12 +196,33 @@ func (f *flowActor) run(paramErr error, steps []flowstore.StepRow) {
 // drop abandons the flow in this process; the database keeps its state and
 // whoever owns the group next (this node included) resumes it.
 func (f *flowActor) drop(err error) {
+	if f.startRefused() {
+		// The start was refused: the run was stopped while CREATED, or the
+		// group moved on. The queue message that started it says which.
+		for _, w := range f.waiters {
+			w <- fmt.Errorf("flow %s was not started: %w", f.ref, err)
+		}
+		return
+	}
 	if f.eng.ctx.Err() == nil && f.grp.ctx.Err() == nil && !f.grp.handingOver.Load() {
 		f.eng.cfg.Logger.Warn("flow dropped from memory", "flow", f.ref.String(), "error", err.Error())
 		f.grp.requestReadopt()
 	}
 	for _, w := range f.waiters {
 		w <- fmt.Errorf("flow %s dropped: %w", f.ref, err)
+	}
+}
+
+// startRefused reports whether the flow's start write failed.
+func (f *flowActor) startRefused() bool {
+	if f.start == nil {
+		return false
+	}
+	select {
+	case <-f.start.Done():
+		return f.start.Err() != nil
+	default:
+		return false
 	}
 }
 
@@ -551,7 +578,10 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 		u.Event = f.info.InstanceEvent(f.ref, f.status, status, time.UnixMilli(tl.Timestamp))
 	}
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
-		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u)
+		if f.startRefused() {
+			return ErrFenced // the run was never started here: nothing to retry
+		}
+		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u).After(f.start)
 		if f.parent != nil && !wakeHere {
 			p := *f.parent
 			op.Then(func(ctx context.Context, tx pgx.Tx) error {

@@ -50,7 +50,7 @@ func (s localStarter) Run(ctx context.Context, runs []composite.StartedRun) {
 		if g == nil || g.gen != r.Generation {
 			continue // the group's next owner adopts it
 		}
-		if err := s.e.runFlowWith(ctx, g, r.Row, nil, false, 0, r.Values); err != nil {
+		if err := s.e.runFlowWith(ctx, g, r.Row, nil, false, 0, r.Values, nil); err != nil {
 			s.e.cfg.Logger.Warn("start iteration", "flow", r.Row.Ref.String(), "error", err.Error())
 		}
 	}

@@ -274,11 +274,14 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	}
 	w.Signals = a.outSignals
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
+		if a.f.startRefused() {
+			return ErrFenced // the run was never started here: nothing to retry
+		}
 		op := flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
 		if !a.inserted {
 			op = flowstore.InsertStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
 		}
-		return a.f.eng.writer.Write(ctx, op)
+		return a.f.eng.writer.Write(ctx, op.After(a.f.start))
 	})
 	if err != nil {
 		return err

@@ -33,6 +33,9 @@ type WorkerConfig struct {
 	// WorkersPerQueue is how many messages of one queue run at once
 	// (default 4).
 	WorkersPerQueue int
+	// QueueWorkers overrides WorkersPerQueue for some queues: one whose
+	// handler mostly waits (for a group commit) rather than works.
+	QueueWorkers map[ID]int
 	// ClaimTTL is how long a claim lasts before the sweeper re-offers the
 	// message (default 30s).
 	ClaimTTL time.Duration
@@ -106,7 +109,11 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 func (w *Worker) Start(ctx context.Context) error {
 	ctx, w.cancel = context.WithCancel(ctx)
 	for q, lane := range w.lanes {
-		for range w.cfg.WorkersPerQueue {
+		n := w.cfg.WorkersPerQueue
+		if m := w.cfg.QueueWorkers[q]; m > 0 {
+			n = m
+		}
+		for range n {
 			w.wg.Add(1)
 			go w.work(ctx, w.cfg.Handlers[q], lane)
 		}

@@ -334,9 +334,9 @@ func (s *Store) StartFlow(ctx context.Context, ref Ref, group int32, gen int64, 
 	}
 	row, err := pgx.CollectExactlyOneRow(rows, scanInstance)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var live bool
-		if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flow_group WHERE group_id = $1 AND generation = $2 AND owner = $3)`, group, gen, node).Scan(&live); err != nil {
-			return InstanceRow{}, false, fmt.Errorf("check group %d: %w", group, err)
+		live, err := s.GroupHeld(ctx, group, gen, node)
+		if err != nil {
+			return InstanceRow{}, false, err
 		}
 		if !live {
 			return InstanceRow{}, false, ErrFenced
@@ -351,6 +351,9 @@ func (s *Store) StartFlow(ctx context.Context, ref Ref, group int32, gen int64, 
 
 // CreatedRow is what starting a run needs of a CREATED instance.
 type CreatedRow struct {
+	// Row is the run as stored (CREATED): a start through the writer
+	// (StartOp) builds the flow from it.
+	Row        InstanceRow
 	Definition []byte
 	RunParams  []byte
 	Initiator  []byte
@@ -368,19 +371,45 @@ type CreatedRow struct {
 // ReadCreated reads a run that is still CREATED; ok is false otherwise.
 func (s *Store) ReadCreated(ctx context.Context, ref Ref) (CreatedRow, bool, error) {
 	var r CreatedRow
-	err := s.db.QueryRow(ctx, `SELECT definition, run_params, initiator, EXISTS (SELECT 1 FROM step_instance s
-            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id),
-            uuid::text, `+CorrelationSQL+`, depth, run_config
+	i := &r.Row
+	err := s.db.QueryRow(ctx, `SELECT `+instanceColumns+`, initiator, EXISTS (SELECT 1 FROM step_instance s
+            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config
         FROM workflow_instance i
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&r.Definition, &r.RunParams, &r.Initiator, &r.HasSteps, &r.UUID, &r.Correlation, &r.Depth, &r.RunConfig)
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount,
+		&i.GroupID, &i.Status, &i.Seq, &i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime, &i.Parent,
+		&i.UUID, &i.Correlation, &i.Depth, &r.Initiator, &r.HasSteps, &r.RunConfig)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CreatedRow{}, false, nil
 	}
 	if err != nil {
 		return CreatedRow{}, false, fmt.Errorf("read run %s: %w", ref, err)
 	}
+	r.Definition, r.RunParams, r.UUID, r.Correlation, r.Depth = i.Definition, i.RunParams, i.UUID, i.Correlation, i.Depth
 	return r, true, nil
+}
+
+// StartOp moves a CREATED run to IN_PROGRESS under gen of its group, with
+// its evaluated params (nil keeps them), the pick-up entry in its timeline
+// and its start event (nil for none), through the writer: the run's first
+// writes are ordered after it (Op.After) and may share its commit. It is
+// refused (ErrFenced) when the group has moved on or the run is no longer
+// CREATED or is queued.
+func StartOp(ctx context.Context, ref Ref, group int32, gen int64, node string, params, ev []byte) *Op {
+	return UpdateInstanceOp(ctx, ref, group, gen, InstanceUpdate{
+		From: instance.WorkflowCreated, Status: instance.WorkflowInProgress, Params: params, Event: ev,
+		Timeline: []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)},
+	})
+}
+
+// GroupHeld reports whether node still holds group at gen.
+func (s *Store) GroupHeld(ctx context.Context, group int32, gen int64, node string) (bool, error) {
+	var live bool
+	if err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flow_group WHERE group_id = $1 AND generation = $2 AND owner = $3)`,
+		group, gen, node).Scan(&live); err != nil {
+		return false, fmt.Errorf("check group %d: %w", group, err)
+	}
+	return live, nil
 }
 
 // InstanceUpdate is one write-through of a flow's own state.

@@ -187,6 +187,20 @@ func (op *Op) Wait(ctx context.Context) error {
 	}
 }
 
+// failed is the op's error once it has failed; nil while it is pending,
+// once it has committed, or for no op.
+func (op *Op) failed() error {
+	if op == nil {
+		return nil
+	}
+	select {
+	case <-op.done:
+		return op.err
+	default:
+		return nil
+	}
+}
+
 // Done is closed once the op's outcome is known.
 func (op *Op) Done() <-chan struct{} { return op.done }
 
@@ -345,6 +359,12 @@ func (w *Writer) exec(batch []*Op) {
 				w.finish(op, err)
 				continue
 			}
+			if err := op.after.failed(); err != nil {
+				// Its predecessor shared its batch and failed (an op
+				// written on its own after the batch failed as a whole).
+				w.finish(op, err)
+				continue
+			}
 			live = append(live, op)
 		}
 		batch = live
@@ -438,17 +458,26 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		rows.Close()
 		return rows.Err()
 	})
-	if len(ins) > 0 {
-		b.Queue(insertStepsSQL, stepArgs(StepStatusKind, ins, true)...)
-		reads = append(reads, readStepKeys(ins))
-	}
-	if len(upd) > 0 {
-		b.Queue(updateStepsSQL, stepArgs(StepStatusKind, upd, false)...)
-		reads = append(reads, readStepKeys(upd))
-	}
+	// Runs before steps: a run's start and its first step writes may share
+	// the batch, and a step write checks that its run's start was written
+	// (startedFence).
 	if len(inst) > 0 {
 		b.Queue(updateInstancesSQL, instanceArgs(inst)...)
 		reads = append(reads, readInstanceKeys(inst))
+	}
+	in := make(map[*Op]bool, len(inst))
+	for _, op := range inst {
+		in[op] = true
+	}
+	if len(ins) > 0 {
+		args, afterStart := stepArgs(StepStatusKind, ins, true, in)
+		b.Queue(pick(afterStart, insertStepsAfterStartSQL, insertStepsSQL), args...)
+		reads = append(reads, readStepKeys(ins))
+	}
+	if len(upd) > 0 {
+		args, afterStart := stepArgs(StepStatusKind, upd, false, in)
+		b.Queue(pick(afterStart, updateStepsAfterStartSQL, updateStepsSQL), args...)
+		reads = append(reads, readStepKeys(upd))
 	}
 	written := make(map[*Op]bool, len(batch))
 	send := func(br pgx.BatchResults) error {
@@ -495,9 +524,20 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 	return written, nil
 }
 
+func pick(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
 // stepArgs are the column arrays of a multi-row step statement.
-func stepArgs(kind event.Kind, ops []*Op, insert bool) []any {
+// An op that follows its run's start in the same batch (in) is flagged
+// live, and the flags are added (afterStart) for the statements that check
+// them (startedFence).
+func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []any, afterStart bool) {
 	n := len(ops)
+	live := make([]bool, n)
 	wf := make([]string, n)
 	iid, rid, gen, att, seq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	grp := make([]int32, n)
@@ -523,12 +563,17 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool) []any {
 		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
 		start[i], fin[i] = s.Start, s.End
 		ev[i], sig[i] = s.Event, s.Signals
+		live[i] = op.after != nil && op.after.kind == opInstanceUpdate && in[op.after]
+		afterStart = afterStart || live[i]
 	}
-	args := []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
+	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
 	if insert {
 		args = append(args, uuids, types)
 	}
-	return args
+	if afterStart {
+		args = append(args, live)
+	}
+	return args, afterStart
 }
 
 func instanceArgs(ops []*Op) []any {

@@ -1,6 +1,7 @@
 package flowstore
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/maestro-aws/maestro/engine/event"
@@ -54,18 +55,43 @@ FOR SHARE`
 // generation.
 const groupFence = `JOIN flow_group g ON g.group_id = u.group_id AND g.generation = u.gen`
 
-// insertStepsSQL inserts new attempts. A row that exists already is
+// startedFence refuses a step write that follows its run's start (a
+// CREATED -> IN_PROGRESS write, StartOp) in the same batch unless that
+// start was written: the batch writes runs before steps, so the run's row
+// shows it (IN_PROGRESS at the writer's generation). The rows carry a flag
+// (live) marking those writes, in an array after the others; only a batch
+// that holds such a write uses the statements with this fence
+// (insertStepsAfterStartSQL, updateStepsAfterStartSQL), so that the others
+// stay as simple to plan as they were.
+const startedFence = `(NOT u.live OR EXISTS (SELECT 1 FROM workflow_instance i
+        WHERE i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id AND i.run_id = u.run_id
+          AND i.status = 'IN_PROGRESS' AND i.generation = u.gen))`
+
+// withLive adds the live flags ($n) to a step statement's unnest (cols).
+func withLive(cols string, n int) string {
+	i := strings.LastIndex(cols, ") AS u(")
+	head, tail := cols[:i], cols[i:]
+	head = strings.Replace(head, "SELECT "+stepColumnList, "SELECT "+stepColumnList+", u.live", 1)
+	return head + fmt.Sprintf(", $%d::boolean[]", n) + strings.TrimSuffix(tail, ")") + ", live)"
+}
+
+// insertStepsStatement inserts new attempts. A row that exists already is
 // refused (ON CONFLICT), not an error: a write repeated after a lost
 // acknowledgement.
-var insertStepsSQL = `
-WITH u AS (` + insertColumns + `),
+func insertStepsStatement(afterStart bool) string {
+	cols, where := insertColumns, ""
+	if afterStart {
+		cols, where = withLive(insertColumns, 22), "\n    WHERE "+startedFence
+	}
+	return `
+WITH u AS (` + cols + `),
 ws AS (
     INSERT INTO step_instance (workflow_id, instance_id, run_id, step_id, attempt_id, uuid, status, seq, step_type,
         params, outputs, runtime_state, retry, timeline, start_time, end_time)
     SELECT u.workflow_id, u.instance_id, u.run_id, u.step_id, u.attempt_id, u.uuid, u.status, u.seq, u.step_type,
         u.params, u.outputs, u.runtime_state, u.retry, u.timeline,
         CASE WHEN u.start THEN now() END, CASE WHEN u.fin THEN now() END
-    FROM u ` + groupFence + `
+    FROM u ` + groupFence + where + `
     ON CONFLICT DO NOTHING
     RETURNING workflow_id, instance_id, run_id, step_id, attempt_id, seq),
 wu AS (
@@ -74,14 +100,20 @@ wu AS (
 e AS (
     ` + event.InsertSQL + `
     SELECT $1::smallint, wu.workflow_id, wu.seq, wu.ev FROM wu WHERE wu.ev IS NOT NULL)` +
-	outputsSQL("wu") + `
+		outputsSQL("wu") + `
 SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM ws`
+}
 
-// updateStepsSQL writes later states of attempts. Besides the group's
-// generation it checks the attempt's seq, so a write repeated after a lost
-// acknowledgement fails instead of writing its event twice.
-var updateStepsSQL = `
-WITH u AS (` + stepColumns + `),
+// updateStepsStatement writes later states of attempts. Besides the
+// group's generation it checks the attempt's seq, so a write repeated
+// after a lost acknowledgement fails instead of writing its event twice.
+func updateStepsStatement(afterStart bool) string {
+	cols, fence := stepColumns, ""
+	if afterStart {
+		cols, fence = withLive(stepColumns, 20), " AND "+startedFence
+	}
+	return `
+WITH u AS (` + cols + `),
 ws AS (
     UPDATE step_instance s SET
         status = u.status, seq = u.seq,
@@ -94,18 +126,28 @@ ws AS (
         modify_time = now()
     FROM u ` + groupFence + `
     WHERE s.workflow_id = u.workflow_id AND s.instance_id = u.instance_id AND s.run_id = u.run_id
-      AND s.step_id = u.step_id AND s.attempt_id = u.attempt_id AND s.seq = u.seq - 1
+      AND s.step_id = u.step_id AND s.attempt_id = u.attempt_id AND s.seq = u.seq - 1` + fence + `
     RETURNING s.workflow_id, s.instance_id, s.run_id, s.step_id, s.attempt_id, s.seq, u.ev, u.sig),
 e AS (
     ` + event.InsertSQL + `
     SELECT $1::smallint, ws.workflow_id, ws.seq, ws.ev FROM ws WHERE ws.ev IS NOT NULL)` +
-	outputsSQL("ws") + `
+		outputsSQL("ws") + `
 SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM ws`
+}
+
+var (
+	insertStepsSQL           = insertStepsStatement(false)
+	insertStepsAfterStartSQL = insertStepsStatement(true)
+	updateStepsSQL           = updateStepsStatement(false)
+	updateStepsAfterStartSQL = updateStepsStatement(true)
+)
 
 // updateInstancesSQL writes runs' own states. A run is written only while
 // it is still in the status the writer knew (From), so a write repeated
 // after a lost acknowledgement is refused rather than applied (and
-// reported) twice. The event is completed with the run's new seq.
+// reported) twice. The event is completed with the run's new seq. A run
+// started from CREATED (StartOp) takes the writer's generation and its
+// start time; one queued under its run strategy is never started here.
 const updateInstancesSQL = `
 WITH u AS (
     SELECT u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.from_status,
@@ -115,14 +157,15 @@ WITH u AS (
       AS u(workflow_id, instance_id, run_id, group_id, gen, from_status, status, params, timeline, fin, ev)),
 w AS (
     UPDATE workflow_instance i SET
-        status = u.status, seq = i.seq + 1,
+        status = u.status, seq = i.seq + 1, generation = u.gen,
+        start_time = CASE WHEN u.from_status = 'CREATED' THEN COALESCE(i.start_time, now()) ELSE i.start_time END,
         params = COALESCE(u.params, i.params),
         timeline = i.timeline || u.timeline,
         end_time = CASE WHEN u.fin THEN now() ELSE i.end_time END,
         modify_time = now()
     FROM u ` + groupFence + `
     WHERE i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id AND i.run_id = u.run_id
-      AND i.group_id = u.group_id AND i.status = u.from_status
+      AND i.group_id = u.group_id AND i.status = u.from_status AND NOT (u.from_status = 'CREATED' AND i.queued)
     RETURNING i.workflow_id, i.instance_id, i.run_id, i.seq, u.ev),
 e AS (
     ` + event.InsertSQL + `

@@ -226,3 +226,79 @@ func TestWriterBatchesOutputSignals(t *testing.T) {
 		t.Fatalf("%d signals after a repeated write, want 3", n)
 	}
 }
+
+// A run's start through the writer (StartOp) and its first step write,
+// ordered after it, share one batch and one commit; a start refused
+// because the run is no longer CREATED takes the step write behind it down
+// too, though the step's own fence (the group's generation) holds.
+func TestWriterFoldsAStartIntoItsFirstStepWrite(t *testing.T) {
+	t.Parallel()
+	db, _, _, _ := writerFixture(t)
+	ctx := context.Background()
+	created := func(id int64, status string) Ref {
+		ref := Ref{WorkflowID: "wf", InstanceID: id, RunID: 1}
+		if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
+                group_count, group_id, status, definition, timeout_seconds)
+            VALUES ($1, $2, 1, 1, gen_random_uuid(), 2, 0, $3, '{"id":"wf","steps":[]}', 60)`, ref.WorkflowID, ref.InstanceID, status); err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	fresh, stopped := created(10, "CREATED"), created(11, "CREATED")
+	// Stopped while CREATED, after the engine read it.
+	if _, err := db.Exec(ctx, `UPDATE workflow_instance SET status = 'STOPPED', seq = seq + 1 WHERE instance_id = 11`); err != nil {
+		t.Fatal(err)
+	}
+	ev := []byte(`{"workflow_id":"wf","type":"WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"}`)
+	stepEv := []byte(`{"workflow_id":"wf","type":"STEP_INSTANCE_STATUS_CHANGE_EVENT"}`)
+	ops := func(ref Ref, n int) (*Op, *Op) {
+		start := StartOp(ctx, ref, 0, 5, "me", []byte(`{"p":{"type":"LONG","value":1}}`), ev)
+		step := InsertStepOp(ctx, ref, 0, 5, "s", 1, "00000000-0000-0000-0000-00000000010"+string(rune('0'+n)), "NoOp",
+			StepWrite{Status: instance.StepSucceeded, Seq: 1, Timeline: []instance.TimelineEvent{}, Start: true, End: true, Event: stepEv}).After(start)
+		return start, step
+	}
+	freshStart, freshStep := ops(fresh, 0)
+	stoppedStart, stoppedStep := ops(stopped, 1)
+	w := NewWriter(db, WriterConfig{})
+	w.Submit(freshStart, freshStep, stoppedStart, stoppedStep) // before the loop runs: one batch
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, op := range []*Op{freshStart, freshStep} {
+		if err := op.Wait(wctx); err != nil {
+			t.Fatalf("start of a CREATED run and its step: %v", err)
+		}
+	}
+	for _, op := range []*Op{stoppedStart, stoppedStep} {
+		if err := op.Wait(wctx); !errors.Is(err, ErrFenced) {
+			t.Fatalf("start of a stopped run and its step: %v, want ErrFenced", err)
+		}
+	}
+	var status string
+	var gen, seq int64
+	var started bool
+	var runTx, stepTx uint32
+	if err := db.QueryRow(ctx, `SELECT i.status, i.generation, i.seq, i.start_time IS NOT NULL, i.xmin::text::bigint, s.xmin::text::bigint
+        FROM workflow_instance i JOIN step_instance s USING (workflow_id, instance_id, run_id) WHERE i.instance_id = 10`).
+		Scan(&status, &gen, &seq, &started, &runTx, &stepTx); err != nil {
+		t.Fatal(err)
+	}
+	if status != "IN_PROGRESS" || gen != 5 || seq != 1 || !started {
+		t.Errorf("started run: status %s, generation %d, seq %d, start time set %v", status, gen, seq, started)
+	}
+	if runTx != stepTx {
+		t.Errorf("the start committed in transaction %d, its first step in %d: want one commit", runTx, stepTx)
+	}
+	if n := count(t, db, `SELECT count(*) FROM step_instance WHERE instance_id = 11`); n != 0 {
+		t.Errorf("%d step rows for the run stopped before its start", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM maestro_event WHERE workflow_id = 'wf' AND seq IS NOT NULL`); n != 2 {
+		t.Errorf("%d events, want the started run's and its step's", n)
+	}
+	if got := count(t, db, `SELECT count(*) FROM workflow_instance WHERE instance_id = 11 AND status = 'STOPPED' AND seq = 1`); got != 1 {
+		t.Error("the stopped run was written")
+	}
+}
