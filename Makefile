@@ -23,9 +23,10 @@ CBOR2_VERSION := 6.2.1
 SCHEMATHESIS_VERSION := 4.32.5
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
-# The tree make bench measures this one against: main as session 3 left it
-# (before fair share and self-fencing). Any git ref will do.
-BENCH_BASE  ?= dad7847
+# The tree make bench measures this one against: main as session 4 left it
+# (before iteration starts in memory and starts through the writer). Any
+# git ref will do.
+BENCH_BASE  ?= 158ebb9
 BENCH_ROUNDS ?= 5
 BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000)$$
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
@@ -123,7 +124,7 @@ e2e: postgres emulator $(CDK)
 ## bench: the hot-path benchmarks of this tree side by side with BENCH_BASE (run
 ## alternately, BENCH_ROUNDS rounds, benchstat: build/bench/summary.md), then every
 ## benchmark of this tree (-count 5) and the heavy ones once (docs/performance.md),
-## against a PostgreSQL with fsync and synchronous_commit on
+## against a PostgreSQL with fsync and synchronous_commit on; last, bench-temporal
 bench: postgres
 	@status=0; \
 	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
@@ -132,6 +133,7 @@ bench: postgres
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
 	MAESTRO_BENCH_MULTI=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkFourEngines64Groups$$' -benchtime 1x -count 3 -timeout 30m ./cmd/maestro/ || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
+	bash .ci/bench-temporal $(BENCH_TEMPORAL_COUNT) $(BENCH_TEMPORAL_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	exit $$status
 
 ## bench-ab: only the side-by-side part of bench (e.g. BENCH_BASE=main~3 BENCH_ROUNDS=1 BENCH_AB='^BenchmarkThroughput$$')
