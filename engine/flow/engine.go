@@ -864,11 +864,11 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	case errors.Is(err, flowstore.ErrFenced):
 		// Refused: either the group moved on (the message goes to its new
 		// owner) or the run is no longer CREATED (stopped meanwhile).
-		held, herr := e.store.GroupHeld(ctx, g.id, g.gen, e.cfg.NodeID)
-		if herr != nil {
-			return herr
+		stillHeld, err := e.store.GroupHeld(ctx, g.id, g.gen, e.cfg.NodeID)
+		if err != nil {
+			return err
 		}
-		if !held {
+		if !stillHeld {
 			return flowstore.ErrFenced
 		}
 		return nil
