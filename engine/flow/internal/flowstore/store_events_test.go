@@ -134,6 +134,14 @@ func BenchmarkStepWrites(b *testing.B) {
 			db := dbtest.Pool(b)
 			ctx := context.Background()
 			s := New(db, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			// The writer fences every row against its flow group's row: group
+			// 0 held at generation 1.
+			if err := s.EnsureGroups(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := db.Exec(ctx, `UPDATE flow_group SET owner = 'me', generation = 1, expires_at = now() + interval '1 hour'`); err != nil {
+				b.Fatal(err)
+			}
 			if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
                     group_count, group_id, status, definition, timeout_seconds, generation)
                 VALUES ('wf', 1, 1, 1, gen_random_uuid(), 1, 0, 'IN_PROGRESS', '{"id":"wf","steps":[]}', 60, 1)`); err != nil {
