@@ -246,6 +246,10 @@ func (w *Writer) finish(op *Op, err error) {
 	for _, f := range op.cbs {
 		f(err)
 	}
+	// Nothing reads a finished op's payload, and a run keeps its start op
+	// (its writes are ordered after it) for as long as it lives: keep only
+	// the outcome.
+	op.step, op.inst, op.then, op.cbs, op.after = StepWrite{}, InstanceUpdate{}, nil, nil, nil
 }
 
 func (w *Writer) loop() {
