@@ -803,7 +803,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 		case errors.Is(paramErr, errMemoryBusy), errors.Is(paramErr, sel.ErrPoolExhausted):
 			paramErr = fmt.Errorf("no memory for the run's params after %d tries: %w (%w)", maxMemoryWaits, paramErr, ErrMemoryBudget)
 		case paramErr == nil:
-			held = runFootprint(len(pending.Definition), len(paramsJSON))
+			held = runFootprint(len(pending.Row.Definition), len(paramsJSON))
 			if held > e.mem.limit {
 				paramErr = fmt.Errorf("the run needs %s of the engine's memory, more than its budget of %s: %w",
 					mib(held), mib(e.mem.limit), ErrMemoryBudget)
@@ -819,7 +819,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			_, err := e.store.StopCreated(ctx, msg.Ref, instance.WorkflowFailed, "run failed: "+paramErr.Error())
 			return err
 		}
-		if ev, err = e.startEvent(msg.Ref, pending); err != nil {
+		if ev, err = e.startEvent(msg.Ref, pending.Row); err != nil {
 			e.mem.Release(held)
 			return err
 		}
@@ -899,7 +899,7 @@ func (e *Engine) waitForMemory(ref Ref) bool {
 
 // startEvent is the CREATED -> IN_PROGRESS event of a run being started;
 // nil when the engine records no events.
-func (e *Engine) startEvent(ref Ref, row flowstore.CreatedRow) ([]byte, error) {
+func (e *Engine) startEvent(ref Ref, row flowstore.InstanceRow) ([]byte, error) {
 	if !e.events {
 		return nil, nil
 	}
@@ -925,8 +925,8 @@ func (e *Engine) wroteEvent(ev []byte) {
 // JSON again.
 func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow, owner string) (params.Values, []byte, error) {
 	var runParams workflow.Params
-	if len(row.RunParams) > 2 {
-		if err := json.Unmarshal(row.RunParams, &runParams); err != nil {
+	if len(row.Row.RunParams) > 2 {
+		if err := json.Unmarshal(row.Row.RunParams, &runParams); err != nil {
 			return nil, nil, fmt.Errorf("decode run params: %w", err)
 		}
 	}
@@ -934,7 +934,7 @@ func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore
 		Policy string `json:"policy"`
 	}
 	_ = json.Unmarshal(row.RunConfig, &runConfig) // only its policy is read; unset is a fresh start
-	return e.evaluateRunParams(ctx, ref, row.Definition, runParams, row.Initiator, runConfig.Policy, owner)
+	return e.evaluateRunParams(ctx, ref, row.Row.Definition, runParams, row.Initiator, runConfig.Policy, owner)
 }
 
 // evaluateRunParams evaluates the workflow params of a run of definition

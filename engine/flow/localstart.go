@@ -30,7 +30,7 @@ func (s localStarter) Prepare(ctx context.Context, run composite.NewRun) (compos
 	if err != nil {
 		return composite.Prepared{}, err
 	}
-	ev, err := s.e.startEvent(run.Ref, flowstore.CreatedRow{Definition: run.Definition, UUID: run.UUID,
+	ev, err := s.e.startEvent(run.Ref, flowstore.InstanceRow{Definition: run.Definition, UUID: run.UUID,
 		Correlation: run.Correlation, Depth: run.Depth})
 	if err != nil {
 		return composite.Prepared{}, err
@@ -43,9 +43,7 @@ func (s localStarter) Prepare(ctx context.Context, run composite.NewRun) (compos
 // bounds how many there are.
 func (s localStarter) Run(ctx context.Context, runs []composite.StartedRun) {
 	for _, r := range runs {
-		if r.Event && s.e.cfg.EventsWritten != nil {
-			s.e.cfg.EventsWritten()
-		}
+		s.e.wroteEvent(r.Event)
 		g := s.e.group(r.Row.GroupID)
 		if g == nil || g.gen != r.Generation {
 			continue // the group's next owner adopts it

@@ -544,13 +544,14 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 				return err
 			}
 		}
+		pickedUp, _ := json.Marshal(flowstore.PickedUp(node))
 		if h.Local != nil {
-			b.prepareLocal(ctx, h.Local, st, def, owner, fp.correlation, depth+1)
+			b.prepareLocal(ctx, h.Local, def, owner, fp.correlation, depth+1)
 		}
 		if len(iters) > 0 {
 			rows, err := tx.Query(ctx, insertIterationsSQL, st.workflowID, st.run, groupCount, def, iterationTimeout, depth+1,
 				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys, fp.correlation,
-				b.gens, node, b.params, pickedUp(node), b.events, flowstore.InstanceStatusKind)
+				b.gens, node, b.params, pickedUp, b.events, flowstore.InstanceStatusKind)
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
@@ -563,7 +564,7 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 			for _, r := range runs {
 				if r.Status == instance.WorkflowInProgress {
 					p := b.local[r.InstanceID]
-					started = append(started, StartedRun{Row: r, Generation: p.gen, Values: p.Values, Event: p.Event != nil})
+					started = append(started, StartedRun{Row: r, Generation: p.gen, Values: p.Values, Event: p.Event})
 					continue
 				}
 				groups = append(groups, r.GroupID)
@@ -587,12 +588,6 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 		h.Local.Run(ctx, started)
 	}
 	return next, created, nil
-}
-
-// pickedUp is the timeline entry of a run started by node.
-func pickedUp(node string) []byte {
-	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)})
-	return tl
 }
 
 // pickIterations returns the next up to n iterations (1-based) to launch.
@@ -624,8 +619,8 @@ type iterationBatch struct {
 	gens           []int64
 	params, events [][]byte
 	local          map[int64]localStart
-	// decoded keeps what prepareLocal needs of each iteration.
-	decoded []NewRun
+	// runs keeps what prepareLocal needs of each iteration.
+	runs []NewRun
 }
 
 func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int32, base workflow.Params,
@@ -657,7 +652,7 @@ func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int
 	b.gens = append(b.gens, 0)
 	b.params = append(b.params, nil)
 	b.events = append(b.events, nil)
-	b.decoded = append(b.decoded, NewRun{
+	b.runs = append(b.runs, NewRun{
 		Ref:       flowstore.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run},
 		RunParams: rp, Initiator: initiator,
 	})
@@ -674,13 +669,13 @@ type localStart struct {
 // node holds for a start here, with their evaluated params and start
 // events. One whose params do not evaluate is left to the queue, whose
 // start ends it with the error.
-func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, st foreachState, def []byte, owner, correlation string, depth int) {
+func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, def []byte, owner, correlation string, depth int) {
 	for i := range b.ids {
 		gen, ok := s.Held(b.groups[i])
 		if !ok {
 			continue
 		}
-		run := b.decoded[i]
+		run := b.runs[i]
 		run.Definition, run.Owner, run.UUID, run.Correlation, run.Depth = def, owner, b.uuids[i].String(), correlation, depth
 		p, err := s.Prepare(ctx, run)
 		if err != nil {

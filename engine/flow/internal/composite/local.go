@@ -66,6 +66,6 @@ type StartedRun struct {
 	Row        flowstore.InstanceRow
 	Generation int64
 	Values     params.Values
-	// Event says a start event was written with the run.
-	Event bool
+	// Event is the start event written with the run, nil for none.
+	Event []byte
 }

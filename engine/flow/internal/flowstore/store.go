@@ -319,7 +319,7 @@ SELECT ` + instanceColumnNames + ` FROM w`
 // adoption sees it. ev, when set, is the run's CREATED -> IN_PROGRESS event
 // (written only if this write makes that change).
 func (s *Store) StartFlow(ctx context.Context, ref Ref, group int32, gen int64, node string, params, ev []byte) (InstanceRow, bool, error) {
-	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)})
+	tl, _ := json.Marshal(PickedUp(node))
 	var p, e any
 	if params != nil {
 		p = params
@@ -351,21 +351,16 @@ func (s *Store) StartFlow(ctx context.Context, ref Ref, group int32, gen int64, 
 
 // CreatedRow is what starting a run needs of a CREATED instance.
 type CreatedRow struct {
-	// Row is the run as stored (CREATED): a start through the writer
-	// (StartOp) builds the flow from it.
-	Row        InstanceRow
-	Definition []byte
-	RunParams  []byte
-	Initiator  []byte
+	// Row is the run as stored (CREATED): its definition, run params and
+	// what its events carry, and what a start through the writer (StartOp)
+	// builds the flow from.
+	Row       InstanceRow
+	Initiator []byte
 	// HasSteps: the run has step rows already (a restart's carried
 	// steps); a fresh run has none, and starting it skips reading them.
 	HasSteps bool
 	// RunConfig says how the run was started ({"policy": ...}).
 	RunConfig []byte
-	// UUID, Correlation and Depth are what the run's events carry.
-	UUID        string
-	Correlation string
-	Depth       int
 }
 
 // ReadCreated reads a run that is still CREATED; ok is false otherwise.
@@ -385,7 +380,6 @@ func (s *Store) ReadCreated(ctx context.Context, ref Ref) (CreatedRow, bool, err
 	if err != nil {
 		return CreatedRow{}, false, fmt.Errorf("read run %s: %w", ref, err)
 	}
-	r.Definition, r.RunParams, r.UUID, r.Correlation, r.Depth = i.Definition, i.RunParams, i.UUID, i.Correlation, i.Depth
 	return r, true, nil
 }
 
@@ -398,8 +392,13 @@ func (s *Store) ReadCreated(ctx context.Context, ref Ref) (CreatedRow, bool, err
 func StartOp(ctx context.Context, ref Ref, group int32, gen int64, node string, params, ev []byte) *Op {
 	return UpdateInstanceOp(ctx, ref, group, gen, InstanceUpdate{
 		From: instance.WorkflowCreated, Status: instance.WorkflowInProgress, Params: params, Event: ev,
-		Timeline: []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)},
+		Timeline: PickedUp(node),
 	})
+}
+
+// PickedUp is the timeline entry of a run that engine node starts.
+func PickedUp(node string) []instance.TimelineEvent {
+	return []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)}
 }
 
 // GroupHeld reports whether node still holds group at gen.
