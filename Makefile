@@ -131,7 +131,7 @@ bench: postgres
 	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
-	MAESTRO_BENCH_MULTI=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkFourEngines64Groups$$' -benchtime 1x -count 3 -timeout 30m ./cmd/maestro/ || status=$$?; \
+	MAESTRO_BENCH_MULTI=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkFourEngines64Groups$$' -benchtime 1x -count 5 -timeout 30m ./cmd/maestro/ || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
 	bash .ci/bench-temporal $(BENCH_TEMPORAL_COUNT) $(BENCH_TEMPORAL_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	exit $$status
