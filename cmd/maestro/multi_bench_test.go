@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -149,40 +147,24 @@ func signalAll(b *testing.B, procs []*exec.Cmd, sig syscall.Signal) {
 }
 
 // processesCPU is the CPU time (user + system) the processes have spent
-// so far, from /proc/<pid>/stat in clock ticks of 10 ms.
+// so far.
 func processesCPU(b *testing.B, procs []*exec.Cmd) time.Duration {
-	var ticks int64
+	var total time.Duration
 	for _, p := range procs {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Process.Pid))
+		d, err := dbtest.PIDCPU(p.Process.Pid)
 		if err != nil {
 			b.Fatal(err)
 		}
-		// The fields after the command name, which is in parentheses and
-		// may hold spaces; utime and stime are the 12th and 13th of them.
-		fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-		var user, sys int64
-		fmt.Sscan(fields[11], &user)
-		fmt.Sscan(fields[12], &sys)
-		ticks += user + sys
+		total += d
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	return total
 }
 
-// machineBusy is the CPU time the whole machine has spent busy since boot
-// (/proc/stat: all but idle and iowait), in clock ticks of 10 ms.
+// machineBusy is the CPU time the whole machine has spent busy since boot.
 func machineBusy(b *testing.B) time.Duration {
-	raw, err := os.ReadFile("/proc/stat")
+	d, err := dbtest.MachineBusy()
 	if err != nil {
 		b.Skip("no /proc/stat")
 	}
-	fields := strings.Fields(strings.SplitN(string(raw), "\n", 2)[0])[1:]
-	var busy int64
-	for i, f := range fields {
-		var v int64
-		fmt.Sscan(f, &v)
-		if i != 3 && i != 4 { // idle, iowait
-			busy += v
-		}
-	}
-	return time.Duration(busy) * 10 * time.Millisecond
+	return d
 }

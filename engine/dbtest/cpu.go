@@ -1,6 +1,7 @@
 package dbtest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,8 +10,39 @@ import (
 	"time"
 )
 
-// What benchmarks report besides time: the CPU this process and the test
-// cluster's PostgreSQL used, which share the machine's cores.
+// What benchmarks report besides time: the CPU this process, other
+// processes and the test cluster's PostgreSQL used, which share the
+// machine's cores.
+
+// clockTick is the kernel's CLK_TCK: /proc counts CPU time in 10 ms ticks.
+const clockTick = 10 * time.Millisecond
+
+// procStat is one process's /proc/<pid>/stat, from its state field on
+// (the command before it is in parentheses and may hold spaces): fields[1]
+// is the parent's pid, fields[11] and [12] the user and system ticks,
+// fields[13] and [14] those of its waited-for children.
+func procStat(path string) ([]string, bool) {
+	st, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false
+	}
+	i := strings.LastIndexByte(string(st), ')')
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(string(st[i+1:]))
+	return f, len(f) >= 15
+}
+
+// ticks sums the fields at ks.
+func ticks(f []string, ks ...int) int64 {
+	var n int64
+	for _, k := range ks {
+		v, _ := strconv.ParseInt(f[k], 10, 64)
+		n += v
+	}
+	return n
+}
 
 // ServerCPU is the CPU the test cluster's PostgreSQL has used: its
 // postmaster's and every backend's, from /proc (0 where there is none).
@@ -21,39 +53,50 @@ func ServerCPU() time.Duration {
 	}
 	pid, _, _ := strings.Cut(string(b), "\n")
 	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var ticks int64
+	var n int64
 	for _, p := range procs {
-		st, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// Fields after the command (which may hold spaces): state ppid ...
-		// utime is the 14th field, stime the 15th, cutime and cstime the
-		// 16th and 17th.
-		i := strings.LastIndexByte(string(st), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(st[i+1:]))
-		if len(f) < 15 {
+		f, ok := procStat(p)
+		if !ok {
 			continue
 		}
 		self := strings.HasPrefix(p, "/proc/"+pid+"/")
 		if f[1] != pid && !self {
 			continue
 		}
-		for _, k := range []int{11, 12} {
-			v, _ := strconv.ParseInt(f[k], 10, 64)
-			ticks += v
-		}
+		n += ticks(f, 11, 12)
 		if self { // backends that have exited
-			for _, k := range []int{13, 14} {
-				v, _ := strconv.ParseInt(f[k], 10, 64)
-				ticks += v
-			}
+			n += ticks(f, 13, 14)
 		}
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond // CLK_TCK = 100
+	return time.Duration(n) * clockTick
+}
+
+// PIDCPU is the CPU (user and system) the running process pid has used.
+func PIDCPU(pid int) (time.Duration, error) {
+	f, ok := procStat(fmt.Sprintf("/proc/%d/stat", pid))
+	if !ok {
+		return 0, fmt.Errorf("no /proc stat for process %d", pid)
+	}
+	return time.Duration(ticks(f, 11, 12)) * clockTick, nil
+}
+
+// MachineBusy is the CPU time the whole machine has spent busy since boot:
+// every state of /proc/stat's first line but idle and iowait.
+func MachineBusy() (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	var n int64
+	for i, field := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		v, _ := strconv.ParseInt(field, 10, 64)
+		n += v
+	}
+	return time.Duration(n) * clockTick, nil
 }
 
 // ProcessCPU is the CPU this process has used (user and system).

@@ -91,6 +91,10 @@ type StartRequest struct {
 
 // StartResult is the run a start created, or found for a repeated request.
 type StartResult struct {
+	// Instance is the created run's row as read right after the start
+	// committed, without the step overview (RuntimeOverview is nil): every
+	// caller wants only its ids and status, and a run this new has no steps
+	// worth a second query.
 	Instance   *Instance
 	Duplicated bool
 }
@@ -167,7 +171,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if queued {
 		s.admitLater(ctx, ref.WorkflowID)
 	}
-	inst, err := s.Instance(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
+	inst, err := s.Run(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	if err != nil {
 		return nil, err
 	}
