@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
@@ -83,6 +84,7 @@ func multiEngineThroughput(b *testing.B, engines int) multiEngineFigures {
 	pushDefinitions(b, defs, def)
 	svc := execution.New(pool, defs, groups)
 	ctx := context.Background()
+	held := groupHolders(b, pool)
 	signalAll(b, procs, syscall.SIGSTOP)
 	paused := time.Now()
 	var wg sync.WaitGroup
@@ -115,6 +117,11 @@ func multiEngineThroughput(b *testing.B, engines int) multiEngineFigures {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if after := groupHolders(b, pool); after != held {
+		// A group changed hands: the pause cost some engine its lease, and
+		// the figure would include a takeover.
+		b.Fatalf("groups changed hands while measuring:\nbefore %s\nafter  %s", held, after)
+	}
 	var f multiEngineFigures
 	f.machineCPUms = (machineBusy(b) - busy0).Seconds() * 1000 / (runs * steps)
 	f.engineCPUms = (processesCPU(b, procs) - engines0).Seconds() * 1000 / (runs * steps)
@@ -135,6 +142,17 @@ func multiEngineThroughput(b *testing.B, engines int) multiEngineFigures {
 	lo, hi := len(ends)/10, len(ends)*9/10
 	f.stepsPerSecond = float64(hi-lo) / ends[hi].Sub(ends[lo]).Seconds()
 	return f
+}
+
+// groupHolders lists every flow group with its owner and generation.
+func groupHolders(b *testing.B, pool *pgxpool.Pool) string {
+	var out string
+	err := pool.QueryRow(context.Background(),
+		`SELECT string_agg(group_id || ':' || coalesce(owner, '-') || '@' || generation, ' ' ORDER BY group_id) FROM flow_group`).Scan(&out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
 }
 
 // signalAll sends sig to every process.
