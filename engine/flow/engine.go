@@ -540,7 +540,9 @@ func (e *Engine) tick(ctx context.Context) {
 		return
 	}
 	claimedAt := time.Now()
-	claims, err := e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, share-owned, e.GroupCount())
+	claims, err := e.claimGroups(ctx, func(ctx context.Context) ([]flowstore.GroupClaim, error) {
+		return e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, share-owned, e.GroupCount())
+	})
 	if err != nil {
 		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
 		return
@@ -567,6 +569,18 @@ func (e *Engine) tick(ctx context.Context) {
 		e.cfg.Logger.Warn("take over queue messages", "error", err.Error())
 	}
 	e.worker.Sweep(ctx)
+}
+
+// claimGroups runs a claim to its end even when the engine is stopping
+// (bounded by half a lease): a claim the database committed while the
+// engine, cancelled by Stop, stopped reading its answer would leave groups
+// owned by this node that Stop does not know to release, and nobody could
+// take them before their lease ran out. Whatever it claims is adopted, so
+// Stop releases it.
+func (e *Engine) claimGroups(ctx context.Context, claim func(context.Context) ([]flowstore.GroupClaim, error)) ([]flowstore.GroupClaim, error) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Lease/2)
+	defer cancel()
+	return claim(cctx)
 }
 
 // renewedAt records a successful heartbeat.

@@ -1,10 +1,10 @@
 package flow
 
 import (
+	"context"
 	"time"
 
-	"context"
-
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/queue"
 )
 
@@ -23,7 +23,9 @@ func (e *Engine) reclaimOwn(ctx context.Context) error {
 	}
 	// The lease counts from before the write, as for any claim.
 	claimedAt := time.Now()
-	claims, err := e.store.ReclaimOwnGroups(ctx, e.cfg.NodeID, e.cfg.Lease, e.maxGroups(), e.GroupCount())
+	claims, err := e.claimGroups(ctx, func(ctx context.Context) ([]flowstore.GroupClaim, error) {
+		return e.store.ReclaimOwnGroups(ctx, e.cfg.NodeID, e.cfg.Lease, e.maxGroups(), e.GroupCount())
+	})
 	if err != nil {
 		return err
 	}
