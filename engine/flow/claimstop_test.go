@@ -30,7 +30,7 @@ func TestEngineStoppedDuringItsClaimReleasesWhatItClaimed(t *testing.T) {
 	e := newEnv(t)
 	const lease = 10 * time.Second
 	e.engine(flow.Config{NodeID: "node-a", Lease: lease})
-	waitHeld(t, e.pool, map[string]int{"node-a": testGroups})
+	e.waitOwners(map[string]int{"node-a": testGroups}, 30*time.Second)
 
 	stall := &claimStall{free: func() int {
 		var n int
@@ -64,7 +64,7 @@ func TestEngineStoppedDuringItsClaimReleasesWhatItClaimed(t *testing.T) {
 	}
 	stall.armed.Store(true) // the answer to the claim that finds free groups is held back
 	// node-a hands over half the groups; node-b's claim of them commits.
-	waitHeld(t, e.pool, map[string]int{"node-a": testGroups / 2, "node-b": testGroups / 2})
+	e.waitOwners(map[string]int{"node-a": testGroups / 2, "node-b": testGroups / 2}, 30*time.Second)
 	conn := stall.stalledConn()
 	if conn == nil {
 		t.Fatal("node-b claimed its groups without the claim's answer being held back")
@@ -88,39 +88,6 @@ func TestEngineStoppedDuringItsClaimReleasesWhatItClaimed(t *testing.T) {
 	}
 	if owned != 0 {
 		t.Fatalf("node-b stopped and still owns %d groups: they wait for their lease to run out", owned)
-	}
-}
-
-// waitHeld waits until the groups are held as want says (node -> count).
-func waitHeld(t *testing.T, pool *pgxpool.Pool, want map[string]int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := map[string]int{}
-		rows, err := pool.Query(context.Background(), `SELECT owner, count(*) FROM flow_group WHERE owner IS NOT NULL GROUP BY owner`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var owner string
-			var n int
-			if err := rows.Scan(&owner, &n); err != nil {
-				t.Fatal(err)
-			}
-			got[owner] = n
-		}
-		rows.Close()
-		match := len(got) == len(want)
-		for node, n := range want {
-			match = match && got[node] == n
-		}
-		if match {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("groups held %v, want %v", got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
