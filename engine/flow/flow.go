@@ -214,17 +214,7 @@ func (f *flowActor) drop(err error) {
 }
 
 // startRefused reports whether the flow's start write failed.
-func (f *flowActor) startRefused() bool {
-	if f.start == nil {
-		return false
-	}
-	select {
-	case <-f.start.Done():
-		return f.start.Err() != nil
-	default:
-		return false
-	}
-}
+func (f *flowActor) startRefused() bool { return f.start.Failed() != nil }
 
 // begin rebuilds the state of the run from its step rows (none for a new
 // run) and makes the first decisions.

@@ -187,9 +187,9 @@ func (op *Op) Wait(ctx context.Context) error {
 	}
 }
 
-// failed is the op's error once it has failed; nil while it is pending,
+// Failed is the op's error once it has failed; nil while it is pending,
 // once it has committed, or for no op.
-func (op *Op) failed() error {
+func (op *Op) Failed() error {
 	if op == nil {
 		return nil
 	}
@@ -363,7 +363,7 @@ func (w *Writer) exec(batch []*Op) {
 				w.finish(op, err)
 				continue
 			}
-			if err := op.after.failed(); err != nil {
+			if err := op.after.Failed(); err != nil {
 				// Its predecessor shared its batch and failed (an op
 				// written on its own after the batch failed as a whole).
 				w.finish(op, err)
