@@ -721,7 +721,7 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
 		StepID: a.id, AttemptID: a.attempt, Type: string(a.node.Type()),
 		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data, UUID: a.uuid,
-		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.leaseHeldNow,
+		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.HeldNow,
 	}
 }
 
@@ -783,14 +783,14 @@ func (a *stepActor) record(ctx context.Context, data map[string]any) (reply, err
 	if a.status.IsTerminal() || a.stopWith != nil {
 		return stepruntime.ErrAttemptEnding, nil
 	}
-	if !a.f.grp.leaseHeld(time.Now()) {
+	if !a.f.grp.Held(time.Now()) {
 		return stepruntime.ErrLeaseUncertain, nil
 	}
 	a.data = data
 	if err := a.persist(ctx, false, false); err != nil {
 		return stepruntime.ErrAttemptEnding, err
 	}
-	if !a.f.grp.leaseHeld(time.Now()) {
+	if !a.f.grp.Held(time.Now()) {
 		return stepruntime.ErrLeaseUncertain, nil
 	}
 	return nil, nil
@@ -811,11 +811,11 @@ func (a *stepActor) call(ctx context.Context, p phase) error {
 	// may have run out by its own clock, whatever the database has said
 	// (a node resumed after a pause, or cut off from the database). The
 	// flow is dropped; its next owner, this node or another, resumes it.
-	if !a.f.grp.leaseHeld(time.Now()) {
-		if a.f.grp.handingOver.Load() {
+	if !a.f.grp.Held(time.Now()) {
+		if a.f.grp.HandingOver() {
 			return errHandingOver
 		}
-		go a.f.eng.dropExpired()
+		go a.f.eng.members.DropExpired()
 		return errLeaseExpired
 	}
 	if a.inline() {
@@ -842,11 +842,11 @@ func (a *stepActor) call(ctx context.Context, p phase) error {
 	att := a.runtimeAttempt()
 	att.Record = a.recorder()
 	rt := a.rt
-	calls := &a.f.grp.calls
-	calls.Add(1)
+	grp := a.f.grp
+	grp.CallStarted()
 	callCtx, cancel := a.callContext(ctx, p)
 	a.cancelCall = cancel
-	a.f.eng.pool.submit(callCtx, func() { cancel(); calls.Done() }, func(ctx context.Context) stepruntime.Result {
+	a.f.eng.pool.submit(callCtx, func() { cancel(); grp.CallDone() }, func(ctx context.Context) stepruntime.Result {
 		switch p {
 		case phaseStart:
 			return rt.Start(ctx, att)
