@@ -1,7 +1,9 @@
-// Package flow is the flow engine: it owns flow groups, runs each workflow
-// instance run as a flow actor and each step attempt as a step actor, and
-// keeps their state in memory, written through to PostgreSQL on every
-// change. See docs/engine.md for the state machines and the guarantees.
+// Package flow is the flow engine's actor runtime: it runs each workflow
+// instance run of the flow groups this node holds as a flow actor and each
+// step attempt as a step actor, and keeps their state in memory, written
+// through to PostgreSQL by the node's writer on every change. Which groups
+// the node holds, and until when, is engine/membership's job (groups.go is
+// the seam). See docs/engine.md for the state machines and the guarantees.
 package flow
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/membership"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -33,7 +36,7 @@ import (
 )
 
 // DefaultGroupCount is how many flow groups runs are spread over.
-const DefaultGroupCount = 16
+const DefaultGroupCount = membership.DefaultGroupCount
 
 // Config configures an Engine. Zero values take the defaults noted.
 type Config struct {
@@ -108,15 +111,6 @@ func (c *Config) defaults() error {
 	// Every line the engine logs names its node: with several engines on
 	// one database, who claimed, released or dropped a group matters.
 	c.Logger = c.Logger.With("node_id", c.NodeID)
-	if c.GroupCount <= 0 {
-		c.GroupCount = DefaultGroupCount
-	}
-	if c.Lease <= 0 {
-		c.Lease = 10 * time.Second
-	}
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = c.Lease / 5
-	}
 	if c.ReconcileInterval <= 0 {
 		c.ReconcileInterval = 30 * time.Second
 	}
@@ -135,7 +129,8 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// Engine is one engine node.
+// Engine is one engine node: its membership (the groups it holds) and the
+// actors of the flows in them.
 type Engine struct {
 	cfg     Config
 	db      *pgxpool.Pool
@@ -144,29 +139,21 @@ type Engine struct {
 	writer  *flowstore.Writer
 	pool    *workerPool
 	worker  *queue.Worker
+	members *membership.Node
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	mu       sync.RWMutex
-	groups   map[int32]*group
-	draining map[int32]*group // lost groups whose runtime calls may still run
+	// groups are the groups the membership gave this node (groups.go).
+	mu      sync.RWMutex
+	groups  map[int32]*group
+	readopt chan struct{}
 	// breakpoints caches which workflows have breakpoints.
 	breakpoints *breakpointCache
 	// defs holds decoded run definitions (defcache.go).
-	defs    *definitionCache
-	readopt chan struct{}
-	// groupCount is the flow group count the node claims below; it grows
-	// when the recorded count is raised (followGroupCount).
-	groupCount atomic.Int32
-	// soon fires a heartbeat round before the regular one: while this
-	// node waits for groups to be released, or for a dead node's leases to
-	// run out.
-	soon *time.Timer
-	// leaseRound is when the last lease round succeeded (UnixNano).
-	leaseRound atomic.Int64
+	defs *definitionCache
 	// mem is the memory budget of the node's flows (memory.go);
 	// startWaits counts, per run, the starts that waited for it.
 	mem        *memoryBudget
@@ -174,88 +161,6 @@ type Engine struct {
 	// events is set when the engine records the events of its writes
 	// (always, but for benchmarks that measure their cost).
 	events bool
-}
-
-// group is a flow group this node owns, with its live flows.
-type group struct {
-	id     int32
-	gen    int64
-	ctx    context.Context
-	cancel context.CancelFunc
-	eng    *Engine
-
-	mu      sync.Mutex
-	flows   map[Ref]*flowActor
-	renewed time.Time
-	// handingOver is set while the node gives the group up to another
-	// (share.go): no step work starts, the work under way finishes.
-	handingOver atomic.Bool
-	// calls counts runtime calls in flight for the group's attempts. A lost
-	// group is not adopted again on this node until they have returned, so
-	// an attempt never has two calls running here.
-	calls inflight
-}
-
-// inflight counts calls in flight. Unlike sync.WaitGroup it allows Add
-// from zero while another goroutine waits (an actor of a lost group may
-// still start a call while the group is drained): Wait returns once the
-// count is zero.
-type inflight struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to zero; nil while nobody waits
-}
-
-// Add changes the count by d.
-func (c *inflight) Add(d int) {
-	c.mu.Lock()
-	c.n += d
-	if c.n <= 0 && c.idle != nil {
-		close(c.idle)
-		c.idle = nil
-	}
-	c.mu.Unlock()
-}
-
-// Done ends one call.
-func (c *inflight) Done() { c.Add(-1) }
-
-// Wait blocks until no call is in flight.
-func (c *inflight) Wait() {
-	c.mu.Lock()
-	if c.n <= 0 {
-		c.mu.Unlock()
-		return
-	}
-	if c.idle == nil {
-		c.idle = make(chan struct{})
-	}
-	ch := c.idle
-	c.mu.Unlock()
-	<-ch
-}
-
-func (g *group) remove(f *flowActor) {
-	g.mu.Lock()
-	if g.flows[f.ref] == f {
-		delete(g.flows, f.ref)
-	}
-	g.mu.Unlock()
-}
-
-func (g *group) lookup(ref Ref) *flowActor {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.flows[ref]
-}
-
-// requestReadopt asks the group loop to re-adopt the group's flows, for a
-// flow dropped after a transient database error.
-func (g *group) requestReadopt() {
-	select {
-	case g.eng.readopt <- struct{}{}:
-	default:
-	}
 }
 
 // New builds an engine over db.
@@ -276,10 +181,15 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	mem := newMemoryBudget(cfg.MemoryBudget)
 	e := &Engine{cfg: cfg, db: db, store: flowstore.New(db, cfg.Logger), pool: newWorkerPool(cfg.Workers),
-		groups: map[int32]*group{}, draining: map[int32]*group{}, readopt: make(chan struct{}, 1),
-		soon:        newStoppedTimer(),
+		groups: map[int32]*group{}, readopt: make(chan struct{}, 1),
 		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem, events: true}
-	e.groupCount.Store(int32(cfg.GroupCount))
+	members, err := membership.New(db, membership.Config{NodeID: cfg.NodeID, GroupCount: cfg.GroupCount,
+		MaxGroups: cfg.MaxGroups, Lease: cfg.Lease, HeartbeatInterval: cfg.HeartbeatInterval, Logger: cfg.Logger,
+		Metrics: cfg.Metrics}, groupHost{e})
+	if err != nil {
+		return nil, err
+	}
+	e.members = members
 	// Queue bookkeeping (claims, deletes) commits asynchronously: losing one
 	// in a crash only redelivers a message, and every handler is
 	// idempotent. Engine state writes stay synchronous.
@@ -311,8 +221,8 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		}
 		return pgx.ConnectConfig(ctx, cc)
 	}
-	qc.Groups = e.ownedGroups
-	qc.Owns = e.owns
+	qc.Groups = e.members.Owned
+	qc.Owns = e.members.Owns
 	qc.Logger = cfg.Logger
 	// The caller may add handlers for other queues (workflow deletion, ...).
 	qc.Handlers = maps.Clone(cfg.Queue.Handlers)
@@ -348,18 +258,12 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 func (e *Engine) NodeID() string { return e.cfg.NodeID }
 
 // GroupCount is the number of flow groups new runs are spread over.
-func (e *Engine) GroupCount() int { return int(e.groupCount.Load()) }
+func (e *Engine) GroupCount() int { return e.members.GroupCount() }
 
-// maxGroups is the most groups this node may hold.
-func (e *Engine) maxGroups() int {
-	if e.cfg.MaxGroups > 0 {
-		return e.cfg.MaxGroups
-	}
-	return e.GroupCount()
-}
-
-// Start claims groups, adopts their flows and starts processing; it returns
-// without blocking once the first claim is done.
+// Start takes back the queue claims an earlier process under this node id
+// left, starts the membership (which claims groups and adopts their flows)
+// and starts processing; it returns without blocking once the first claim
+// is done.
 func (e *Engine) Start(ctx context.Context) error {
 	// Every expression the engine evaluates draws from its memory budget.
 	ctx = sel.WithMemoryPool(ctx, e.mem)
@@ -367,19 +271,22 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.writer.Start(e.ctx); err != nil {
 		return err
 	}
-	if err := e.store.EnsureGroups(ctx, e.GroupCount()); err != nil {
+	// An engine restarted under the node id it had ends the claims its
+	// earlier process held on queue messages, whose time-to-live would
+	// hold them otherwise; the membership takes its groups back.
+	if _, err := queue.NewStore(e.relaxed).ReleaseNode(ctx, e.cfg.NodeID); err != nil {
 		return err
 	}
-	if err := e.reclaimOwn(ctx); err != nil {
+	// The membership's loops and leases end with e.ctx: the groups' flows
+	// stop as soon as Stop cancels it.
+	if err := e.members.Start(e.ctx); err != nil {
 		return err
 	}
-	e.tick(ctx)
 	if err := e.worker.Start(e.ctx); err != nil {
 		return err
 	}
-	e.wg.Add(2)
+	e.wg.Add(1)
 	go e.loop()
-	go e.watchLeases()
 	return nil
 }
 
@@ -394,71 +301,15 @@ func (e *Engine) Stop() {
 		e.worker.Stop()
 		e.wg.Wait()
 		e.writer.Stop()
-		e.mu.Lock()
-		held := make([]flowstore.GroupClaim, 0, len(e.groups))
-		owned := make([]*group, 0, len(e.groups))
-		for _, g := range e.groups {
-			held = append(held, flowstore.GroupClaim{ID: g.id, Generation: g.gen})
-			owned = append(owned, g)
-			g.cancel()
-		}
-		e.groups = map[int32]*group{}
-		e.mu.Unlock()
-		// The next owner may claim the groups the moment they are released:
-		// the runtime calls still running here get half a lease to return
-		// first, so that an attempt never runs on two nodes.
-		e.awaitCalls(owned, e.cfg.Lease/2)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := e.store.ReleaseGroups(ctx, e.cfg.NodeID, held); err != nil {
-			e.cfg.Logger.Warn("release flow groups", "error", err.Error())
-		}
-		if err := e.store.DeregisterNode(ctx, e.cfg.NodeID); err != nil {
-			e.cfg.Logger.Warn("deregister engine node", "error", err.Error())
-		}
+		e.members.Stop()
 		e.relaxed.Close()
 	})
 }
 
-// ownedGroups are the groups this node acts for: held, and not being handed
-// over.
-func (e *Engine) ownedGroups() []int32 {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]int32, 0, len(e.groups))
-	for id, g := range e.groups {
-		if !g.handingOver.Load() {
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// heldCount is how many groups this node holds, those being handed over
-// included.
-func (e *Engine) heldCount() int {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return len(e.groups)
-}
-
-func (e *Engine) owns(id int32) bool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	g, ok := e.groups[id]
-	return ok && !g.handingOver.Load()
-}
-
-func (e *Engine) group(id int32) *group {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.groups[id]
-}
-
+// loop re-adopts the groups' flows now and then (and on request) and
+// admits queued runs; the membership runs the heartbeats.
 func (e *Engine) loop() {
 	defer e.wg.Done()
-	t := time.NewTicker(e.cfg.HeartbeatInterval)
-	defer t.Stop()
 	r := time.NewTicker(e.cfg.ReconcileInterval)
 	defer r.Stop()
 	a := time.NewTicker(e.cfg.AdmitInterval)
@@ -467,249 +318,12 @@ func (e *Engine) loop() {
 		select {
 		case <-e.ctx.Done():
 			return
-		case <-t.C:
-			e.tick(e.ctx)
-		case <-e.soon.C:
-			e.tick(e.ctx)
 		case <-r.C:
 			e.readoptAll(e.ctx)
 		case <-a.C:
 			e.admitSweep(e.ctx)
 		case <-e.readopt:
 			e.readoptAll(e.ctx)
-		}
-	}
-}
-
-// tick renews leases, drops groups this node lost, renews its membership
-// and moves towards its fair share of the groups (share.go): it releases
-// its surplus or claims free and expired groups.
-func (e *Engine) tick(ctx context.Context) {
-	e.mu.RLock()
-	held := make([]flowstore.GroupClaim, 0, len(e.groups))
-	for _, g := range e.groups {
-		held = append(held, flowstore.GroupClaim{ID: g.id, Generation: g.gen})
-	}
-	e.mu.RUnlock()
-	if len(held) > 0 {
-		// The lease runs from when the heartbeat was sent, by this node's
-		// clock: the database extends it from its own now(), which is no
-		// earlier.
-		// A heartbeat that has not answered within half a lease is of no
-		// use: the groups are given up by then (watchLeases).
-		now := time.Now()
-		hctx, cancel := context.WithTimeout(ctx, e.cfg.Lease/2)
-		kept, err := e.store.Heartbeat(hctx, e.cfg.NodeID, e.cfg.Lease, held)
-		cancel()
-		if err != nil {
-			e.cfg.Logger.Warn("heartbeat failed", "error", err.Error())
-			e.dropExpired()
-			return
-		}
-		e.mu.Lock()
-		for _, c := range held {
-			g := e.groups[c.ID]
-			if g == nil || g.gen != c.Generation {
-				continue // given up meanwhile (watchLeases)
-			}
-			if !kept[c.ID] {
-				e.cfg.Logger.Warn("lost flow group", "group_id", c.ID, "generation", c.Generation)
-				e.lose(g)
-				continue
-			}
-			g.renewedAt(now)
-		}
-		e.mu.Unlock()
-	}
-	live, recorded, err := e.store.RegisterNode(ctx, e.cfg.NodeID, e.cfg.Lease)
-	if err != nil {
-		e.cfg.Logger.Warn("renew engine node membership", "error", err.Error())
-		return
-	}
-	e.followGroupCount(ctx, recorded)
-	if d, ok := nextExpiry(live, e.cfg.NodeID, e.cfg.HeartbeatInterval); ok {
-		e.soon.Reset(d + 10*time.Millisecond)
-	}
-	share := min(e.maxGroups(), fairShare(e.GroupCount(), live, e.cfg.NodeID))
-	owned := e.heldCount()
-	if owned > share {
-		e.releaseSurplus(ctx, owned-share)
-	}
-	if owned >= share {
-		e.leaseRoundDone(time.Now())
-		return
-	}
-	claimedAt := time.Now()
-	claims, err := e.claimGroups(ctx, func(ctx context.Context) ([]flowstore.GroupClaim, error) {
-		return e.store.ClaimGroups(ctx, e.cfg.NodeID, e.cfg.Lease, share-owned, e.GroupCount())
-	})
-	if err != nil {
-		e.cfg.Logger.Warn("claim flow groups", "error", err.Error())
-		return
-	}
-	e.leaseRoundDone(time.Now())
-	if len(claims) < share-owned {
-		// Another node still holds groups it is about to release (it
-		// counts this node in at its next round): look again soon.
-		e.soon.Reset(e.cfg.HeartbeatInterval / 4)
-	}
-	if len(claims) == 0 {
-		return
-	}
-	e.adoptAll(ctx, claims, claimedAt)
-	ids := make([]int32, 0, len(claims))
-	for _, c := range claims {
-		ids = append(ids, c.ID)
-		if c.Generation > 1 {
-			// Owned before: its previous owner released it or let it expire.
-			e.cfg.Metrics.Add(metrics.GroupTakeovers, 1)
-		}
-	}
-	if _, err := queue.NewStore(e.relaxed).TakeOver(ctx, ids, e.cfg.NodeID); err != nil {
-		e.cfg.Logger.Warn("take over queue messages", "error", err.Error())
-	}
-	e.worker.Sweep(ctx)
-}
-
-// claimGroups runs a claim to its end even when the engine is stopping
-// (bounded by half a lease): a claim the database committed while the
-// engine, cancelled by Stop, stopped reading its answer would leave groups
-// owned by this node that Stop does not know to release, and nobody could
-// take them before their lease ran out. Whatever it claims is adopted, so
-// Stop releases it.
-func (e *Engine) claimGroups(ctx context.Context, claim func(context.Context) ([]flowstore.GroupClaim, error)) ([]flowstore.GroupClaim, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Lease/2)
-	defer cancel()
-	return claim(cctx)
-}
-
-// renewedAt records a successful heartbeat.
-func (g *group) renewedAt(t time.Time) {
-	g.mu.Lock()
-	g.renewed = t
-	g.mu.Unlock()
-}
-
-// leaseHeld reports whether this node may still act for the group at now,
-// by its own clock: the group is live here and its lease was renewed
-// within the last half lease, the point at which dropExpired gives a group
-// up when heartbeats fail. Before starting a side effect (an HTTP call, a
-// Lambda invocation, an ECS task) a step checks it, so that a paused or
-// partitioned node whose lease may have passed to another node starts
-// nothing: the new owner could be starting the same effect.
-func (g *group) leaseHeld(now time.Time) bool {
-	if g.ctx.Err() != nil || g.handingOver.Load() {
-		return false
-	}
-	g.mu.Lock()
-	renewed := g.renewed
-	g.mu.Unlock()
-	return now.Sub(renewed) < g.eng.cfg.Lease/2
-}
-
-// watchLeases gives up the groups whose lease may have run out by this
-// node's clock, on a clock of its own: the heartbeat loop may be stuck in a
-// database call that does not answer, and a node resumed after a pause
-// must stop before its actors act on groups it no longer holds.
-func (e *Engine) watchLeases() {
-	defer e.wg.Done()
-	t := time.NewTicker(max(e.cfg.HeartbeatInterval/4, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-e.ctx.Done():
-			return
-		case <-t.C:
-			e.dropExpired()
-		}
-	}
-}
-
-// leaseHeldNow is leaseHeld at this moment (stepruntime.Attempt.LeaseHeld).
-func (g *group) leaseHeldNow() bool { return g.leaseHeld(time.Now()) }
-
-// dropExpired stops the flows of groups whose lease may have run out while
-// heartbeats failed: another node may own them by now, and a step must never
-// run on two nodes at once.
-func (e *Engine) dropExpired() {
-	// Stop well before the lease ends so that in-flight work stops first.
-	deadline := time.Now().Add(-e.cfg.Lease / 2)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for id, g := range e.groups {
-		g.mu.Lock()
-		stale := g.renewed.Before(deadline)
-		g.mu.Unlock()
-		if stale {
-			e.cfg.Logger.Warn("dropping flow group whose lease could not be renewed", "group_id", id)
-			e.lose(g)
-		}
-	}
-}
-
-// lose stops a group's flows; e.mu must be held.
-func (e *Engine) lose(g *group) {
-	g.cancel()
-	delete(e.groups, g.id)
-	e.draining[g.id] = g
-}
-
-// awaitDrained waits, up to a lease, for the runtime calls a previous
-// incarnation of the group started on this node.
-func (e *Engine) awaitDrained(id int32) {
-	e.mu.Lock()
-	old := e.draining[id]
-	delete(e.draining, id)
-	e.mu.Unlock()
-	if old == nil {
-		return
-	}
-	if !old.calls.waitFor(e.cfg.Lease) {
-		e.cfg.Logger.Warn("runtime calls of a lost group still running; they ignore cancellation", "group_id", id)
-	}
-}
-
-// adopt takes a just-claimed group: stamps its live flows with the new
-// generation and starts an actor for each. The lease runs from claimedAt,
-// when the claim was sent.
-func (e *Engine) adopt(ctx context.Context, c flowstore.GroupClaim, claimedAt time.Time) {
-	e.awaitDrained(c.ID)
-	gctx, cancel := context.WithCancel(e.ctx)
-	g := &group{id: c.ID, gen: c.Generation, ctx: gctx, cancel: cancel, eng: e, flows: map[Ref]*flowActor{}, renewed: claimedAt}
-	e.mu.Lock()
-	e.groups[c.ID] = g
-	e.mu.Unlock()
-	e.cfg.Logger.Info("claimed flow group", "group_id", c.ID, "generation", c.Generation)
-	if err := e.adoptFlows(ctx, g); err != nil {
-		e.cfg.Logger.Warn("adopt flows", "group_id", c.ID, "error", err.Error())
-	}
-}
-
-func (e *Engine) adoptFlows(ctx context.Context, g *group) error {
-	rows, err := e.store.AdoptFlows(ctx, g.id, g.gen)
-	if err != nil {
-		return err
-	}
-	for _, row := range rows {
-		if err := e.runFlow(ctx, g, row, nil, true, 0); err != nil {
-			e.cfg.Logger.Warn("resume flow", "flow", row.Ref.String(), "error", err.Error())
-		}
-	}
-	return nil
-}
-
-func (e *Engine) readoptAll(ctx context.Context) {
-	e.mu.RLock()
-	gs := make([]*group, 0, len(e.groups))
-	for _, g := range e.groups {
-		if !g.handingOver.Load() {
-			gs = append(gs, g)
-		}
-	}
-	e.mu.RUnlock()
-	for _, g := range gs {
-		if err := e.adoptFlows(ctx, g); err != nil {
-			e.cfg.Logger.Warn("re-adopt flows", "group_id", g.id, "error", err.Error())
 		}
 	}
 }
@@ -755,7 +369,7 @@ func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.Instan
 	}
 	f.start = start
 	g.mu.Lock()
-	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil || g.handingOver.Load() {
+	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil || g.HandingOver() {
 		g.mu.Unlock()
 		f.cancel()
 		f.releaseMemory()

@@ -16,6 +16,7 @@ func (e *Engine) Crash() {
 		e.worker.Stop()
 		e.wg.Wait()
 		e.writer.Stop()
+		e.members.Abandon()
 		e.relaxed.Close()
 	})
 }
@@ -27,15 +28,7 @@ func LaunchObserver(rec *metrics.Recorder) func(Ref, string, int64, instance.Ste
 
 // AgeLeases makes every group's last renewal look older by d, as if this
 // node's heartbeats had stalled for that long.
-func (e *Engine) AgeLeases(d time.Duration) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	for _, g := range e.groups {
-		g.mu.Lock()
-		g.renewed = g.renewed.Add(-d)
-		g.mu.Unlock()
-	}
-}
+func (e *Engine) AgeLeases(d time.Duration) { e.members.AgeLeases(d) }
 
 // WithoutEvents makes the engine record no events, for benchmarks that
 // measure what recording them costs. Call it before Start.

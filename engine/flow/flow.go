@@ -204,7 +204,7 @@ func (f *flowActor) drop(err error) {
 		}
 		return
 	}
-	if f.eng.ctx.Err() == nil && f.grp.ctx.Err() == nil && !f.grp.handingOver.Load() {
+	if f.eng.ctx.Err() == nil && f.grp.ctx.Err() == nil && !f.grp.HandingOver() {
 		f.eng.cfg.Logger.Warn("flow dropped from memory", "flow", f.ref.String(), "error", err.Error())
 		f.grp.requestReadopt()
 	}

@@ -24,6 +24,14 @@ import (
 // bypass, wakes it through a step_update message. The recheck timer is
 // the fallback for a missed wake.
 
+// signalWait is what an attempt knows of its signals: matched are the
+// signals that met its signal dependencies, source what its params read
+// with the signal functions, built on first use.
+type signalWait struct {
+	matched []params.SignalRef
+	source  *params.SignalSource
+}
+
 // signalRecheck is how often a waiting attempt looks again unwoken; a
 // variable so tests can shorten it.
 var signalRecheck = 30 * time.Second
@@ -60,35 +68,35 @@ func (a *stepActor) awaitSignals(ctx context.Context) (wait bool, err error) {
 	switch {
 	case res.BypassedBy != "":
 		a.stopWaiting()
-		a.matched = make([]params.SignalRef, len(res.Matched))
+		a.sig.matched = make([]params.SignalRef, len(res.Matched))
 		for i, s := range res.Matched {
 			if s != nil {
-				a.matched[i] = params.SignalRef{Name: s.Name, Seq: s.Seq}
+				a.sig.matched[i] = params.SignalRef{Name: s.Name, Seq: s.Seq}
 			}
 		}
-		a.pending = append(a.pending, instance.LogEvent("INFO", "signal dependencies bypassed by "+res.BypassedBy))
+		a.w.pending = append(a.w.pending, instance.LogEvent("INFO", "signal dependencies bypassed by "+res.BypassedBy))
 		return false, nil
 	case res.Met:
 		a.stopWaiting()
-		a.matched = make([]params.SignalRef, len(res.Matched))
+		a.sig.matched = make([]params.SignalRef, len(res.Matched))
 		for i, s := range res.Matched {
-			a.matched[i] = params.SignalRef{Name: s.Name, Seq: s.Seq}
-			a.pending = append(a.pending, instance.LogEvent("INFO",
+			a.sig.matched[i] = params.SignalRef{Name: s.Name, Seq: s.Seq}
+			a.w.pending = append(a.w.pending, instance.LogEvent("INFO",
 				fmt.Sprintf("signal dependency %s met by signal instance %d", deps[i].Name, s.Seq)))
 		}
 		return false, nil
 	}
 	// The step's timeout runs while it waits, from when it began waiting
 	// (stored, so a restart keeps the clock).
-	if a.timeout == nil && a.started.IsZero() {
+	if a.timeout.timer == nil && a.started.IsZero() {
 		a.started = res.Since
 		a.armTimeout()
 		a.started = time.Time{}
 	}
-	if len(a.pending) == 0 {
+	if len(a.w.pending) == 0 {
 		return true, nil // already durable: a recheck, or an attempt resumed after a restart
 	}
-	a.pending = append(a.pending, instance.LogEvent("INFO", "waiting for signals: "+describe(deps)))
+	a.w.pending = append(a.w.pending, instance.LogEvent("INFO", "waiting for signals: "+describe(deps)))
 	return true, a.persist(ctx, false, false)
 }
 
@@ -147,8 +155,8 @@ const sqlRunInitiator = `SELECT initiator FROM workflow_instance WHERE workflow_
 // initiator, read on first use, the signal instances it names, and the
 // signals that met the attempt's dependencies.
 func (a *stepActor) signalSource(ctx context.Context) (*params.SignalSource, error) {
-	if a.signals != nil {
-		return a.signals, nil
+	if a.sig.source != nil {
+		return a.sig.source, nil
 	}
 	var initiator []byte
 	if err := a.f.eng.store.DB().QueryRow(ctx, sqlRunInitiator, a.f.ref.WorkflowID, a.f.ref.InstanceID, a.f.ref.RunID).
@@ -160,7 +168,7 @@ func (a *stepActor) signalSource(ctx context.Context) (*params.SignalSource, err
 		return nil, err
 	}
 	src.Dependencies = a.signalDependencies
-	a.signals = src
+	a.sig.source = src
 	return src, nil
 }
 
@@ -177,8 +185,8 @@ func (e *Engine) readSignal(ctx context.Context, ref params.SignalRef) (map[stri
 // dependencies: those its check found, or for an attempt rebuilt after a
 // restart those its closed wait recorded.
 func (a *stepActor) signalDependencies(ctx context.Context) ([]params.SignalRef, error) {
-	if a.matched != nil {
-		return a.matched, nil
+	if a.sig.matched != nil {
+		return a.sig.matched, nil
 	}
 	refs, err := signal.NewStore(a.f.eng.store.DB()).Matched(ctx, signal.WaitKey{WorkflowID: a.f.ref.WorkflowID,
 		InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID, StepID: a.id, AttemptID: a.attempt})
@@ -189,7 +197,7 @@ func (a *stepActor) signalDependencies(ctx context.Context) ([]params.SignalRef,
 	for i, r := range refs {
 		out[i] = params.SignalRef{Name: r.Name, Seq: r.Seq}
 	}
-	a.matched = out
+	a.sig.matched = out
 	return out, nil
 }
 

@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
-	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
-	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
-
 	"github.com/google/uuid"
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
@@ -67,94 +64,45 @@ type stepActor struct {
 	attempt int64
 	uuid    string
 
-	status instance.StepStatus
-	// durable is the status last written (NOT_CREATED before the first
-	// write): where the next write's status changes start from.
-	durable instance.StepStatus
-	seq     int64
+	// The attempt's state, as its row stores it.
+	status  instance.StepStatus
 	retry   instance.RetryInfo
+	retryAt *time.Time
 	params  params.Values
 	outputs map[string]any
 	data    map[string]any
 	message string
 	started time.Time
-	pending []instance.TimelineEvent
-	// pendingAt holds when each pending transition happened, for Observer.
-	pendingAt []time.Time
-	inserted  bool
-	// startUnwritten: the attempt entered STARTING without a write (an
-	// inline runtime); its first write sets its start time.
-	startUnwritten bool
-	// runningDurable: RUNNING has been written, so an external job may
-	// have set output params (see mergeOutputs).
-	runningDurable bool
 
-	inbox    *mailbox[stepMsg]
-	inFlight bool
-	// cancelCall ends the context of the call in flight (a leaf step's
-	// Start or Execute), when the attempt is stopped or times out.
-	cancelCall context.CancelFunc
-	// deadline is when the step's own timeout fires (zero when it has
-	// none), timeoutAfter the timeout itself.
-	deadline     time.Time
-	timeoutAfter time.Duration
+	inbox *mailbox[stepMsg]
 	// done is closed when the actor's loop returns, so that a runtime
 	// waiting in Attempt.Record never waits for an actor that is gone.
 	done chan struct{}
-	// rewake: a wake-up arrived while a call was in flight.
-	rewake   bool
+	// stopWith is the stop (or timeout) the attempt is ending with.
 	stopWith *stepMsg
-	timeout  *time.Timer
-	// poll wakes the actor for the next Execute after Continue.
-	poll    *time.Timer
-	retryAt *time.Time
 
-	// upstream is the read-only view of the other steps' params (outputs
-	// merged in) the attempt's params may read, taken from the flow when
-	// the attempt was created; nil when its params read none, or for a
-	// resumed attempt, which loads it from the database if it needs it.
-	upstream map[string]params.Values
-	// defs are the attempt's merged param defs, for the modes of outputs.
-	defs workflow.Params
-	// permitted is set once the attempt holds its tags' permits.
-	permitted bool
-	// waitLogged is set once the wait for permits is on the timeline.
-	waitLogged bool
-	recheck    *time.Timer
-	waitTags   []string
-	// memoryWaits counts the times the attempt waited for expression
-	// memory (maxMemoryWaits).
-	memoryWaits int
-	// matched are the signals that met the attempt's signal dependencies
-	// (signals.go), signals what its params read with the signal
-	// functions, built on first use; outSignals the output signals its
-	// terminal write announces.
-	matched    []params.SignalRef
-	signals    *params.SignalSource
-	outSignals []byte
+	// The state each part of the actor keeps, in the file that works on it.
+	w       stepWrites  // stepwrite.go: what is durable, what waits for the next write
+	calls   stepCall    // stepcall.go: the runtime call in flight, the next poll
+	timeout stepTimeout // steptimeout.go: the step's own timeout
+	in      stepInputs  // stepparams.go: what the attempt's params are merged from
+	wait    stepWait    // waits.go: tag permits, and the registration of a waiting attempt
+	sig     signalWait  // signals.go: the signals that met the dependencies
 }
-
-// An attempt whose params cannot get expression memory (sel.MemoryPool)
-// looks again every memoryRecheck, up to maxMemoryWaits times, before it
-// fails as a user error.
-const (
-	memoryRecheck  = time.Second
-	maxMemoryWaits = 60
-)
 
 // newAttempt prepares a fresh attempt of a step.
 func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry instance.RetryInfo) *stepActor {
 	a := &stepActor{
 		f: f, node: node, id: node.ID(), attempt: attempt, uuid: uuid.NewString(),
-		status: instance.StepNotCreated, durable: instance.StepNotCreated, retry: retry, inbox: newMailbox[stepMsg](),
-		done: make(chan struct{}),
+		status: instance.StepNotCreated, w: stepWrites{durable: instance.StepNotCreated}, retry: retry,
+		inbox: newMailbox[stepMsg](), done: make(chan struct{}),
 	}
 	// Called on the flow's goroutine: the flow's step summaries may be read.
 	if c := node.Common(); c != nil && params.ReadsUpstream(c.Params) {
-		a.upstream = make(map[string]params.Values, len(f.steps))
+		a.in.upstream = make(map[string]params.Values, len(f.steps))
 		for id, s := range f.steps {
 			if id != a.id && s.params != nil {
-				a.upstream[id] = s.params
+				a.in.upstream[id] = s.params
 			}
 		}
 	}
@@ -164,10 +112,11 @@ func newAttempt(f *flowActor, node *workflow.StepNode, attempt int64, retry inst
 // resumeAttempt rebuilds an attempt that was live when its flow was adopted.
 func resumeAttempt(f *flowActor, node *workflow.StepNode, row flowstore.StepRow) *stepActor {
 	a := &stepActor{
-		runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing,
-		f:              f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
-		status: row.Status, durable: row.Status, seq: row.Seq, retry: row.Retry, data: row.Runtime.Data,
-		inserted: true, inbox: newMailbox[stepMsg](), done: make(chan struct{}),
+		f: f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
+		status: row.Status, retry: row.Retry, data: row.Runtime.Data,
+		w: stepWrites{durable: row.Status, seq: row.Seq, inserted: true,
+			runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing},
+		inbox: newMailbox[stepMsg](), done: make(chan struct{}),
 	}
 	if len(row.Params) > 0 {
 		_ = json.Unmarshal(row.Params, &a.params)
@@ -189,11 +138,11 @@ func (a *stepActor) run(ctx context.Context) {
 	defer a.f.eng.wg.Done()
 	defer close(a.done)
 	defer func() {
-		if a.timeout != nil {
-			a.timeout.Stop()
+		if a.timeout.timer != nil {
+			a.timeout.timer.Stop()
 		}
-		if a.poll != nil {
-			a.poll.Stop()
+		if a.calls.poll != nil {
+			a.calls.poll.Stop()
 		}
 		a.stopWaiting()
 		a.stopWaitingForChild()
@@ -241,78 +190,6 @@ func (a *stepActor) abandon(err error) {
 func (a *stepActor) summary() stepSummary {
 	return stepSummary{id: a.id, attempt: a.attempt, status: a.status, retry: a.retry, retryAt: a.retryAt,
 		params: a.params, outputs: a.outputs}
-}
-
-// transition records a status change in memory; persist writes it.
-func (a *stepActor) transition(to instance.StepStatus, reason string) error {
-	if err := instance.CheckStepTransition(a.status, to); err != nil {
-		return err
-	}
-	a.status = to
-	a.pending = append(a.pending, instance.StatusEvent(string(to), reason))
-	a.pendingAt = append(a.pendingAt, time.Now())
-	return nil
-}
-
-// persist writes the attempt's state and the transitions since the last
-// write, fenced by the flow's generation, through the node's writer (one
-// row of a multi-row statement, one commit shared with other runs).
-func (a *stepActor) persist(ctx context.Context, start, end bool) error {
-	start = start || a.startUnwritten
-	w := flowstore.StepWrite{
-		Status: a.status, Seq: a.seq + 1, Retry: a.retry, Timeline: a.pending, Start: start, End: end,
-		Runtime: flowstore.RuntimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
-	}
-	if a.params != nil {
-		w.Params, _ = json.Marshal(a.params)
-	}
-	if a.outputs != nil {
-		w.Outputs, _ = json.Marshal(a.outputs)
-	}
-	if a.f.eng.events {
-		w.Event = a.stepEvent(w.Seq, a.pending)
-	}
-	w.Signals = a.outSignals
-	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
-		if a.f.startRefused() {
-			return ErrFenced // the run was never started here: nothing to retry
-		}
-		op := flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
-		if !a.inserted {
-			op = flowstore.InsertStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
-		}
-		return a.f.eng.writer.Write(ctx, op.After(a.f.start))
-	})
-	if err != nil {
-		return err
-	}
-	a.inserted, a.startUnwritten = true, false
-	a.durable = a.status
-	a.f.eng.wroteEvent(w.Event)
-	if w.Signals != nil {
-		a.outSignals = nil
-		if a.f.eng.cfg.SignalsAnnounced != nil {
-			a.f.eng.cfg.SignalsAnnounced()
-		}
-	}
-	if a.status == instance.StepRunning {
-		a.runningDurable = true
-	}
-	a.seq++
-	if start {
-		a.started = time.Now()
-	}
-	if obs := a.f.eng.cfg.Observer; obs != nil {
-		i := 0
-		for _, ev := range a.pending {
-			if ev.Type == "STATUS" {
-				obs(a.f.ref, a.id, a.attempt, instance.StepStatus(ev.Status), a.pendingAt[i])
-				i++
-			}
-		}
-	}
-	a.pending, a.pendingAt = nil, nil
-	return nil
 }
 
 // advance moves through the states that need no waiting, then starts the
@@ -373,8 +250,8 @@ func (a *stepActor) advance(ctx context.Context) error {
 			if err := a.evaluateParams(ctx); err != nil {
 				// Expression memory is short for the moment (other runs'
 				// evaluations hold it): look again shortly, a while.
-				if errors.Is(err, sel.ErrPoolExhausted) && a.memoryWaits < maxMemoryWaits {
-					a.memoryWaits++
+				if errors.Is(err, sel.ErrPoolExhausted) && a.in.memoryWaits < maxMemoryWaits {
+					a.in.memoryWaits++
 					a.waitFor(memoryRecheck, nil)
 					return nil
 				}
@@ -406,7 +283,7 @@ func (a *stepActor) advance(ctx context.Context) error {
 			if a.inline() {
 				// Nothing outside the engine happens: the attempt is written
 				// once, with its final state (stepruntime.Inline).
-				a.startUnwritten = true
+				a.w.startUnwritten = true
 				return a.call(ctx, phaseStart)
 			}
 			// STARTING is durable before the runtime is called, so a restarted
@@ -431,99 +308,6 @@ func (a *stepActor) advance(ctx context.Context) error {
 	}
 }
 
-// ParamInjector is implemented by a step runtime that injects params
-// derived from its step schema; they are merged after the default general
-// params and before the step definition's (see params.StepDefs).
-type ParamInjector interface {
-	// InjectParams returns the params to inject for the attempt (Params
-	// is not set yet).
-	InjectParams(a *stepruntime.Attempt) workflow.Params
-}
-
-// stepInput is what merging the attempt's params needs.
-func (a *stepActor) stepInput() params.StepInput {
-	in := params.StepInput{
-		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
-		StepID: a.id, StepType: string(a.node.Type()), AttemptID: a.attempt, UUID: a.uuid,
-		Defs: a.node.Common().Params, Workflow: a.f.plainParams, Steps: a.lookupUpstream,
-		Typed: params.StepDefaults(a.node),
-	}
-	if inj, ok := a.rt.(ParamInjector); ok {
-		att := a.runtimeAttempt()
-		att.Params = nil
-		in.Injected = inj.InjectParams(att)
-	}
-	return in
-}
-
-// evaluateParams merges and evaluates the attempt's params in Maestro's
-// order (see params.StepDefs).
-func (a *stepActor) evaluateParams(ctx context.Context) error {
-	if a.upstream == nil && params.ReadsUpstream(a.node.Common().Params) {
-		if err := a.loadUpstream(ctx); err != nil {
-			return err
-		}
-	}
-	in := a.stepInput()
-	defs, err := params.StepDefs(in)
-	if err != nil {
-		return err
-	}
-	evalCtx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
-	defer cancel()
-	evalCtx, funcs, err := a.withSignals(evalCtx, defs, a.subworkflowFuncs())
-	if err != nil {
-		return err
-	}
-	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps, Funcs: funcs})
-	if err != nil {
-		return err
-	}
-	if err := a.f.mem.chargeStep(a.id, paramsFootprint*int64(params.Size(vals, params.MaxBytes+1))); err != nil {
-		return err
-	}
-	a.defs, a.params = defs, vals
-	return nil
-}
-
-// lookupUpstream reads a param of another step from the attempt's view.
-func (a *stepActor) lookupUpstream(step, name string) (any, bool) {
-	v, ok := a.upstream[step][name]
-	if !ok {
-		return nil, false
-	}
-	return v.Value, true
-}
-
-// loadUpstream builds the upstream view from the database, for an attempt
-// rebuilt after a takeover.
-func (a *stepActor) loadUpstream(ctx context.Context) error {
-	rows, err := a.f.eng.store.LoadLatestAttempts(ctx, a.f.ref)
-	if err != nil {
-		return err
-	}
-	// The view is held while the attempt lives (charged under a key of its
-	// own, beside the step's params).
-	var total int
-	for _, r := range rows {
-		total += len(r.Params)
-	}
-	if err := a.f.mem.chargeStep(a.id+"\x00upstream", int64(paramsFootprint*total)); err != nil {
-		return err
-	}
-	a.upstream = make(map[string]params.Values, len(rows))
-	for _, r := range rows {
-		if r.StepID == a.id || len(r.Params) <= 2 {
-			continue
-		}
-		var vals params.Values
-		if err := json.Unmarshal(r.Params, &vals); err == nil {
-			a.upstream[r.StepID] = vals
-		}
-	}
-	return nil
-}
-
 // atBreakpoint reports whether a breakpoint pauses the attempt. Workflows
 // this node knows to have no breakpoint skip the query (breakpointCache).
 // The cache is keyed by the pushed workflow the run belongs to, since the
@@ -540,327 +324,6 @@ func (a *stepActor) atBreakpoint(ctx context.Context) (bool, error) {
 	return false, eng.refreshBreakpoints(ctx, wf)
 }
 
-// mergeOutputs merges the output params of the runtime's result and those
-// an external job set through the API into the attempt's params, so that
-// downstream steps read them. Only MUTABLE params may be changed.
-func (a *stepActor) mergeOutputs(ctx context.Context, fromRuntime map[string]any) error {
-	raw := make(map[string]any, len(fromRuntime))
-	maps.Copy(raw, fromRuntime)
-	// An external job can only set outputs while the attempt is RUNNING in
-	// the database (PUT /output-data refuses otherwise), and RUNNING is
-	// written only when the attempt waits for its job: an attempt that
-	// never did has no external outputs, and the read is skipped.
-	var stored []byte
-	if a.runningDurable {
-		var err error
-		if stored, err = a.f.eng.store.ReadOutputData(ctx, a.uuid); err != nil {
-			return err
-		}
-	}
-	if len(stored) > 2 {
-		var ext params.Values
-		if err := json.Unmarshal(stored, &ext); err != nil {
-			return fmt.Errorf("output data: %w", err)
-		}
-		for k, v := range ext {
-			raw[k] = v
-		}
-	}
-	if len(raw) == 0 {
-		return nil
-	}
-	outs, err := params.Outputs(a.params, raw)
-	if err != nil {
-		return &outputError{err}
-	}
-	if a.defs == nil {
-		if a.defs, err = params.StepDefs(a.stepInput()); err != nil {
-			return &outputError{err}
-		}
-	}
-	merged, err := params.MergeOutputs(a.params, a.defs, outs)
-	if err != nil {
-		return &outputError{err}
-	}
-	if err := a.f.mem.chargeStep(a.id, paramsFootprint*int64(params.Size(merged, params.MaxBytes+1))); err != nil {
-		return err
-	}
-	a.params, a.outputs = merged, outs.Plain()
-	return nil
-}
-
-// outputError is output params the step may not set; it fails the step.
-type outputError struct{ err error }
-
-func (e *outputError) Error() string { return "invalid output params: " + e.err.Error() }
-
-func (e *outputError) Unwrap() error { return e.err }
-
-// permitTags returns the step's tags, each with the limit written on it.
-func (a *stepActor) permitTags() []flowstore.TagLimit {
-	tags := a.node.Common().Tags
-	if len(tags) == 0 {
-		return nil
-	}
-	out := make([]flowstore.TagLimit, 0, len(tags))
-	for _, t := range tags {
-		l := flowstore.TagLimit{Tag: t.Name}
-		if t.Permit != nil {
-			l.Inline = *t.Permit
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-// acquirePermits takes a permit of each of the step's tags; waiting is true
-// when one is used up and the attempt waits, rechecking when a permit is
-// released here or on its timer.
-func (a *stepActor) acquirePermits(ctx context.Context) (waiting bool, err error) {
-	tags := a.permitTags()
-	if len(tags) == 0 || a.permitted {
-		return false, nil
-	}
-	if !a.waitLogged {
-		// Held permits point at the attempt's row, which must exist (a
-		// holder without a live row is taken for a leftover of a crash).
-		if err := a.persist(ctx, false, false); err != nil {
-			return false, err
-		}
-	}
-	ok, blocked, err := a.f.eng.store.AcquirePermits(ctx, a.f.ref, a.id, a.attempt, a.uuid, tags)
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		a.stopWaiting()
-		a.permitted = true
-		return false, nil
-	}
-	if !a.waitLogged {
-		a.waitLogged = true
-		a.pending = append(a.pending, instance.LogEvent("INFO", fmt.Sprintf("waiting for a permit of tag %s", blocked)))
-	}
-	names := make([]string, len(tags))
-	for i, t := range tags {
-		names[i] = t.Tag
-	}
-	a.waitFor(permitRecheck, names)
-	return true, nil
-}
-
-// releasePermits gives back an ended attempt's permits and wakes the
-// attempts here that wait for them. A failure is left to the next
-// acquirer, which drops permits of ended attempts.
-func (a *stepActor) releasePermits(ctx context.Context) {
-	tags := a.permitTags()
-	if len(tags) == 0 || !a.status.IsTerminal() || ctx.Err() != nil {
-		return
-	}
-	if err := a.f.eng.store.ReleasePermits(ctx, a.uuid); err != nil {
-		a.f.eng.cfg.Logger.Warn("release tag permits", append(a.log(), "error", err.Error())...)
-	}
-	names := make([]string, len(tags))
-	for i, t := range tags {
-		names[i] = t.Tag
-	}
-	wakePermitWaiters(names)
-}
-
-// armTimeout starts the step's own timeout clock from its start time.
-func (a *stepActor) armTimeout() {
-	if a.timeout != nil {
-		return
-	}
-	c := a.node.Common()
-	if c.Timeout == nil {
-		return
-	}
-	d, err := c.Timeout.Resolve()
-	if errors.Is(err, workflow.ErrNeedsParams) {
-		d, err = a.paramTimeout(c.Timeout.Text)
-	}
-	if err != nil || d <= 0 {
-		return
-	}
-	start := a.started
-	if start.IsZero() {
-		start = time.Now()
-	}
-	a.deadline, a.timeoutAfter = start.Add(d), d
-	a.timeout = time.AfterFunc(time.Until(a.deadline), func() {
-		a.inbox.send(stepMsg{kind: msgTimeout, reason: a.timeoutReason()})
-	})
-}
-
-func (a *stepActor) timeoutReason() string {
-	return fmt.Sprintf("step timed out after %s", a.timeoutAfter)
-}
-
-// paramTimeout resolves a timeout written with params ("${hours}h") from
-// the attempt's params and the workflow's.
-func (a *stepActor) paramTimeout(text string) (time.Duration, error) {
-	vals := maps.Clone(a.f.plainParams)
-	if vals == nil {
-		vals = map[string]any{}
-	}
-	maps.Copy(vals, a.params.Plain())
-	s, err := params.Interpolate(text, vals)
-	if err != nil {
-		return 0, err
-	}
-	return workflow.ParseDuration(s)
-}
-
-func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
-	cfg := composite.StepConfig(a.node, a.stopWith != nil && a.stopWith.kill)
-	if a.node.Step != nil {
-		cfg = a.node.Step.Config
-	}
-	return &stepruntime.Attempt{
-		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
-		StepID: a.id, AttemptID: a.attempt, Type: string(a.node.Type()),
-		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data, UUID: a.uuid,
-		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.leaseHeldNow,
-	}
-}
-
-// composite reports a step whose runtime runs child runs on the engine
-// (subworkflow, while, foreach).
-func (a *stepActor) composite() bool {
-	return a.node.Subworkflow != nil || a.node.While != nil || a.node.Foreach != nil
-}
-
-// wakesOnUpdate reports an attempt that a step_update message makes look
-// again at once: a composite step (its child ended) or one whose runtime
-// waits for a report from outside (stepruntime.Woken).
-func (a *stepActor) wakesOnUpdate() bool {
-	if a.composite() {
-		return true
-	}
-	_, ok := a.rt.(stepruntime.Woken)
-	return ok
-}
-
-// callContext is the context of one runtime call. A leaf step's Start and
-// Execute can be cancelled (a stop or the step's timeout ends them at
-// once) and carry the step's timeout as their deadline; Terminate runs
-// after both and gets neither. A composite runtime's calls only touch the
-// database and are left to finish.
-func (a *stepActor) callContext(ctx context.Context, p phase) (context.Context, context.CancelFunc) {
-	if a.composite() || p == phaseTerminate {
-		return ctx, func() {}
-	}
-	if !a.deadline.IsZero() {
-		return context.WithDeadline(ctx, a.deadline)
-	}
-	return context.WithCancel(ctx)
-}
-
-// recorder is the attempt's Attempt.Record: it hands the data to the
-// actor, which writes it, and waits for the answer.
-func (a *stepActor) recorder() func(context.Context, map[string]any) error {
-	return func(ctx context.Context, data map[string]any) error {
-		reply := make(chan error, 1)
-		a.inbox.send(stepMsg{kind: msgRecord, data: data, reply: reply})
-		select {
-		case err := <-reply:
-			return err
-		case <-a.done:
-			return stepruntime.ErrAttemptEnding
-		case <-ctx.Done():
-			return stepruntime.ErrAttemptEnding
-		}
-	}
-}
-
-// record makes a runtime's data durable before it starts a side effect
-// (Attempt.Record). reply is for the runtime; err, a failed write, makes
-// the actor give up the attempt. The lease is checked before the write,
-// so that a node unsure of its group records nothing it then does not
-// do, and after it, so that the time the write took counts too.
-func (a *stepActor) record(ctx context.Context, data map[string]any) (reply, err error) {
-	if a.status.IsTerminal() || a.stopWith != nil {
-		return stepruntime.ErrAttemptEnding, nil
-	}
-	if !a.f.grp.leaseHeld(time.Now()) {
-		return stepruntime.ErrLeaseUncertain, nil
-	}
-	a.data = data
-	if err := a.persist(ctx, false, false); err != nil {
-		return stepruntime.ErrAttemptEnding, err
-	}
-	if !a.f.grp.leaseHeld(time.Now()) {
-		return stepruntime.ErrLeaseUncertain, nil
-	}
-	return nil, nil
-}
-
-// inline reports an attempt whose runtime runs on the actor itself
-// (stepruntime.Inline).
-func (a *stepActor) inline() bool {
-	_, ok := a.rt.(stepruntime.Inline)
-	return ok
-}
-
-// call runs one runtime call on the worker pool; its result comes back
-// through the mailbox. An inline runtime's call runs here, at once, and
-// its result is handled before call returns.
-func (a *stepActor) call(ctx context.Context, p phase) error {
-	// Self-fencing: no step work starts once this node's lease on the group
-	// may have run out by its own clock, whatever the database has said
-	// (a node resumed after a pause, or cut off from the database). The
-	// flow is dropped; its next owner, this node or another, resumes it.
-	if !a.f.grp.leaseHeld(time.Now()) {
-		if a.f.grp.handingOver.Load() {
-			return errHandingOver
-		}
-		go a.f.eng.dropExpired()
-		return errLeaseExpired
-	}
-	if a.inline() {
-		res := safeCall(func() stepruntime.Result {
-			att := a.runtimeAttempt()
-			switch p {
-			case phaseStart:
-				return a.rt.Start(ctx, att)
-			case phaseExecute:
-				return a.rt.Execute(ctx, att)
-			default:
-				return a.rt.Terminate(ctx, att)
-			}
-		})
-		return a.handle(ctx, stepMsg{kind: msgResult, phase: p, result: res})
-	}
-	a.inFlight, a.rewake = true, false
-	if p != phaseTerminate && a.wakesOnUpdate() {
-		// Registered before the call, so that a child ending (or a report
-		// arriving) while the call runs makes it look again at once
-		// (rewake).
-		a.waitForChild()
-	}
-	att := a.runtimeAttempt()
-	att.Record = a.recorder()
-	rt := a.rt
-	calls := &a.f.grp.calls
-	calls.Add(1)
-	callCtx, cancel := a.callContext(ctx, p)
-	a.cancelCall = cancel
-	a.f.eng.pool.submit(callCtx, func() { cancel(); calls.Done() }, func(ctx context.Context) stepruntime.Result {
-		switch p {
-		case phaseStart:
-			return rt.Start(ctx, att)
-		case phaseExecute:
-			return rt.Execute(ctx, att)
-		default:
-			return rt.Terminate(ctx, att)
-		}
-	}, func(r stepruntime.Result) {
-		a.inbox.send(stepMsg{kind: msgResult, phase: p, result: r})
-	})
-	return nil
-}
-
 func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 	if m.kind == msgRecord {
 		reply, err := a.record(ctx, m.data)
@@ -872,9 +335,9 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 	}
 	switch m.kind {
 	case msgResult:
-		a.inFlight, a.cancelCall = false, nil
+		a.calls.inFlight, a.calls.cancel = false, nil
 		if a.stopWith == nil && m.phase != phaseTerminate && m.result.State != stepruntime.Done &&
-			!a.deadline.IsZero() && !time.Now().Before(a.deadline) {
+			!a.timeout.deadline.IsZero() && !time.Now().Before(a.timeout.deadline) {
 			// The call ended at the step's deadline (its context did), just
 			// before the timeout's own message: the step timed out.
 			a.stopWith = &stepMsg{kind: msgTimeout, status: instance.StepTimeoutFailed, reason: a.timeoutReason()}
@@ -899,10 +362,10 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 		}
 		return a.advance(ctx)
 	case msgWake:
-		if a.inFlight {
+		if a.calls.inFlight {
 			// The call may have looked before what woke us: look again
 			// as soon as it returns (onResult).
-			a.rewake = true
+			a.calls.rewake = true
 			return nil
 		}
 		if a.stopWith != nil {
@@ -925,12 +388,12 @@ func (a *stepActor) handle(ctx context.Context, m stepMsg) error {
 			// Nothing was started: end the attempt without a runtime call.
 			return a.stopped(ctx)
 		}
-		if !a.inFlight {
+		if !a.calls.inFlight {
 			return a.call(ctx, phaseTerminate)
-		} else if a.cancelCall != nil {
+		} else if a.calls.cancel != nil {
 			// A leaf step's call in flight (an HTTP request, an AWS call)
 			// ends now; Terminate follows when it has returned.
-			a.cancelCall()
+			a.calls.cancel()
 		}
 		return nil
 	}
@@ -941,20 +404,20 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 	switch r.State {
 	case stepruntime.Continue:
 		delay := max(r.NextPollDelay, time.Millisecond)
-		if a.rewake {
+		if a.calls.rewake {
 			delay = time.Millisecond
 		}
 		// Before waiting, everything that happened is made durable (RUNNING
 		// included, which is written lazily).
-		if (r.Data != nil && !r.DataRecorded) || len(a.pending) > 0 {
+		if (r.Data != nil && !r.DataRecorded) || len(a.w.pending) > 0 {
 			if err := a.persist(ctx, false, false); err != nil {
 				return err
 			}
 		}
-		if a.poll != nil {
-			a.poll.Stop()
+		if a.calls.poll != nil {
+			a.calls.poll.Stop()
 		}
-		a.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
+		a.calls.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
 		if a.wakesOnUpdate() {
 			a.waitForChild() // the child's end, or a report, wakes it (subworkflow.go)
 		}
@@ -1002,8 +465,8 @@ func (a *stepActor) finish(ctx context.Context, to instance.StepStatus, reason s
 			return a.fail(ctx, stepruntime.Result{State: stepruntime.UserError, Message: err.Error()})
 		}
 		if sigs != nil {
-			a.outSignals = sigs
-			a.pending = append(a.pending, instance.LogEvent("INFO", "announced output signals: "+strings.Join(names, ", ")))
+			a.w.outSignals = sigs
+			a.w.pending = append(a.w.pending, instance.LogEvent("INFO", "announced output signals: "+strings.Join(names, ", ")))
 		}
 	}
 	if err := a.transition(to, reason); err != nil {
@@ -1039,7 +502,7 @@ func (a *stepActor) fail(ctx context.Context, r stepruntime.Result) error {
 		final = instance.StepTimedOut
 	}
 	a.message = r.Message
-	a.pending = append(a.pending, instance.LogEvent("ERROR", fmt.Sprintf("%s: %s", r.State, r.Message)))
+	a.w.pending = append(a.w.pending, instance.LogEvent("ERROR", fmt.Sprintf("%s: %s", r.State, r.Message)))
 	if used != nil && *used < *limit && a.node.Step != nil {
 		a.retry.Retryable = true
 		at := time.Now().Add(a.retry.Backoff.Delay(retryStatus, *used+1))
@@ -1055,10 +518,4 @@ func (a *stepActor) fail(ctx context.Context, r stepruntime.Result) error {
 		reason = fmt.Sprintf("%s (retries exhausted)", r.Message)
 	}
 	return a.finish(ctx, final, reason)
-}
-
-// stepEvent is the event of the attempt's write of seq: the status changes
-// in timeline since the status last written. nil when it changes none.
-func (a *stepActor) stepEvent(seq int64, timeline []instance.TimelineEvent) []byte {
-	return a.f.info.StepEvent(a.f.ref, a.id, a.attempt, a.uuid, a.durable, seq, timeline)
 }

@@ -62,8 +62,8 @@ func (e *Engine) wakeChildWaiter(ref Ref, stepID string) {
 // (subworkflow children, foreach iterations), for an attempt whose params
 // read upstream steps; nil otherwise.
 func (a *stepActor) subworkflowFuncs() map[string]sel.Func {
-	if a.upstream == nil {
+	if a.in.upstream == nil {
 		return nil
 	}
-	return composite.Funcs(a.f.eng.db, a.f.ref, a.upstream)
+	return composite.Funcs(a.f.eng.db, a.f.ref, a.in.upstream)
 }

@@ -2,9 +2,12 @@ package flow
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
 )
 
@@ -50,25 +53,25 @@ func (a *stepActor) waitFor(every time.Duration, tags []string) {
 		ws[a] = struct{}{}
 	}
 	waitMu.Unlock()
-	a.waitTags = tags
-	if a.recheck != nil {
-		a.recheck.Stop()
+	a.wait.tags = tags
+	if a.wait.recheck != nil {
+		a.wait.recheck.Stop()
 	}
-	a.recheck = time.AfterFunc(every, func() { a.inbox.send(stepMsg{kind: msgRecheck}) })
+	a.wait.recheck = time.AfterFunc(every, func() { a.inbox.send(stepMsg{kind: msgRecheck}) })
 }
 
 // stopWaiting unregisters the attempt.
 func (a *stepActor) stopWaiting() {
-	if a.recheck != nil {
-		a.recheck.Stop()
-		a.recheck = nil
+	if a.wait.recheck != nil {
+		a.wait.recheck.Stop()
+		a.wait.recheck = nil
 	}
 	waitMu.Lock()
 	key := waitKey{a.f.eng, a.f.ref, a.id}
 	if waiting[key] == a {
 		delete(waiting, key)
 	}
-	for _, t := range a.waitTags {
+	for _, t := range a.wait.tags {
 		if ws := permitWaiters[t]; ws != nil {
 			delete(ws, a)
 			if len(ws) == 0 {
@@ -77,7 +80,7 @@ func (a *stepActor) stopWaiting() {
 		}
 	}
 	waitMu.Unlock()
-	a.waitTags = nil
+	a.wait.tags = nil
 }
 
 // wakePermitWaiters asks the attempts waiting for tags' permits to try
@@ -112,4 +115,86 @@ func (e *Engine) handleStepUpdate(_ context.Context, m queue.Message) error {
 	}
 	e.wakeChildWaiter(msg.Ref, msg.StepID)
 	return nil
+}
+
+// stepWait is an attempt's waiting: for its tags' permits, or registered
+// as a waiter with a recheck timer (for permits or signals).
+type stepWait struct {
+	// permitted is set once the attempt holds its tags' permits.
+	permitted bool
+	// logged is set once the wait for permits is on the timeline.
+	logged  bool
+	recheck *time.Timer
+	tags    []string
+}
+
+// permitTags returns the step's tags, each with the limit written on it.
+func (a *stepActor) permitTags() []flowstore.TagLimit {
+	tags := a.node.Common().Tags
+	if len(tags) == 0 {
+		return nil
+	}
+	out := make([]flowstore.TagLimit, 0, len(tags))
+	for _, t := range tags {
+		l := flowstore.TagLimit{Tag: t.Name}
+		if t.Permit != nil {
+			l.Inline = *t.Permit
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// acquirePermits takes a permit of each of the step's tags; waiting is true
+// when one is used up and the attempt waits, rechecking when a permit is
+// released here or on its timer.
+func (a *stepActor) acquirePermits(ctx context.Context) (waiting bool, err error) {
+	tags := a.permitTags()
+	if len(tags) == 0 || a.wait.permitted {
+		return false, nil
+	}
+	if !a.wait.logged {
+		// Held permits point at the attempt's row, which must exist (a
+		// holder without a live row is taken for a leftover of a crash).
+		if err := a.persist(ctx, false, false); err != nil {
+			return false, err
+		}
+	}
+	ok, blocked, err := a.f.eng.store.AcquirePermits(ctx, a.f.ref, a.id, a.attempt, a.uuid, tags)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		a.stopWaiting()
+		a.wait.permitted = true
+		return false, nil
+	}
+	if !a.wait.logged {
+		a.wait.logged = true
+		a.w.pending = append(a.w.pending, instance.LogEvent("INFO", fmt.Sprintf("waiting for a permit of tag %s", blocked)))
+	}
+	names := make([]string, len(tags))
+	for i, t := range tags {
+		names[i] = t.Tag
+	}
+	a.waitFor(permitRecheck, names)
+	return true, nil
+}
+
+// releasePermits gives back an ended attempt's permits and wakes the
+// attempts here that wait for them. A failure is left to the next
+// acquirer, which drops permits of ended attempts.
+func (a *stepActor) releasePermits(ctx context.Context) {
+	tags := a.permitTags()
+	if len(tags) == 0 || !a.status.IsTerminal() || ctx.Err() != nil {
+		return
+	}
+	if err := a.f.eng.store.ReleasePermits(ctx, a.uuid); err != nil {
+		a.f.eng.cfg.Logger.Warn("release tag permits", append(a.log(), "error", err.Error())...)
+	}
+	names := make([]string, len(tags))
+	for i, t := range tags {
+		names[i] = t.Tag
+	}
+	wakePermitWaiters(names)
 }

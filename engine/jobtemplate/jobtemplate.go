@@ -89,9 +89,9 @@ type Definition struct {
 	Params      workflow.Params   `json:"params,omitempty"`
 }
 
-// StepTypes are the step types a template may be for: Maestro's typed step
-// types and this implementation's own.
-var StepTypes = []string{"NoOp", "Sleep", "Titus", "Notebook", "Kubernetes", "Http", "Lambda", "EcsTask"}
+// StepTypes are the step types a template may be for: every type of the
+// step-type table (workflow.StepTypes), Maestro's and this implementation's.
+var StepTypes = workflow.StepTypeNames()
 
 // Check validates a template and sets its version to DefaultVersion when
 // unset.

@@ -250,11 +250,13 @@ const (
 // accepts the types it is configured with.
 type StepType string
 
-// Built-in step types. Notebook and Kubernetes are Maestro's; a definition
-// keeps their spelling, and the validator refuses them (no runtime here).
+// Step types of the step-type table (steptypes.go). Notebook, Kubernetes
+// and Titus are Maestro's; a definition keeps their spelling, and the
+// validator refuses them (no runtime here).
 const (
 	StepTypeNoOp       StepType = "NoOp"
 	StepTypeSleep      StepType = "Sleep"
+	StepTypeTitus      StepType = "Titus"
 	StepTypeNotebook   StepType = "Notebook"
 	StepTypeKubernetes StepType = "Kubernetes"
 	StepTypeLambda     StepType = "Lambda"
@@ -262,17 +264,12 @@ const (
 	StepTypeEcsTask    StepType = "EcsTask"
 )
 
-// builtinStepTypes lists the step types whose spelling is normalized.
-var builtinStepTypes = []StepType{
-	StepTypeNoOp, StepTypeSleep, StepTypeNotebook, StepTypeKubernetes, StepTypeLambda, StepTypeHTTP, StepTypeEcsTask,
-}
-
-// normalize gives built-in types their canonical spelling; Maestro matches types
+// normalize gives the table's types their canonical spelling; Maestro matches types
 // case-insensitively. Other types are kept as written.
 func (t *StepType) normalize() {
-	for _, known := range builtinStepTypes {
-		if strings.EqualFold(string(*t), string(known)) {
-			*t = known
+	for _, known := range stepTypeTable {
+		if strings.EqualFold(string(*t), string(known.Type)) {
+			*t = known.Type
 			return
 		}
 	}

@@ -26,12 +26,16 @@ const (
 // accepts any value.
 type ConfigCheck func(value json.RawMessage) error
 
-// DefaultStepConfig returns the type-specific fields a zero Validator accepts on typed steps:
-// Sleep's sleep_seconds (a number of seconds or a duration string).
+// DefaultStepConfig returns the type-specific fields a zero Validator accepts on typed steps,
+// from the step-type table (Sleep's sleep_seconds: a number of seconds or a duration string).
 func DefaultStepConfig() map[string]map[string]ConfigCheck {
-	return map[string]map[string]ConfigCheck{
-		string(StepTypeSleep): {"sleep_seconds": checkDurationConfig},
+	out := map[string]map[string]ConfigCheck{}
+	for _, s := range stepTypeTable {
+		if s.Config != nil {
+			out[string(s.Type)] = s.Config
+		}
 	}
+	return out
 }
 
 // Validator checks decoded definitions. The zero value uses the defaults. A Validator may be
@@ -56,35 +60,36 @@ type Validator struct {
 }
 
 // DefaultStepTypes returns the step types a zero Validator accepts: those
-// this deployment has runtimes for.
+// of the step-type table this deployment has runtimes for.
 func DefaultStepTypes() []string {
-	return []string{
-		string(StepTypeNoOp), string(StepTypeSleep), string(StepTypeHTTP), string(StepTypeLambda), string(StepTypeEcsTask),
+	var out []string
+	for _, s := range stepTypeTable {
+		if s.Runs() {
+			out = append(out, string(s.Type))
+		}
 	}
+	return out
 }
 
-// unbuiltStepTypes are Maestro step types this deployment has no runtime
-// for, with what to use instead; a definition using one is refused when it
-// is pushed, not when it runs.
-var unbuiltStepTypes = map[string]string{
-	"notebook":   "run the notebook in a container with an EcsTask step (for example with papermill)",
-	"kubernetes": "run the container with an EcsTask step",
-	"titus":      "run the container with an EcsTask step",
-	"join":       "a step's predecessors in the DAG already join",
-	"template":   "push the steps themselves",
+// notStepTypes are names written as step types in Maestro definitions that
+// are no step type here, with what to do instead.
+var notStepTypes = map[string]string{
+	"join":     "a step's predecessors in the DAG already join",
+	"template": "push the steps themselves",
 }
 
-// stepTypeParams names, per step type, the MAP param holding its job and
-// the fields that MAP must have (Maestro's REQUIRED internal mode). A step
-// of such a type without the param, or with a literal one that lacks a
-// field, is refused when it is pushed.
-var stepTypeParams = map[StepType]struct {
-	Param    string
-	Required []string
-}{
-	StepTypeHTTP:    {"http", []string{"url"}},
-	StepTypeLambda:  {"lambda", []string{"function_name"}},
-	StepTypeEcsTask: {"ecs_task", []string{"task_definition"}},
+// unbuiltStepType returns what to use instead of t (any spelling) when it
+// is a type this deployment has no runtime for; "" otherwise.
+func unbuiltStepType(t string) string {
+	if instead := notStepTypes[strings.ToLower(t)]; instead != "" {
+		return instead
+	}
+	st := StepType(t)
+	st.normalize()
+	if s, ok := stepTypeSpec(st); ok {
+		return s.Instead
+	}
+	return ""
 }
 
 // CanonicalStepType returns the spelling under which t is configured, matching
@@ -325,14 +330,14 @@ func (s *validation) typedStep(st *Step, p *loc) {
 	switch {
 	case st.Type == "":
 		s.report(p.child("type"), "step type is required")
-	case !s.types[lower] && unbuiltStepTypes[strings.ToLower(lower)] != "":
+	case !s.types[lower] && unbuiltStepType(lower) != "":
 		s.reportf(p.child("type"), "step type %q is a Maestro step type this deployment does not run: %s; supported: %s",
-			st.Type, unbuiltStepTypes[strings.ToLower(lower)], s.typeNames)
+			st.Type, unbuiltStepType(lower), s.typeNames)
 	case !s.types[lower]:
 		s.reportf(p.child("type"), "unsupported step type %q; supported: %s", st.Type, s.typeNames)
 	}
-	if tp, ok := stepTypeParams[st.Type]; ok && s.types[lower] {
-		s.stepTypeParam(st, tp.Param, tp.Required, p.child("params").child(tp.Param))
+	if tp, ok := stepTypeSpec(st.Type); ok && tp.JobParam != "" && s.types[lower] {
+		s.stepTypeParam(st, tp.JobParam, tp.JobFields, p.child("params").child(tp.JobParam))
 	}
 	s.retryPolicy(st.RetryPolicy, p.child("retry_policy"))
 	if len(st.Config) == 0 {

@@ -2,6 +2,12 @@
 // the built-ins (NoOp, Sleep), Http, and the AWS runtimes (Lambda,
 // EcsTask) over aws-sdk-go-v2 clients from the default AWS configuration.
 // cmd/maestro calls it for `maestro engine` and `maestro dev`.
+//
+// New is the one registration of step runtimes: its types are exactly the
+// runnable types of the model layer's step-type table (workflow.StepTypes),
+// which validation, job templates and the API read (a test holds the two
+// equal). A new step type is its runtime package, a line here and a row in
+// that table.
 package registry
 
 import (

@@ -4,12 +4,15 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 func TestFromEnv(t *testing.T) {
@@ -56,5 +59,33 @@ func TestNew(t *testing.T) {
 	a := &stepruntime.Attempt{Params: map[string]any{"ecs_task": map[string]any{"task_definition": "etl"}}}
 	if r := reg["EcsTask"].Start(context.Background(), a); r.State != stepruntime.Done {
 		t.Errorf("EcsTask with the engine's defaults: %s %s", r.State, r.Message)
+	}
+}
+
+// The registry's runtimes are exactly the runnable types of the step-type
+// table, which validation and the API read: a type validated but not run,
+// or run but refused at push, fails here.
+func TestRegistryCoversTheStepTypeTable(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	for _, region := range []string{"", "eu-west-1"} {
+		t.Setenv("AWS_REGION", region)
+		t.Setenv("AWS_DEFAULT_REGION", "")
+		reg, err := registry.New(context.Background(), registry.Config{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		registered := slices.Sorted(maps.Keys(reg))
+		runnable := workflow.DefaultStepTypes()
+		slices.Sort(runnable)
+		if !slices.Equal(registered, runnable) {
+			t.Errorf("region %q: runtimes for %v, the step-type table runs %v", region, registered, runnable)
+		}
+		for _, s := range workflow.StepTypes() {
+			if _, ok := reg[string(s.Type)]; ok != s.Runs() {
+				t.Errorf("region %q: %s has a runtime %v, the table says it runs %v", region, s.Type, ok, s.Runs())
+			}
+		}
 	}
 }
