@@ -21,8 +21,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/eventsvc"
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/groupcount"
+	enginerun "github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/scheduler"
 	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/signalmsg"
@@ -145,7 +145,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		defer pool.Close()
-		groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "api "+hostname())
+		groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), enginerun.DefaultGroupCount, "api "+hostname())
 		if err != nil {
 			return err
 		}

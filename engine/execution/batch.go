@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/event"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -401,12 +401,12 @@ func (s *Service) allocateBatch(ctx context.Context, tx pgx.Tx, order []string, 
 // rows and the start messages of the admitted runs.
 func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart, round []pending,
 	props map[string][]byte, out []BatchResult) error {
-	strategies := make(map[string]flow.Strategy, len(round))
+	strategies := make(map[string]run.Strategy, len(round))
 	for _, p := range round {
 		id := starts[p.i].WorkflowID
-		strategies[id] = flow.ParseStrategy(props[id])
+		strategies[id] = run.ParseStrategy(props[id])
 	}
-	drops, err := flow.PrepareStarts(ctx, tx, strategies)
+	drops, err := run.PrepareStarts(ctx, tx, strategies)
 	if err != nil {
 		return err
 	}
@@ -419,7 +419,7 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 			strict = append(strict, strategies[id].Rule == workflow.RunStrategyStrictSequential)
 		}
 	}
-	rooms, err := flow.Rooms(ctx, tx, ids, strict)
+	rooms, err := run.Rooms(ctx, tx, ids, strict)
 	if err != nil {
 		return err
 	}
@@ -438,7 +438,7 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 		timeouts   = make([]int64, 0, n)
 		queued     = make([]bool, 0, n)
 		msgGroups  []int32
-		msgs       []flow.StartMessage
+		msgs       []run.StartMessage
 		dropped    []event.Record
 	)
 	for _, p := range round {
@@ -452,8 +452,8 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 			res.Status = instance.WorkflowStopped
 			timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), reason))
 			// Its status change is an event like any other (docs/events.md).
-			ref := flow.Ref{WorkflowID: st.WorkflowID, InstanceID: res.InstanceID, RunID: 1}
-			dropped = append(dropped, flow.DroppedRunEventOf(ref, p.wf, runUUID.String(), 0, flow.RootCorrelation(ref)))
+			ref := run.Ref{WorkflowID: st.WorkflowID, InstanceID: res.InstanceID, RunID: 1}
+			dropped = append(dropped, run.DroppedRunEventOf(ref, p.wf, runUUID.String(), 0, run.RootCorrelation(ref)))
 		} else {
 			strategy := strategies[st.WorkflowID]
 			res.Queued = !strategy.HasRoom(rooms[st.WorkflowID])
@@ -462,7 +462,7 @@ func (s *Service) startRound(ctx context.Context, tx pgx.Tx, starts []BatchStart
 					fmt.Sprintf("queued by the %s run strategy", strategy.Rule)))
 			} else {
 				msgGroups = append(msgGroups, group)
-				msgs = append(msgs, flow.StartMessage{Ref: flow.Ref{WorkflowID: st.WorkflowID, InstanceID: res.InstanceID, RunID: 1}, Group: group})
+				msgs = append(msgs, run.StartMessage{Ref: run.Ref{WorkflowID: st.WorkflowID, InstanceID: res.InstanceID, RunID: 1}, Group: group})
 			}
 		}
 		var rid *string

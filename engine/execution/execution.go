@@ -20,9 +20,9 @@ import (
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -73,7 +73,7 @@ type Service struct {
 // are spread over; it must match the engine's.
 func New(db *pgxpool.Pool, defs *definition.Store, groupCount int) *Service {
 	if groupCount <= 0 {
-		groupCount = flow.DefaultGroupCount
+		groupCount = run.DefaultGroupCount
 	}
 	return &Service{db: db, defs: defs, groupCount: int32(groupCount)}
 }
@@ -119,7 +119,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
-	var ref flow.Ref
+	var ref run.Ref
 	queued := false
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		// Allocating the instance id locks the workflow row: starts, ends
@@ -136,8 +136,8 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		if err != nil {
 			return fmt.Errorf("allocate instance id: %w", err)
 		}
-		ref = flow.Ref{WorkflowID: req.WorkflowID, InstanceID: iid, RunID: 1}
-		drop, err := flow.PrepareStart(ctx, tx, req.WorkflowID, props)
+		ref = run.Ref{WorkflowID: req.WorkflowID, InstanceID: iid, RunID: 1}
+		drop, err := run.PrepareStart(ctx, tx, req.WorkflowID, props)
 		if err != nil {
 			return err
 		}
@@ -180,7 +180,7 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 
 // newRun is a run to insert as queued (or, with dropReason, as STOPPED).
 type newRun struct {
-	ref            flow.Ref
+	ref            run.Ref
 	version        int64
 	requestID      *string
 	definition     []byte
@@ -204,14 +204,14 @@ func (s *Service) insertRun(ctx context.Context, tx pgx.Tx, r newRun, props []by
 		status = instance.WorkflowStopped
 		timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), r.dropReason))
 	} else {
-		room, err := flow.RoomNow(ctx, tx, r.ref.WorkflowID, props)
+		room, err := run.RoomNow(ctx, tx, r.ref.WorkflowID, props)
 		if err != nil {
 			return false, err
 		}
 		queued = !room
 		if queued {
 			timeline = append(timeline, instance.LogEvent("INFO",
-				fmt.Sprintf("queued by the %s run strategy", flow.ParseStrategy(props).Rule)))
+				fmt.Sprintf("queued by the %s run strategy", run.ParseStrategy(props).Rule)))
 		}
 	}
 	runUUID := uuid.New()
@@ -226,12 +226,12 @@ func (s *Service) insertRun(ctx context.Context, tx pgx.Tx, r newRun, props []by
 	}
 	if r.dropReason != "" {
 		// Its status change is an event like any other (docs/events.md).
-		return false, event.Insert(ctx, tx, flow.DroppedRunEvent(r.ref, r.definition, runUUID.String(), 0, flow.RootCorrelation(r.ref)))
+		return false, event.Insert(ctx, tx, run.DroppedRunEvent(r.ref, r.definition, runUUID.String(), 0, run.RootCorrelation(r.ref)))
 	}
 	if queued {
 		return queued, nil
 	}
-	_, err = queue.Enqueue(ctx, tx, queue.StartWorkflow, group, flow.StartMessage{Ref: r.ref, Group: group})
+	_, err = queue.Enqueue(ctx, tx, queue.StartWorkflow, group, run.StartMessage{Ref: r.ref, Group: group})
 	return false, err
 }
 
@@ -246,14 +246,14 @@ var testHookQueued func()
 // sees the queued run (docs/run-control.md). An error is left to the
 // engine's admission sweep, which admits within its interval.
 func (s *Service) admitLater(ctx context.Context, workflowID string) {
-	_, _ = flow.AdmitWorkflow(ctx, s.db, workflowID, false)
+	_, _ = run.AdmitWorkflow(ctx, s.db, workflowID, false)
 }
 
 // Readmit applies a workflow's current run strategy to its queued runs now,
 // for example after its properties changed. An error is left to the
 // engine's admission sweep, which admits within its interval.
 func (s *Service) Readmit(ctx context.Context, workflowID string) {
-	_, _ = flow.AdmitWorkflow(ctx, s.db, workflowID, false)
+	_, _ = run.AdmitWorkflow(ctx, s.db, workflowID, false)
 }
 
 func orEmptyParams(p workflow.Params) workflow.Params {
@@ -270,14 +270,14 @@ func ManualInitiator(caller string) map[string]any {
 }
 
 // pastTense words the actions on timelines.
-var pastTense = map[flow.Action]string{
-	flow.ActionStop: "stopped", flow.ActionKill: "killed", flow.StepRestart: "restarted", flow.StepSkip: "skipped",
+var pastTense = map[run.Action]string{
+	run.ActionStop: "stopped", run.ActionKill: "killed", run.StepRestart: "restarted", run.StepSkip: "skipped",
 }
 
 // byCaller is the reason an action of the caller in ctx (authz.WithCaller)
 // is recorded with on the timelines it touches, e.g. "stopped by alice";
 // "" when there is no caller (the engine then writes its default reason).
-func byCaller(ctx context.Context, action flow.Action, suffix string) string {
+func byCaller(ctx context.Context, action run.Action, suffix string) string {
 	c := authz.CallerFrom(ctx)
 	if c == "" {
 		return ""
@@ -292,8 +292,8 @@ func byCaller(ctx context.Context, action flow.Action, suffix string) string {
 // Act asks the engine to stop or kill a run (the latest run when run is 0).
 // It returns the run as it is now; the engine applies the action shortly.
 // The caller in ctx is recorded on the run's timeline.
-func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run int64, action flow.Action) (*Instance, error) {
-	inst, err := s.Instance(ctx, workflowID, instanceID, run)
+func (s *Service) Act(ctx context.Context, workflowID string, instanceID, runID int64, action run.Action) (*Instance, error) {
+	inst, err := s.Instance(ctx, workflowID, instanceID, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -301,8 +301,8 @@ func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run in
 		return nil, fmt.Errorf("%w: workflow instance %s/%d is already %s", ErrConflict, workflowID, instanceID, inst.Status)
 	}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, flow.ActionMessage{
-			Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
+		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, run.ActionMessage{
+			Ref:   run.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
 			Group: inst.groupID, Action: action, Reason: byCaller(ctx, action, ""),
 		})
 		return err
@@ -315,7 +315,7 @@ func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run in
 
 // ActOnAll stops or kills every live run of a workflow and returns how many
 // it asked the engine to act on.
-func (s *Service) ActOnAll(ctx context.Context, workflowID string, action flow.Action) (int, error) {
+func (s *Service) ActOnAll(ctx context.Context, workflowID string, action run.Action) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT instance_id, run_id, group_id FROM workflow_instance
@@ -336,8 +336,8 @@ func (s *Service) ActOnAll(ctx context.Context, workflowID string, action flow.A
 			return fmt.Errorf("list live instances: %w", err)
 		}
 		for _, l := range all {
-			if _, err := queue.Enqueue(ctx, tx, queue.InstanceAction, l.group, flow.ActionMessage{
-				Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: l.iid, RunID: l.run},
+			if _, err := queue.Enqueue(ctx, tx, queue.InstanceAction, l.group, run.ActionMessage{
+				Ref:   run.Ref{WorkflowID: workflowID, InstanceID: l.iid, RunID: l.run},
 				Group: l.group, Action: action, Reason: byCaller(ctx, action, " with every run of the workflow"),
 			}); err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/run"
 
 	"github.com/google/uuid"
 
@@ -275,7 +276,7 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	w.Signals = a.outSignals
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
 		if a.f.startRefused() {
-			return ErrFenced // the run was never started here: nothing to retry
+			return run.ErrFenced // the run was never started here: nothing to retry
 		}
 		op := flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
 		if !a.inserted {

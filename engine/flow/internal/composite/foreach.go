@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/run"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -113,12 +114,6 @@ func foreachConfig(f *workflow.Foreach, kill bool) map[string]json.RawMessage {
 		foreachFailureKey:     mode,
 		subworkflowKillKey:    json.RawMessage(strconv.FormatBool(kill)),
 	}
-}
-
-// ForeachWorkflowID is the workflow id of the iterations of a foreach step
-// of one parent instance.
-func ForeachWorkflowID(workflowID string, instanceID int64, stepID string) string {
-	return fmt.Sprintf("%s:%d:%s", workflowID, instanceID, stepID)
 }
 
 // loopDim is one loop param: its name and its values.
@@ -238,7 +233,7 @@ func (r *foreachRuntime) Start(ctx context.Context, a *stepruntime.Attempt) step
 	if err != nil {
 		return stepruntime.Result{State: stepruntime.FatalError, Message: "foreach: " + err.Error()}
 	}
-	st := foreachState{workflowID: ForeachWorkflowID(a.WorkflowID, a.InstanceID, a.StepID), total: total}
+	st := foreachState{workflowID: instance.ForeachWorkflowID(a.WorkflowID, a.InstanceID, a.StepID), total: total}
 	var policy string
 	err = r.h.DB.QueryRow(ctx, `
 SELECT coalesce((SELECT max(run_id) FROM workflow_instance WHERE workflow_id = $1), 0) + 1,
@@ -501,7 +496,7 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 	if err != nil {
 		return 0, 0, &childError{msg: "encode iteration definition: " + err.Error()}
 	}
-	parent := flowstore.Parent{Ref: flowstore.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
+	parent := run.Parent{Ref: run.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
 	var next, created int64
 	var started []StartedRun
 	err = pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
@@ -551,7 +546,7 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 		if len(iters) > 0 {
 			rows, err := tx.Query(ctx, insertIterationsSQL, st.workflowID, st.run, groupCount, def, iterationTimeout, depth+1,
 				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys, fp.correlation,
-				b.gens, node, b.params, pickedUp, b.events, flowstore.InstanceStatusKind)
+				b.gens, node, b.params, pickedUp, b.events, run.InstanceStatusKind)
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
@@ -560,7 +555,7 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 				return fmt.Errorf("insert iterations: %w", err)
 			}
 			var groups []int32
-			var msgs []flowstore.StartMessage
+			var msgs []run.StartMessage
 			for _, r := range runs {
 				if r.Status == instance.WorkflowInProgress {
 					p := b.local[r.InstanceID]
@@ -568,7 +563,7 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 					continue
 				}
 				groups = append(groups, r.GroupID)
-				msgs = append(msgs, flowstore.StartMessage{Ref: r.Ref, Group: r.GroupID})
+				msgs = append(msgs, run.StartMessage{Ref: r.Ref, Group: r.GroupID})
 			}
 			created = int64(len(runs))
 			if err := queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, groups, msgs); err != nil {
@@ -623,7 +618,7 @@ type iterationBatch struct {
 	runs []NewRun
 }
 
-func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int32, base workflow.Params,
+func (b *iterationBatch) add(st foreachState, p run.Parent, groupCount int32, base workflow.Params,
 	loop map[string]workflow.Param, it int64) error {
 	rp := make(workflow.Params, len(base)+len(loop)+1)
 	maps.Copy(rp, base)
@@ -653,7 +648,7 @@ func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int
 	b.params = append(b.params, nil)
 	b.events = append(b.events, nil)
 	b.runs = append(b.runs, NewRun{
-		Ref:       flowstore.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run},
+		Ref:       run.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run},
 		RunParams: rp, Initiator: initiator,
 	})
 	return nil
@@ -688,7 +683,7 @@ func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, def []byte
 
 // scanIterations reads (iteration, group) rows of a foreach run into one
 // queue message per iteration and the groups they target.
-func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(flowstore.Ref, int32) M) ([]int32, []M, error) {
+func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(run.Ref, int32) M) ([]int32, []M, error) {
 	defer rows.Close()
 	var groups []int32
 	var msgs []M
@@ -699,7 +694,7 @@ func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(flowstore.Re
 			return nil, nil, err
 		}
 		groups = append(groups, g)
-		msgs = append(msgs, msg(flowstore.Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, g))
+		msgs = append(msgs, msg(run.Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, g))
 	}
 	return groups, msgs, rows.Err()
 }
@@ -713,9 +708,9 @@ WHERE workflow_id = $1 AND run_id = $2 AND status <> 'SUCCEEDED' AND status IN (
 // stopIterations asks the owners of the live iterations of a foreach run
 // to stop (or kill) them, in one transaction.
 func (h *host) stopIterations(ctx context.Context, a *stepruntime.Attempt, st foreachState, kill bool, reason string) error {
-	action, verb := flowstore.ActionStop, "stopped"
+	action, verb := run.ActionStop, "stopped"
 	if kill {
-		action, verb = flowstore.ActionKill, "killed"
+		action, verb = run.ActionKill, "killed"
 	}
 	if reason == "" {
 		reason = fmt.Sprintf("foreach step %s of %s/%d/%d was %s", a.StepID, a.WorkflowID, a.InstanceID, a.RunID, verb)
@@ -725,8 +720,8 @@ func (h *host) stopIterations(ctx context.Context, a *stepruntime.Attempt, st fo
 		if err != nil {
 			return err
 		}
-		groups, msgs, err := scanIterations(rows, st, func(ref flowstore.Ref, g int32) flowstore.ActionMessage {
-			return flowstore.ActionMessage{Ref: ref, Group: g, Action: action, Reason: reason}
+		groups, msgs, err := scanIterations(rows, st, func(ref run.Ref, g int32) run.ActionMessage {
+			return run.ActionMessage{Ref: ref, Group: g, Action: action, Reason: reason}
 		})
 		if err != nil {
 			return err
