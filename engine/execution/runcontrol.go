@@ -127,7 +127,7 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		return nil, err
 	}
 	var ref run.Ref
-	queued := false
+	var created []run.Created
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		props, err := lockWorkflow(ctx, tx, req.WorkflowID)
 		if err != nil {
@@ -176,13 +176,11 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 			}
 		}
 		ref = run.Ref{WorkflowID: req.WorkflowID, InstanceID: req.InstanceID, RunID: prev.runID + 1}
-		drop, err := run.PrepareStart(ctx, tx, req.WorkflowID, props)
-		if err != nil {
-			return err
-		}
-		var initiator any = json.RawMessage(prev.initiator)
+		initiator := prev.initiator
 		if req.Initiator != nil {
-			initiator = req.Initiator
+			if initiator, err = json.Marshal(req.Initiator); err != nil {
+				return fmt.Errorf("encode initiator: %w", err)
+			}
 		}
 		cfg := map[string]any{"policy": policy, "from_run": prev.runID}
 		if req.StepID != "" {
@@ -191,15 +189,20 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		if len(req.StepRunParams) > 0 {
 			cfg["step_run_params"] = req.StepRunParams
 		}
-		queued, err = s.insertRun(ctx, tx, newRun{
-			ref: ref, version: prev.version, definition: definition, runParams: runParams,
-			initiator: initiator, timeoutSeconds: prev.timeoutSeconds, dropReason: drop, runConfig: cfg,
-			created: fmt.Sprintf("restart of run %d (%s)", prev.runID, policy),
-		}, props)
+		runConfig, err := json.Marshal(cfg)
+		if err != nil {
+			return fmt.Errorf("encode run config: %w", err)
+		}
+		created, err = run.Create(ctx, tx, []run.New{{
+			Ref: ref, Version: prev.version, Definition: definition, RunParams: runParams, Initiator: initiator,
+			TimeoutSeconds: prev.timeoutSeconds, RunConfig: runConfig, GroupCount: s.groupCount,
+			Timeline: []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
+				fmt.Sprintf("restart of run %d (%s)", prev.runID, policy))},
+		}}, run.Options{Props: map[string][]byte{req.WorkflowID: props}})
 		if err != nil {
 			return err
 		}
-		if policy == RestartFromBeginning || drop != "" {
+		if policy == RestartFromBeginning || created[0].Status == instance.WorkflowStopped {
 			return nil
 		}
 		return carrySteps(ctx, tx, ref, &wf, prev.runID, rerun, req.SkipStepID, authz.CallerFrom(ctx))
@@ -207,9 +210,7 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 	if err != nil {
 		return nil, err
 	}
-	if queued {
-		s.admitLater(ctx, ref.WorkflowID)
-	}
+	run.AdmitAfterCommit(ctx, s.db, created)
 	return s.Instance(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
 }
 

@@ -10,11 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/definition"
-	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -297,13 +295,6 @@ func fenceParent(ctx context.Context, tx pgx.Tx, p run.Parent, node string) (fen
 	return fp, nil
 }
 
-const insertChildSQL = `
-INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
-    group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
-    queued, run_config, parent, parent_key, depth, end_time, correlation_id)
-VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '{"policy": "START"}'::jsonb, $14, $15, $16,
-    CASE WHEN $7 = 'STOPPED' THEN now() END, $17)`
-
 const recordChildSQL = `
 UPDATE step_instance SET runtime_state = jsonb_set(runtime_state, '{data}', $6::jsonb), modify_time = now()
 WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5`
@@ -332,7 +323,7 @@ type childSpec struct {
 func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec childSpec) (map[string]any, error) {
 	v := spec.def
 	var data map[string]any
-	queued := false
+	var created []run.Created
 	err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
 		// Lock order: workflow row, then instance rows (docs/run-control.md).
 		lockID := v.WorkflowID
@@ -366,18 +357,16 @@ func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec 
 		if err != nil {
 			return &childError{msg: "child run params: " + err.Error()}
 		}
+		// A pushed workflow's child gets the workflow's next instance id
+		// (run.Create allocates it); an inline run the next one among the
+		// runs of its id.
 		var iid int64
-		allocSQL := `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
-                WHERE workflow_id = $1 RETURNING latest_instance_id`
 		if spec.inline {
-			allocSQL = `SELECT coalesce(max(instance_id), 0) + 1 FROM workflow_instance WHERE workflow_id = $1`
+			if err := tx.QueryRow(ctx, `SELECT coalesce(max(instance_id), 0) + 1 FROM workflow_instance WHERE workflow_id = $1`,
+				v.WorkflowID).Scan(&iid); err != nil {
+				return fmt.Errorf("allocate instance id: %w", err)
+			}
 		}
-		if err := tx.QueryRow(ctx, allocSQL, v.WorkflowID).Scan(&iid); err != nil {
-			return fmt.Errorf("allocate instance id: %w", err)
-		}
-		ref := run.Ref{WorkflowID: v.WorkflowID, InstanceID: iid, RunID: 1}
-		group := instance.GroupFor(ref.WorkflowID, iid, groupCount)
-		drop := ""
 		initiatorType, by := "SUBWORKFLOW", "subworkflow step"
 		// A run inside a run of the same workflow (recursion) is part of
 		// that run: under its strategy it would queue behind, be dropped
@@ -388,33 +377,17 @@ func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec 
 				return err
 			}
 		}
+		admission := run.ByStrategy
 		if spec.inline {
 			initiatorType, by = "WHILE", fmt.Sprintf("iteration %d of while step", p.Iteration)
-		} else if !recursive {
-			if drop, err = run.PrepareStart(ctx, tx, v.WorkflowID, props); err != nil {
-				return err
-			}
+			admission = run.Always // an iteration is not admitted under a run strategy
 		}
-		status := instance.WorkflowCreated
 		timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
 			fmt.Sprintf("started by %s %s of %s", by, p.StepID, p.Ref))}
 		if recursive {
+			admission = run.Always
 			timeline = append(timeline, instance.LogEvent("INFO",
 				"admitted without the run strategy: it runs inside a run of the same workflow"))
-		}
-		if drop != "" {
-			status = instance.WorkflowStopped
-			timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), drop))
-		} else if !spec.inline && !recursive { // an iteration is not admitted under a run strategy
-			room, err := run.RoomNow(ctx, tx, v.WorkflowID, props)
-			if err != nil {
-				return err
-			}
-			queued = !room
-			if queued {
-				timeline = append(timeline, instance.LogEvent("INFO",
-					fmt.Sprintf("queued by the %s run strategy", run.ParseStrategy(props).Rule)))
-			}
 		}
 		timeout := int64(10 * 24 * time.Hour / time.Second)
 		if v.Workflow.Timeout != nil {
@@ -422,25 +395,18 @@ func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec 
 				timeout = int64(d / time.Second)
 			}
 		}
-		initiator := map[string]any{"type": initiatorType, "parent": p}
-		runUUID := uuid.New()
-		if _, err := tx.Exec(ctx, insertChildSQL, ref.WorkflowID, iid, v.Version, runUUID, groupCount, group,
-			status, []byte(v.Raw), runParams, initiator, timeline, timeout, queued, p, p.Key(), depth+1, fp.correlation); err != nil {
-			return fmt.Errorf("insert child run: %w", err)
+		initiator, _ := json.Marshal(map[string]any{"type": initiatorType, "parent": p})
+		parent, _ := json.Marshal(p)
+		created, err = run.Create(ctx, tx, []run.New{{
+			Ref: run.Ref{WorkflowID: v.WorkflowID, InstanceID: iid}, Version: v.Version, Definition: v.Raw,
+			Workflow: &v.Workflow, RunParams: runParams, Initiator: initiator, Timeline: timeline, TimeoutSeconds: timeout,
+			GroupCount: groupCount, Parent: parent, ParentKey: p.Key(), Depth: depth + 1, Correlation: fp.correlation,
+			Admission: admission,
+		}}, run.Options{Props: map[string][]byte{lockID: props}})
+		if err != nil {
+			return err
 		}
-		if drop != "" {
-			// Dropped by its run strategy: it ends as it is created.
-			ri := run.NewRunInfo(&v.Workflow, runUUID.String(), fp.correlation, depth+1)
-			if err := event.Insert(ctx, tx, event.Record{Kind: run.InstanceStatusKind, WorkflowID: ref.WorkflowID,
-				Payload: ri.InstanceEvent(ref, instance.WorkflowCreated, instance.WorkflowStopped, time.Now())}); err != nil {
-				return err
-			}
-		}
-		if status == instance.WorkflowCreated && !queued {
-			if _, err := queue.Enqueue(ctx, tx, queue.StartWorkflow, group, run.StartMessage{Ref: ref, Group: group}); err != nil {
-				return err
-			}
-		}
+		ref, group := created[0].Ref, created[0].GroupID
 		data = childData(ref, v.Version, group)
 		maps.Copy(data, spec.data)
 		raw, _ := json.Marshal(data)
@@ -452,10 +418,8 @@ func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec 
 	if err != nil {
 		return nil, err
 	}
-	if queued {
-		// As a start does: admit again once committed (docs/run-control.md).
-		_, _ = run.AdmitWorkflow(ctx, h.DB, v.WorkflowID, false)
-	}
+	// As a start does: admit again once committed (docs/run-control.md).
+	run.AdmitAfterCommit(ctx, h.DB, created)
 	return data, nil
 }
 
