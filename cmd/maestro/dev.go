@@ -26,6 +26,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/scheduler"
 	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/webui"
 )
 
 // httpFlags are the flags of the commands that serve the REST API.
@@ -177,7 +178,7 @@ func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, d
 	return api.New(api.Config{
 		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader, Events: events,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
-		Definitions: defs, Runs: runs, SignalRules: rules,
+		Definitions: defs, Runs: runs, SignalRules: rules, UI: webui.Files{},
 	})
 }
 
