@@ -21,6 +21,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
@@ -231,7 +232,7 @@ func TestEcsTaskStepInEmulator(t *testing.T) {
 		  "params":{"ecs_task":{"type":"MAP","value":{"task_definition":{"type":"STRING","value":%q}}}}}}]}}`, family))
 		inst := env.Start("etl")
 		arn := env.WaitData(inst, "job", ecstask.KeyTaskARN, time.Minute)[ecstask.KeyTaskARN].(string)
-		if _, err := env.Runs.Act(ctx, "etl", inst.InstanceID, inst.RunID, flow.ActionStop); err != nil {
+		if _, err := env.Runs.Act(ctx, "etl", inst.InstanceID, inst.RunID, run.ActionStop); err != nil {
 			t.Fatal(err)
 		}
 		if got := env.Wait(inst, time.Minute); got.Status != instance.WorkflowStopped {

@@ -21,11 +21,12 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/eventsvc"
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/groupcount"
+	enginerun "github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/scheduler"
 	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/webui"
 )
 
 // httpFlags are the flags of the commands that serve the REST API.
@@ -145,7 +146,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return err
 		}
 		defer pool.Close()
-		groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "api "+hostname())
+		groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), enginerun.DefaultGroupCount, "api "+hostname())
 		if err != nil {
 			return err
 		}
@@ -177,7 +178,7 @@ func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, d
 	return api.New(api.Config{
 		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader, Events: events,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
-		Definitions: defs, Runs: runs, SignalRules: rules,
+		Definitions: defs, Runs: runs, SignalRules: rules, UI: webui.Files{},
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/health"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/queue"
+	enginerun "github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
 )
@@ -138,7 +139,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // step's output signals.
 func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, rec *metrics.Recorder, eventsWritten,
 	signalsAnnounced func()) (*flow.Engine, error) {
-	groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), flow.DefaultGroupCount, "engine "+hostname())
+	groups, err := groupcount.Resolve(ctx, pool, envInt("MAESTRO_GROUP_COUNT", 0), enginerun.DefaultGroupCount, "engine "+hostname())
 	if err != nil {
 		return nil, err
 	}

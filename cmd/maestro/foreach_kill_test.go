@@ -9,7 +9,6 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -42,7 +41,7 @@ func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fid := flow.ForeachWorkflowID("fe-kill", res.Instance.InstanceID, "loop")
+	fid := instance.ForeachWorkflowID("fe-kill", res.Instance.InstanceID, "loop")
 	count := func(sql string) int {
 		var n int
 		if err := pool.QueryRow(ctx, sql, fid).Scan(&n); err != nil {

@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/event"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -200,21 +200,21 @@ type alert struct {
 	cancel bool
 }
 
-// run identifies the run an alert is about.
-type run struct {
+// alertedRun identifies the run an alert is about.
+type alertedRun struct {
 	workflowID string
 	instanceID int64
 	runID      int64
 	uuid       string
 }
 
-func (s *Service) link(r run) string {
+func (s *Service) link(r alertedRun) string {
 	return fmt.Sprintf("%s/api/v3/workflows/%s/instances/%d/runs/%d", strings.TrimRight(s.cfg.LinkBase, "/"),
 		url.PathEscape(r.workflowID), r.instanceID, r.runID)
 }
 
 // runAlert is an alert of type t about run r.
-func (s *Service) runAlert(c *config, tc workflow.AlertingTypeConfig, t workflow.AlertType, r run, status, reason string, at time.Time) alert {
+func (s *Service) runAlert(c *config, tc workflow.AlertingTypeConfig, t workflow.AlertType, r alertedRun, status, reason string, at time.Time) alert {
 	return alert{key: r.uuid + "/" + string(t), cfg: c, tc: tc, ev: event.AlertEvent{
 		AlertType: string(t), WorkflowID: r.workflowID, WorkflowInstanceID: r.instanceID, WorkflowRunID: r.runID,
 		WorkflowUUID: r.uuid, Status: status, Reason: reason, Link: s.link(r), EventTime: at.UnixMilli(),
@@ -248,13 +248,13 @@ func (s *Service) raise(ctx context.Context, tx pgx.Tx, a alert) error {
 	if !a.cancel || !a.tc.HasAction("cancel") {
 		return nil
 	}
-	ref := flow.Ref{WorkflowID: a.ev.WorkflowID, InstanceID: a.ev.WorkflowInstanceID, RunID: a.ev.WorkflowRunID}
+	ref := run.Ref{WorkflowID: a.ev.WorkflowID, InstanceID: a.ev.WorkflowInstanceID, RunID: a.ev.WorkflowRunID}
 	rr, ok, err := readRun(ctx, tx, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	if err != nil || !ok || rr.status.IsTerminal() {
 		return err
 	}
-	_, err = queue.Enqueue(ctx, tx, queue.InstanceAction, rr.group, flow.ActionMessage{Ref: ref, Group: rr.group,
-		Action: flow.ActionStop, Reason: "stopped by the cancel action of its " + a.ev.AlertType + " alert"})
+	_, err = queue.Enqueue(ctx, tx, queue.InstanceAction, rr.group, run.ActionMessage{Ref: ref, Group: rr.group,
+		Action: run.ActionStop, Reason: "stopped by the cancel action of its " + a.ev.AlertType + " alert"})
 	return err
 }
 
@@ -325,7 +325,7 @@ func (s *Service) onStep(ctx context.Context, tx pgx.Tx, c *config, e event.Even
 	if err := json.Unmarshal(event.Wire(e), &ev); err != nil {
 		return nil // not this build's shape: nothing to evaluate
 	}
-	r := run{workflowID: ev.WorkflowID, instanceID: ev.WorkflowInstanceID, runID: ev.WorkflowRunID, uuid: ev.WorkflowUUID}
+	r := alertedRun{workflowID: ev.WorkflowID, instanceID: ev.WorkflowInstanceID, runID: ev.WorkflowRunID, uuid: ev.WorkflowUUID}
 	for _, rec := range ev.StatusChangeRecords {
 		at := time.UnixMilli(rec.EventTime)
 		switch rec.NewStatus {
@@ -388,7 +388,7 @@ func (s *Service) onRun(ctx context.Context, tx pgx.Tx, c *config, e event.Event
 	if err := json.Unmarshal(event.Wire(e), &ev); err != nil {
 		return nil
 	}
-	r := run{workflowID: ev.WorkflowID, instanceID: ev.WorkflowInstanceID, runID: ev.WorkflowRunID, uuid: ev.WorkflowUUID}
+	r := alertedRun{workflowID: ev.WorkflowID, instanceID: ev.WorkflowInstanceID, runID: ev.WorkflowRunID, uuid: ev.WorkflowUUID}
 	at := time.UnixMilli(ev.EventTime)
 	switch {
 	case ev.NewStatus == instance.WorkflowInProgress:
@@ -440,7 +440,7 @@ func (s *Service) onRun(ctx context.Context, tx pgx.Tx, c *config, e event.Event
 }
 
 // armRun arms a starting run's TCT and LONG_RUNNING timers.
-func (s *Service) armRun(ctx context.Context, tx pgx.Tx, c *config, r run, at time.Time) error {
+func (s *Service) armRun(ctx context.Context, tx pgx.Tx, c *config, r alertedRun, at time.Time) error {
 	_, tctOn := c.enabled(workflow.AlertTctViolation)
 	lr, lrOn := c.enabled(workflow.AlertLongRunning)
 	if !tctOn && !lrOn {
@@ -584,7 +584,7 @@ func (s *Service) FireDue(ctx context.Context) (int, error) {
 			if !on {
 				continue
 			}
-			r := run{workflowID: t.workflowID, instanceID: t.instanceID, runID: t.runID, uuid: t.details.UUID}
+			r := alertedRun{workflowID: t.workflowID, instanceID: t.instanceID, runID: t.runID, uuid: t.details.UUID}
 			if err := s.fire(ctx, tx, c, tc, workflow.AlertType(t.alertType), r, t.stepID, t.attemptID, t.due, t.details); err != nil {
 				return err
 			}
@@ -596,7 +596,7 @@ func (s *Service) FireDue(ctx context.Context) (int, error) {
 
 // fire raises a due timer's alert if its condition still holds.
 func (s *Service) fire(ctx context.Context, tx pgx.Tx, c *config, tc workflow.AlertingTypeConfig, t workflow.AlertType,
-	r run, stepID string, attempt int64, due time.Time, d timerDetails) error {
+	r alertedRun, stepID string, attempt int64, due time.Time, d timerDetails) error {
 	now := time.Now()
 	if t == workflow.AlertSuccessWithin {
 		since := due.Add(-time.Duration(d.ThresholdMinutes) * time.Minute)

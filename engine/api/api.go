@@ -58,6 +58,17 @@ type Config struct {
 	// SignalRules map S3 object events posted to /api/v3/signals/messages
 	// to signals (MAESTRO_S3_SIGNAL_RULES).
 	SignalRules signalmsg.Rules
+	// UI, when set, is the web UI the API serves beside itself (/, /ui/,
+	// /api/v3/docs): the maestro binary sets it (engine/webui); the API
+	// Lambda does not, and `maestro ui` serves it next to a deployment.
+	UI UI
+}
+
+// UI is the web UI's embedded files: Handler serves file NAME at /NAME
+// (the page at /), Has reports whether there is one.
+type UI interface {
+	Handler() http.Handler
+	Has(name string) bool
 }
 
 // Server routes and serves the API.
@@ -154,7 +165,7 @@ func (s *Server) routes() {
 	s.jobTemplateRoutes()
 	s.flattenRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		if r.URL.Path == "/" && s.cfg.UI != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			_ = redirectToUI(w, r) // a browser at the root meets the UI
 			return
 		}

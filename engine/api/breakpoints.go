@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/wire"
 )
 
@@ -256,7 +256,7 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 			return fmt.Errorf("resume paused attempts: %w", err)
 		}
 		type paused struct {
-			ref   flow.Ref
+			ref   run.Ref
 			group int32
 		}
 		all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (paused, error) {
@@ -292,21 +292,21 @@ func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	var run int64
+	var runID int64
 	if r.PathValue("run") == "latest" {
 		latest, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
 		if err != nil {
 			return runError(err)
 		}
-		run = latest.RunID
-	} else if run, err = pathInt(r, "run"); err != nil {
+		runID = latest.RunID
+	} else if runID, err = pathInt(r, "run"); err != nil {
 		return err
 	}
 	attempt, err := pathInt(r, "attempt")
 	if err != nil {
 		return err
 	}
-	ref := flow.Ref{WorkflowID: r.PathValue("id"), InstanceID: iid, RunID: run}
+	ref := run.Ref{WorkflowID: r.PathValue("id"), InstanceID: iid, RunID: runID}
 	step := r.PathValue("step")
 	err = pgx.BeginFunc(r.Context(), s.cfg.DB, func(tx pgx.Tx) error {
 		var group int32
@@ -334,7 +334,7 @@ func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) err
 
 // wakeStep tells the engine node owning the run, through the outbox, that
 // a step's attempt changed outside it.
-func wakeStep(ctx context.Context, tx pgx.Tx, ref flow.Ref, group int32, step string) error {
-	_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, group, flow.StepUpdateMessage{Ref: ref, Group: group, StepID: step})
+func wakeStep(ctx context.Context, tx pgx.Tx, ref run.Ref, group int32, step string) error {
+	_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, group, run.StepUpdateMessage{Ref: ref, Group: group, StepID: step})
 	return err
 }

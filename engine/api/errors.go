@@ -12,8 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
-
-	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // ErrorBody is the JSON body of every error response, shaped like Maestro's:
@@ -126,7 +125,7 @@ func transient(err error) bool {
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	switch {
-	case errors.Is(err, flow.ErrFenced):
+	case errors.Is(err, run.ErrFenced):
 		return true
 	case errors.As(err, &connectErr), errors.As(err, &netErr):
 		return true

@@ -17,7 +17,7 @@ import (
 // maxInlineDepth bounds the walk up an inline run's ancestors.
 const maxInlineDepth = 64
 
-// parentInfo is the parent an inline run records (flow.Parent).
+// parentInfo is the parent an inline run records (run.Parent).
 type parentInfo struct {
 	WorkflowID string `json:"workflow_id"`
 	InstanceID int64  `json:"instance_id"`

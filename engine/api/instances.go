@@ -12,8 +12,8 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/wire"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -38,12 +38,12 @@ func (s *Server) instanceRouteTable() []route {
 		{"GET /api/v3/workflows/{id}/instances/{iid}/steps/{step}", s.getLatestStep},
 		{"GET /api/v3/workflows/{id}/instances/{iid}/inline-path", s.inlinePath},
 		{"GET /api/v3/workflows/instances/inline-workflow-id", s.inlineWorkflowID},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop", s.actOn(flow.ActionStop)},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", s.actOn(flow.ActionKill)},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop", s.actOn(flow.ActionStop)},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill", s.actOn(flow.ActionKill)},
-		{"PUT /api/v3/workflows/{id}/actions/stop", s.actOnAll(flow.ActionStop)},
-		{"PUT /api/v3/workflows/{id}/actions/kill", s.actOnAll(flow.ActionKill)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop", s.actOn(run.ActionStop)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", s.actOn(run.ActionKill)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop", s.actOn(run.ActionStop)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill", s.actOn(run.ActionKill)},
+		{"PUT /api/v3/workflows/{id}/actions/stop", s.actOnAll(run.ActionStop)},
+		{"PUT /api/v3/workflows/{id}/actions/kill", s.actOnAll(run.ActionKill)},
 	}
 }
 
@@ -326,9 +326,9 @@ func (s *Server) listSteps(w http.ResponseWriter, r *http.Request) error {
 // answerSteps answers the steps load reads of run (0: the latest) of an
 // instance as a JSON array of Maestro's StepInstance; 404 when there is
 // no such run.
-func (s *Server) answerSteps(w http.ResponseWriter, r *http.Request, iid, run int64,
+func (s *Server) answerSteps(w http.ResponseWriter, r *http.Request, iid, runID int64,
 	load func(context.Context) ([]*execution.StepAttempt, error)) error {
-	if _, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, run); err != nil {
+	if _, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, runID); err != nil {
 		return runError(err)
 	}
 	steps, err := load(r.Context())
@@ -402,13 +402,13 @@ func (s *Server) getAttempt(w http.ResponseWriter, r *http.Request) error {
 }
 
 // actionStatus is the status a stop or kill ends a run in.
-var actionStatus = map[flow.Action]instance.WorkflowStatus{flow.ActionStop: instance.WorkflowStopped, flow.ActionKill: instance.WorkflowFailed}
+var actionStatus = map[run.Action]instance.WorkflowStatus{run.ActionStop: instance.WorkflowStopped, run.ActionKill: instance.WorkflowFailed}
 
 // actOn stops or kills the latest run of an instance (runs/{run}: that
 // run, which must be the latest) and answers Maestro's
 // WorkflowInstanceActionResponse: accepted and still running, or done
 // already when the run is in the action's status.
-func (s *Server) actOn(action flow.Action) handlerFunc {
+func (s *Server) actOn(action run.Action) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		iid, err := pathInt(r, "iid")
 		if err != nil {
@@ -439,7 +439,7 @@ func (s *Server) actOn(action flow.Action) handlerFunc {
 
 // actOnAll stops or kills every live run of a workflow and answers
 // Maestro's timeline event (202); info is how many runs it acted on.
-func (s *Server) actOnAll(action flow.Action) handlerFunc {
+func (s *Server) actOnAll(action run.Action) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if _, err := s.cfg.Definitions.Get(r.Context(), r.PathValue("id"), "latest"); err != nil {
 			return runError(err)
@@ -468,27 +468,27 @@ func pathInt(r *http.Request, name string) (int64, error) {
 
 // pathRunOrLatest is pathRun where the run may be "latest" or absent (a
 // route without {run}): run 0, the latest.
-func pathRunOrLatest(r *http.Request) (iid, run int64, err error) {
+func pathRunOrLatest(r *http.Request) (iid, runID int64, err error) {
 	if iid, err = pathInt(r, "iid"); err != nil {
 		return 0, 0, err
 	}
 	if v := r.PathValue("run"); v != "latest" && v != "" {
-		if run, err = pathInt(r, "run"); err != nil {
+		if runID, err = pathInt(r, "run"); err != nil {
 			return 0, 0, err
 		}
 	}
-	return iid, run, nil
+	return iid, runID, nil
 }
 
 // pathRun reads the {iid} and {run} path values.
-func pathRun(r *http.Request) (iid, run int64, err error) {
+func pathRun(r *http.Request) (iid, runID int64, err error) {
 	if iid, err = pathInt(r, "iid"); err != nil {
 		return 0, 0, err
 	}
-	if run, err = pathInt(r, "run"); err != nil {
+	if runID, err = pathInt(r, "run"); err != nil {
 		return 0, 0, err
 	}
-	return iid, run, nil
+	return iid, runID, nil
 }
 
 // runError maps execution and definition errors to responses.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/webui"
 )
 
 // routePattern matches the Go 1.22 method patterns the package registers.
@@ -73,7 +74,7 @@ func offlineServer(t *testing.T) *Server {
 	t.Cleanup(pool.Close)
 	defs := definition.NewStore(pool)
 	s, err := New(Config{DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Definitions: defs,
-		Runs: execution.New(pool, defs, 0)})
+		Runs: execution.New(pool, defs, 0), UI: webui.Files{}})
 	if err != nil {
 		t.Fatal(err)
 	}

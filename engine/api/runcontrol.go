@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/wire"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -31,16 +31,16 @@ func (s *Server) runControlRouteTable() []route {
 		{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/unblock", s.unblockInstance},
 		// Maestro's step actions act on the latest run.
 		{"POST /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/restart", s.restartStep},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop", s.stepAction(flow.StepStop)},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill", s.stepAction(flow.StepKill)},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip", s.stepAction(flow.StepSkip)},
-		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass", s.stepAction(flow.StepBypassDependencies)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop", s.stepAction(run.StepStop)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill", s.stepAction(run.StepKill)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip", s.stepAction(run.StepSkip)},
+		{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass", s.stepAction(run.StepBypassDependencies)},
 		// This API's own run-scoped forms of the step actions.
 		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart", s.restartStep},
-		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", s.stepAction(flow.StepSkip)},
-		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", s.stepAction(flow.StepStop)},
-		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", s.stepAction(flow.StepKill)},
-		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", s.stepAction(flow.StepBypassDependencies)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", s.stepAction(run.StepSkip)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", s.stepAction(run.StepStop)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", s.stepAction(run.StepKill)},
+		{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", s.stepAction(run.StepBypassDependencies)},
 		{"GET /api/v3/workflows/instances/action-map", s.instanceActionMap},
 		{"GET /api/v3/workflows/steps/instances/action-map", s.stepActionMap},
 		{"GET /api/v3/instances/action-map", s.instanceActionMap},
@@ -209,7 +209,7 @@ type stepRestartBody struct {
 // when the run is live, else a new run from the step. It answers
 // Maestro's StepInstanceRestartResponse (200).
 func (s *Server) restartStep(w http.ResponseWriter, r *http.Request) error {
-	iid, run, err := pathRunOrLatest(r)
+	iid, runID, err := pathRunOrLatest(r)
 	if err != nil {
 		return err
 	}
@@ -233,8 +233,8 @@ func (s *Server) restartStep(w http.ResponseWriter, r *http.Request) error {
 	if err := workflowParamsValid(body.StepRunParams); err != nil {
 		return err
 	}
-	prev, _ := s.cfg.Runs.Attempt(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"), 0)
-	res, err := s.cfg.Runs.RestartStep(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"), body.StepRunParams)
+	prev, _ := s.cfg.Runs.Attempt(r.Context(), r.PathValue("id"), iid, runID, r.PathValue("step"), 0)
+	res, err := s.cfg.Runs.RestartStep(r.Context(), r.PathValue("id"), iid, runID, r.PathValue("step"), body.StepRunParams)
 	if err != nil {
 		return controlError(err)
 	}
@@ -259,26 +259,26 @@ func (s *Server) restartStep(w http.ResponseWriter, r *http.Request) error {
 }
 
 // stepActionNames are Maestro's names of the step actions.
-var stepActionNames = map[flow.Action]string{
-	flow.StepStop: "STOP", flow.StepKill: "KILL", flow.StepSkip: "SKIP", flow.StepRestart: "RESTART",
-	flow.StepBypassDependencies: "BYPASS_STEP_DEPENDENCIES",
+var stepActionNames = map[run.Action]string{
+	run.StepStop: "STOP", run.StepKill: "KILL", run.StepSkip: "SKIP", run.StepRestart: "RESTART",
+	run.StepBypassDependencies: "BYPASS_STEP_DEPENDENCIES",
 }
 
 // stepAction applies stop, kill, skip or bypass to a step of an instance's
 // latest run and answers Maestro's StepInstanceActionResponse (200) with
 // the attempt's state. A skip of a step of an ended run starts a new run
 // with the step skipped.
-func (s *Server) stepAction(action flow.Action) handlerFunc {
+func (s *Server) stepAction(action run.Action) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		iid, run, err := pathRunOrLatest(r)
+		iid, runID, err := pathRunOrLatest(r)
 		if err != nil {
 			return err
 		}
 		var res *execution.StepActionResult
-		if action == flow.StepBypassDependencies {
-			res, err = s.cfg.Runs.BypassDependencies(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"), CallerFrom(r.Context()))
+		if action == run.StepBypassDependencies {
+			res, err = s.cfg.Runs.BypassDependencies(r.Context(), r.PathValue("id"), iid, runID, r.PathValue("step"), CallerFrom(r.Context()))
 		} else {
-			res, err = s.cfg.Runs.StepAct(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"), action)
+			res, err = s.cfg.Runs.StepAct(r.Context(), r.PathValue("id"), iid, runID, r.PathValue("step"), action)
 		}
 		if err != nil {
 			return controlError(err)
@@ -301,7 +301,7 @@ func (s *Server) stepAction(action flow.Action) handlerFunc {
 // actions they allow.
 func (s *Server) instanceActionMap(w http.ResponseWriter, _ *http.Request) error {
 	out := map[instance.WorkflowStatus][]string{}
-	for st, actions := range flow.InstanceActionMap() {
+	for st, actions := range run.InstanceActionMap() {
 		for _, a := range actions {
 			out[st] = append(out[st], strings.ToUpper(string(a)))
 		}
@@ -314,7 +314,7 @@ func (s *Server) instanceActionMap(w http.ResponseWriter, _ *http.Request) error
 // allow (PAUSE and RESUME are breakpoints here: see the breakpoint API).
 func (s *Server) stepActionMap(w http.ResponseWriter, _ *http.Request) error {
 	out := map[instance.StepStatus][]string{}
-	for st, actions := range flow.StepActionMap() {
+	for st, actions := range run.StepActionMap() {
 		for _, a := range actions {
 			out[st] = append(out[st], stepActionNames[a])
 		}

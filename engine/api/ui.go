@@ -2,15 +2,17 @@ package api
 
 import (
 	"net/http"
-
-	"github.com/maestro-aws/maestro/engine/webui"
 )
 
-// uiRoutes serves the web UI (engine/webui) beside the API: /, /ui and
-// /ui/ lead to its page, /ui/{file} serves its files, /api/v3/docs the API
-// reference page.
+// uiRoutes serves the web UI (Config.UI, engine/webui) beside the API, if
+// there is one: /, /ui and /ui/ lead to its page, /ui/{file} serves its
+// files, /api/v3/docs the API reference page.
 func (s *Server) uiRoutes() {
-	files := webui.Handler()
+	ui := s.cfg.UI
+	if ui == nil {
+		return
+	}
+	files := ui.Handler()
 	s.handle("GET /ui", redirectToUI)
 	s.handle("GET /ui/", func(w http.ResponseWriter, r *http.Request) error {
 		if r.URL.Path != "/ui/" {
@@ -30,7 +32,7 @@ func (s *Server) uiRoutes() {
 	})
 	s.handle("GET /ui/{file}", func(w http.ResponseWriter, r *http.Request) error {
 		name := r.PathValue("file")
-		if !webui.Has(name) {
+		if !ui.Has(name) {
 			return notFound("no such file of the UI: " + name)
 		}
 		r2 := r.Clone(r.Context())

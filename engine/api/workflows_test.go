@@ -23,6 +23,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/webui"
 )
 
 // testEnv is an API server on its own database.
@@ -46,7 +47,7 @@ func newTestServerOn(t testing.TB, pool *pgxpool.Pool, opts ...definition.Option
 	srv, err := api.New(api.Config{
 		DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Definitions: defs, Runs: execution.New(pool, defs, 0),
-		Admins: []string{admin}, TrustUserHeader: true,
+		Admins: []string{admin}, TrustUserHeader: true, UI: webui.Files{},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,23 +8,25 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/webui"
 	"github.com/spf13/cobra"
 )
 
-// uiCmd serves the web UI of the API named by --api on this machine, like
-// `kubectl proxy`: the browser talks to 127.0.0.1, and every request goes on
-// to the API signed with SigV4 from the standard credential chain (the
-// deployed API Gateway takes IAM-signed requests only). The UI and the API
-// reference are the ones the API serves, so they match its version.
+// uiCmd serves the web UI for the API named by --api on this machine, like
+// `kubectl proxy`: the browser talks to 127.0.0.1, which serves the UI's
+// pages (engine/webui, built into this binary: the API Lambda carries no
+// UI) and sends every other request on to the API, signed with SigV4 from
+// the standard credential chain (the deployed API Gateway takes IAM-signed
+// requests only).
 func (a *app) uiCmd() *cobra.Command {
 	var listen string
 	var remote bool
 	cmd := &cobra.Command{
 		Use:   "ui",
 		Short: "Open the web UI of a deployed API on this machine, signing its requests (SigV4)",
-		Long: `Serve the web UI of the API named by --api at http://LISTEN/ui/, forwarding every
-request to the API and signing it with SigV4 from the standard AWS credential chain, as
-the other commands do. A browser cannot sign requests, and the deployed API Gateway takes
+		Long: `Serve the web UI for the API named by --api at http://LISTEN/ui/ (the UI is built into
+this binary), forwarding every API request to the API and signing it with SigV4 from the
+standard AWS credential chain, as the other commands do. A browser cannot sign requests, and the deployed API Gateway takes
 signed requests only: this is how people reach the UI of a deployment. It listens on
 127.0.0.1 only, unless --allow-remote: anyone who reaches the port acts with your AWS
 credentials.`,
@@ -47,7 +49,7 @@ credentials.`,
 			if err != nil {
 				return fmt.Errorf("maestro ui: %w", err)
 			}
-			srv := &http.Server{Handler: c.Proxy(), ReadHeaderTimeout: 10 * time.Second}
+			srv := &http.Server{Handler: webui.Local(c.Proxy()), ReadHeaderTimeout: 10 * time.Second}
 			fmt.Fprintf(a.opts.Stdout, "the web UI of %s: http://%s/ui/ (API reference: http://%s/api/v3/docs); Ctrl-C stops\n",
 				c.BaseURL(), ln.Addr(), ln.Addr())
 			go func() {

@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -78,16 +79,16 @@ func TestEveryStatusChangeIsOneEvent(t *testing.T) {
 	}
 	// Skip the failed step of the ended run: a restart that records it
 	// SKIPPED.
-	res, err := e.Runs.StepAct(ctx, "fails", fails.InstanceID, 0, "x", flow.StepSkip)
+	res, err := e.Runs.StepAct(ctx, "fails", fails.InstanceID, 0, "x", run.StepSkip)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Wait(res.Restarted, time.Minute)
-	if _, err := e.Runs.Act(ctx, "slow", slow2.InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.Runs.Act(ctx, "slow", slow2.InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	e.Wait(slow2, time.Minute)
-	if _, err := e.Runs.ActOnAll(ctx, "slow", flow.ActionStop); err != nil {
+	if _, err := e.Runs.ActOnAll(ctx, "slow", run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	e.Wait(slow1, time.Minute)
@@ -97,7 +98,7 @@ func TestEveryStatusChangeIsOneEvent(t *testing.T) {
 		}
 	}
 	for _, wf := range []string{"first", "last"} {
-		if _, err := e.Runs.ActOnAll(ctx, wf, flow.ActionKill); err != nil {
+		if _, err := e.Runs.ActOnAll(ctx, wf, run.ActionKill); err != nil {
 			t.Fatal(err)
 		}
 	}

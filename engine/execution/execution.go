@@ -12,17 +12,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
-	"github.com/maestro-aws/maestro/engine/event"
-	"github.com/maestro-aws/maestro/engine/flow"
-	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -73,7 +69,7 @@ type Service struct {
 // are spread over; it must match the engine's.
 func New(db *pgxpool.Pool, defs *definition.Store, groupCount int) *Service {
 	if groupCount <= 0 {
-		groupCount = flow.DefaultGroupCount
+		groupCount = run.DefaultGroupCount
 	}
 	return &Service{db: db, defs: defs, groupCount: int32(groupCount)}
 }
@@ -99,7 +95,7 @@ type StartResult struct {
 	Duplicated bool
 }
 
-// Start creates the run and hands it to the engine.
+// Start creates the run and hands it to the engine (run.Create).
 func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
 	if err := checkRequest(req.RequestID, req.RunParams); err != nil {
 		return nil, err
@@ -108,152 +104,62 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
-	if req.RequestID != "" {
-		if inst, err := s.byRequestID(ctx, req.WorkflowID, req.RequestID); err == nil {
-			return &StartResult{Instance: inst, Duplicated: true}, nil
-		} else if !errors.Is(err, ErrNotFound) {
-			return nil, err
-		}
-	}
-	runParams, initiator, timeout, err := startInputs(&v.Workflow, req.RunParams, req.Initiator)
-	if err != nil {
-		return nil, err
-	}
-	var ref flow.Ref
-	queued := false
+	start := run.New{Ref: run.Ref{WorkflowID: req.WorkflowID}, Version: v.Version, RequestID: req.RequestID,
+		Definition: v.Raw, Workflow: &v.Workflow, GroupCount: s.groupCount,
+		Check: func(n *run.New) error { return startInputs(n, req.RunParams, req.Initiator) }}
+	var created []run.Created
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		// Allocating the instance id locks the workflow row: starts, ends
-		// and restarts of the workflow's runs are serialised here, so
-		// instance ids follow trigger order and admission sees every run.
-		var iid int64
-		var props []byte
-		err := tx.QueryRow(ctx, `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
-                WHERE workflow_id = $1 RETURNING latest_instance_id, properties`, req.WorkflowID).Scan(&iid, &props)
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Deleted since its version was read.
-			return fmt.Errorf("workflow %s: %w", req.WorkflowID, ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("allocate instance id: %w", err)
-		}
-		ref = flow.Ref{WorkflowID: req.WorkflowID, InstanceID: iid, RunID: 1}
-		drop, err := flow.PrepareStart(ctx, tx, req.WorkflowID, props)
-		if err != nil {
+		var err error
+		if created, err = run.Create(ctx, tx, []run.New{start}, run.Options{}); err != nil {
 			return err
 		}
-		var requestID *string
-		if req.RequestID != "" {
-			requestID = &req.RequestID
-		}
-		queued, err = s.insertRun(ctx, tx, newRun{
-			ref: ref, version: v.Version, requestID: requestID, definition: v.Raw, runParams: runParams,
-			initiator: initiator, timeoutSeconds: timeout, dropReason: drop,
-			runConfig: map[string]any{"policy": "START"},
-			created:   createdReason(initiator),
-		}, props)
-		if err == nil && queued && testHookQueued != nil {
+		if created[0].Queued && testHookQueued != nil {
 			testHookQueued()
 		}
-		return err
+		return created[0].Err
 	})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" && req.RequestID != "" {
+	if run.IsDuplicate(err) && req.RequestID != "" {
 		// A concurrent start with the same request id won.
-		inst, err := s.byRequestID(ctx, req.WorkflowID, req.RequestID)
-		if err != nil {
-			return nil, err
-		}
-		return &StartResult{Instance: inst, Duplicated: true}, nil
+		return s.duplicate(ctx, req.WorkflowID, req.RequestID)
+	}
+	if errors.Is(err, run.ErrWorkflowGone) {
+		// Deleted since its version was read.
+		return nil, fmt.Errorf("workflow %s: %w", req.WorkflowID, ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if queued {
-		s.admitLater(ctx, ref.WorkflowID)
+	c := created[0]
+	if c.Duplicated {
+		return s.duplicate(ctx, req.WorkflowID, req.RequestID)
 	}
-	inst, err := s.Run(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
+	run.AdmitAfterCommit(ctx, s.db, created)
+	inst, err := s.Run(ctx, c.Ref.WorkflowID, c.Ref.InstanceID, c.Ref.RunID)
 	if err != nil {
 		return nil, err
 	}
 	return &StartResult{Instance: inst}, nil
 }
 
-// newRun is a run to insert as queued (or, with dropReason, as STOPPED).
-type newRun struct {
-	ref            flow.Ref
-	version        int64
-	requestID      *string
-	definition     []byte
-	runParams      []byte
-	initiator      any
-	timeoutSeconds int64
-	runConfig      map[string]any
-	created        string
-	dropReason     string
-}
-
-// insertRun inserts a run: admitted with its start message when the run
-// strategy has room now, else queued. The caller holds the workflow lock in
-// tx. queued reports that the new run waits for admission: the caller then
-// runs admission again once tx has committed (admitLater).
-func (s *Service) insertRun(ctx context.Context, tx pgx.Tx, r newRun, props []byte) (queued bool, err error) {
-	group := instance.GroupFor(r.ref.WorkflowID, r.ref.InstanceID, s.groupCount)
-	timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated), r.created)}
-	status := instance.WorkflowCreated
-	if r.dropReason != "" {
-		status = instance.WorkflowStopped
-		timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), r.dropReason))
-	} else {
-		room, err := flow.RoomNow(ctx, tx, r.ref.WorkflowID, props)
-		if err != nil {
-			return false, err
-		}
-		queued = !room
-		if queued {
-			timeline = append(timeline, instance.LogEvent("INFO",
-				fmt.Sprintf("queued by the %s run strategy", flow.ParseStrategy(props).Rule)))
-		}
+// duplicate is the answer to a start whose request id an earlier start
+// used: that start's run.
+func (s *Service) duplicate(ctx context.Context, workflowID, requestID string) (*StartResult, error) {
+	inst, err := s.byRequestID(ctx, workflowID, requestID)
+	if err != nil {
+		return nil, err
 	}
-	runUUID := uuid.New()
-	if _, err := tx.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
-            request_id, group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
-            queued, run_config, end_time)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                CASE WHEN $9 = 'STOPPED' THEN now() END)`,
-		r.ref.WorkflowID, r.ref.InstanceID, r.ref.RunID, r.version, runUUID, r.requestID, s.groupCount, group,
-		status, r.definition, r.runParams, r.initiator, timeline, r.timeoutSeconds, queued, r.runConfig); err != nil {
-		return false, fmt.Errorf("insert instance: %w", err)
-	}
-	if r.dropReason != "" {
-		// Its status change is an event like any other (docs/events.md).
-		return false, event.Insert(ctx, tx, flow.DroppedRunEvent(r.ref, r.definition, runUUID.String(), 0, flow.RootCorrelation(r.ref)))
-	}
-	if queued {
-		return queued, nil
-	}
-	_, err = queue.Enqueue(ctx, tx, queue.StartWorkflow, group, flow.StartMessage{Ref: r.ref, Group: group})
-	return false, err
+	return &StartResult{Instance: inst, Duplicated: true}, nil
 }
 
 // testHookQueued, when set, runs inside a start's transaction once its run
 // was queued: a test ends a run there to race the start.
 var testHookQueued func()
 
-// admitLater runs admission once more after a run was queued. The start
-// counted the workflow's admitted runs under the workflow lock, but a run
-// ending at that moment does not take the lock: if it still counted as
-// active here, this admission sees it ended, or the end's own admission
-// sees the queued run (docs/run-control.md). An error is left to the
-// engine's admission sweep, which admits within its interval.
-func (s *Service) admitLater(ctx context.Context, workflowID string) {
-	_, _ = flow.AdmitWorkflow(ctx, s.db, workflowID, false)
-}
-
 // Readmit applies a workflow's current run strategy to its queued runs now,
 // for example after its properties changed. An error is left to the
 // engine's admission sweep, which admits within its interval.
 func (s *Service) Readmit(ctx context.Context, workflowID string) {
-	_, _ = flow.AdmitWorkflow(ctx, s.db, workflowID, false)
+	_, _ = run.AdmitWorkflow(ctx, s.db, workflowID, false)
 }
 
 func orEmptyParams(p workflow.Params) workflow.Params {
@@ -270,14 +176,14 @@ func ManualInitiator(caller string) map[string]any {
 }
 
 // pastTense words the actions on timelines.
-var pastTense = map[flow.Action]string{
-	flow.ActionStop: "stopped", flow.ActionKill: "killed", flow.StepRestart: "restarted", flow.StepSkip: "skipped",
+var pastTense = map[run.Action]string{
+	run.ActionStop: "stopped", run.ActionKill: "killed", run.StepRestart: "restarted", run.StepSkip: "skipped",
 }
 
 // byCaller is the reason an action of the caller in ctx (authz.WithCaller)
 // is recorded with on the timelines it touches, e.g. "stopped by alice";
 // "" when there is no caller (the engine then writes its default reason).
-func byCaller(ctx context.Context, action flow.Action, suffix string) string {
+func byCaller(ctx context.Context, action run.Action, suffix string) string {
 	c := authz.CallerFrom(ctx)
 	if c == "" {
 		return ""
@@ -292,8 +198,8 @@ func byCaller(ctx context.Context, action flow.Action, suffix string) string {
 // Act asks the engine to stop or kill a run (the latest run when run is 0).
 // It returns the run as it is now; the engine applies the action shortly.
 // The caller in ctx is recorded on the run's timeline.
-func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run int64, action flow.Action) (*Instance, error) {
-	inst, err := s.Instance(ctx, workflowID, instanceID, run)
+func (s *Service) Act(ctx context.Context, workflowID string, instanceID, runID int64, action run.Action) (*Instance, error) {
+	inst, err := s.Instance(ctx, workflowID, instanceID, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -301,8 +207,8 @@ func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run in
 		return nil, fmt.Errorf("%w: workflow instance %s/%d is already %s", ErrConflict, workflowID, instanceID, inst.Status)
 	}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, flow.ActionMessage{
-			Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
+		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, run.ActionMessage{
+			Ref:   run.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
 			Group: inst.groupID, Action: action, Reason: byCaller(ctx, action, ""),
 		})
 		return err
@@ -315,7 +221,7 @@ func (s *Service) Act(ctx context.Context, workflowID string, instanceID, run in
 
 // ActOnAll stops or kills every live run of a workflow and returns how many
 // it asked the engine to act on.
-func (s *Service) ActOnAll(ctx context.Context, workflowID string, action flow.Action) (int, error) {
+func (s *Service) ActOnAll(ctx context.Context, workflowID string, action run.Action) (int, error) {
 	n := 0
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT instance_id, run_id, group_id FROM workflow_instance
@@ -336,8 +242,8 @@ func (s *Service) ActOnAll(ctx context.Context, workflowID string, action flow.A
 			return fmt.Errorf("list live instances: %w", err)
 		}
 		for _, l := range all {
-			if _, err := queue.Enqueue(ctx, tx, queue.InstanceAction, l.group, flow.ActionMessage{
-				Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: l.iid, RunID: l.run},
+			if _, err := queue.Enqueue(ctx, tx, queue.InstanceAction, l.group, run.ActionMessage{
+				Ref:   run.Ref{WorkflowID: workflowID, InstanceID: l.iid, RunID: l.run},
 				Group: l.group, Action: action, Reason: byCaller(ctx, action, " with every run of the workflow"),
 			}); err != nil {
 				return err

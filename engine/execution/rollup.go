@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 )
 
@@ -51,7 +50,7 @@ type StepReference struct {
 const MaxRollupRefs = 10
 
 // maxRollupLevels bounds the recursion whatever the data says: child runs
-// are at most flow.MaxSubworkflowDepth deep, and a run is never visited
+// are at most composite.MaxSubworkflowDepth deep, and a run is never visited
 // twice.
 const maxRollupLevels = 32
 
@@ -264,7 +263,7 @@ func scanRollupRows(ctx context.Context, tx pgx.Tx, ov *RollupOverview, next *ro
 		}
 		switch kind {
 		case "set": // its iterations' steps count, not the step
-			id := flow.ForeachWorkflowID(ref.WorkflowID, ref.InstanceID, ref.StepID)
+			id := instance.ForeachWorkflowID(ref.WorkflowID, ref.InstanceID, ref.StepID)
 			if !seenSets[id] {
 				seenSets[id] = true
 				next.sets = append(next.sets, foreachSet{id, n})

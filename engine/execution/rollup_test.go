@@ -380,7 +380,7 @@ func TestRollupForeachMergesKeptAndRerunIterations(t *testing.T) {
 			failedRef = &c.Refs[0]
 		}
 	}
-	fid := flow.ForeachWorkflowID("fe", iid, "loop")
+	fid := instance.ForeachWorkflowID("fe", iid, "loop")
 	if failedRef == nil || *failedRef != (StepReference{WorkflowID: fid, InstanceID: 2, RunID: 1, StepID: "b", AttemptID: 1}) {
 		t.Fatalf("failed leaf ref %+v", failedRef)
 	}
@@ -424,7 +424,7 @@ func BenchmarkRollupForeach10000(b *testing.B) {
             jsonb_build_object('data', jsonb_build_object('foreach_total', $1::bigint)))`, n); err != nil {
 		b.Fatal(err)
 	}
-	fid := flow.ForeachWorkflowID("fparent", 1, "loop")
+	fid := instance.ForeachWorkflowID("fparent", 1, "loop")
 	if _, err := pool.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
             group_count, group_id, status, definition, timeout_seconds, parent_key)
         SELECT $1, g, 1, 0, gen_random_uuid(), 4, g % 4, 'SUCCEEDED', '{}'::jsonb, 60, 'fparent/1/1/loop/1/f' || g

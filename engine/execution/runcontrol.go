@@ -13,10 +13,10 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/event"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -89,8 +89,8 @@ func readLastRun(ctx context.Context, tx pgx.Tx, workflowID string, instanceID i
 
 // lockWorkflow takes the workflow's admission lock and maps its absence.
 func lockWorkflow(ctx context.Context, tx pgx.Tx, workflowID string) ([]byte, error) {
-	props, err := flow.LockWorkflow(ctx, tx, workflowID)
-	if errors.Is(err, flow.ErrWorkflowGone) {
+	props, err := run.LockWorkflow(ctx, tx, workflowID)
+	if errors.Is(err, run.ErrWorkflowGone) {
 		return nil, fmt.Errorf("workflow %s: %w", workflowID, ErrNotFound)
 	}
 	return props, err
@@ -126,8 +126,8 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 	if err := checkRequest("", req.RunParams); err != nil {
 		return nil, err
 	}
-	var ref flow.Ref
-	queued := false
+	var ref run.Ref
+	var created []run.Created
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		props, err := lockWorkflow(ctx, tx, req.WorkflowID)
 		if err != nil {
@@ -175,14 +175,12 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 				return err
 			}
 		}
-		ref = flow.Ref{WorkflowID: req.WorkflowID, InstanceID: req.InstanceID, RunID: prev.runID + 1}
-		drop, err := flow.PrepareStart(ctx, tx, req.WorkflowID, props)
-		if err != nil {
-			return err
-		}
-		var initiator any = json.RawMessage(prev.initiator)
+		ref = run.Ref{WorkflowID: req.WorkflowID, InstanceID: req.InstanceID, RunID: prev.runID + 1}
+		initiator := prev.initiator
 		if req.Initiator != nil {
-			initiator = req.Initiator
+			if initiator, err = json.Marshal(req.Initiator); err != nil {
+				return fmt.Errorf("encode initiator: %w", err)
+			}
 		}
 		cfg := map[string]any{"policy": policy, "from_run": prev.runID}
 		if req.StepID != "" {
@@ -191,15 +189,20 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		if len(req.StepRunParams) > 0 {
 			cfg["step_run_params"] = req.StepRunParams
 		}
-		queued, err = s.insertRun(ctx, tx, newRun{
-			ref: ref, version: prev.version, definition: definition, runParams: runParams,
-			initiator: initiator, timeoutSeconds: prev.timeoutSeconds, dropReason: drop, runConfig: cfg,
-			created: fmt.Sprintf("restart of run %d (%s)", prev.runID, policy),
-		}, props)
+		runConfig, err := json.Marshal(cfg)
+		if err != nil {
+			return fmt.Errorf("encode run config: %w", err)
+		}
+		created, err = run.Create(ctx, tx, []run.New{{
+			Ref: ref, Version: prev.version, Definition: definition, RunParams: runParams, Initiator: initiator,
+			TimeoutSeconds: prev.timeoutSeconds, RunConfig: runConfig, GroupCount: s.groupCount,
+			Timeline: []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
+				fmt.Sprintf("restart of run %d (%s)", prev.runID, policy))},
+		}}, run.Options{Props: map[string][]byte{req.WorkflowID: props}})
 		if err != nil {
 			return err
 		}
-		if policy == RestartFromBeginning || drop != "" {
+		if policy == RestartFromBeginning || created[0].Status == instance.WorkflowStopped {
 			return nil
 		}
 		return carrySteps(ctx, tx, ref, &wf, prev.runID, rerun, req.SkipStepID, authz.CallerFrom(ctx))
@@ -207,9 +210,7 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 	if err != nil {
 		return nil, err
 	}
-	if queued {
-		s.admitLater(ctx, ref.WorkflowID)
-	}
+	run.AdmitAfterCommit(ctx, s.db, created)
 	return s.Instance(ctx, ref.WorkflowID, ref.InstanceID, ref.RunID)
 }
 
@@ -298,7 +299,7 @@ RETURNING step_id, attempt_id, uuid::text, seq`
 // records skipStep (if set) SKIPPED, with its event: the carried steps
 // change no status in the new run, the skipped one does. by names who
 // asked for the skip.
-func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, wf *workflow.Workflow, from int64, rerun map[string]bool, skipStep, by string) error {
+func carrySteps(ctx context.Context, tx pgx.Tx, ref run.Ref, wf *workflow.Workflow, from int64, rerun map[string]bool, skipStep, by string) error {
 	if by == "" {
 		by = "user"
 	}
@@ -337,7 +338,7 @@ func carrySteps(ctx context.Context, tx pgx.Tx, ref flow.Ref, wf *workflow.Workf
 			ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&runUUID); err != nil {
 			return fmt.Errorf("read run %s: %w", ref, err)
 		}
-		return event.Insert(ctx, tx, flow.SkippedStepEvent(ref, wf, runUUID, flow.RootCorrelation(ref), c.step, c.attempt, c.uuid, c.seq))
+		return event.Insert(ctx, tx, run.SkippedStepEvent(ref, wf, runUUID, run.RootCorrelation(ref), c.step, c.attempt, c.uuid, c.seq))
 	}
 	return nil
 }
@@ -378,7 +379,7 @@ func (s *Service) Unblock(ctx context.Context, workflowID string, instanceID int
 			return fmt.Errorf("unblock runs of %s: %w", workflowID, err)
 		}
 		n = int(tag.RowsAffected())
-		_, err = flow.AdmitQueued(ctx, tx, workflowID, props)
+		_, err = run.AdmitQueued(ctx, tx, workflowID, props)
 		return err
 	})
 	return n, err
@@ -386,11 +387,11 @@ func (s *Service) Unblock(ctx context.Context, workflowID string, instanceID int
 
 // StepActionResult is what a step action did.
 type StepActionResult struct {
-	WorkflowID string      `json:"workflow_id"`
-	InstanceID int64       `json:"workflow_instance_id"`
-	RunID      int64       `json:"workflow_run_id"`
-	StepID     string      `json:"step_id"`
-	Action     flow.Action `json:"action"`
+	WorkflowID string     `json:"workflow_id"`
+	InstanceID int64      `json:"workflow_instance_id"`
+	RunID      int64      `json:"workflow_run_id"`
+	StepID     string     `json:"step_id"`
+	Action     run.Action `json:"action"`
 	// Status is ACCEPTED when the engine applies the action to the live
 	// run, RESTARTED when the action started a new run (Restarted).
 	Status    string    `json:"status"`
@@ -402,24 +403,24 @@ type StepActionResult struct {
 // engine through the outbox. On an ended run, restart starts a new run
 // from that step (RESTART_FROM_SPECIFIC) and skip a new run from the
 // incomplete steps with that step SKIPPED; other actions are conflicts.
-func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, run int64, stepID string, action flow.Action) (*StepActionResult, error) {
-	return s.stepAct(ctx, workflowID, instanceID, run, stepID, action, nil)
+func (s *Service) StepAct(ctx context.Context, workflowID string, instanceID, runID int64, stepID string, action run.Action) (*StepActionResult, error) {
+	return s.stepAct(ctx, workflowID, instanceID, runID, stepID, action, nil)
 }
 
 // RestartStep is the restart step action with step params: stepParams
 // override the step's params in the new run when the instance has ended
 // (a restart from the step); a live run's new attempt takes none, and
 // stepParams are then ErrInvalid.
-func (s *Service) RestartStep(ctx context.Context, workflowID string, instanceID, run int64, stepID string, stepParams workflow.Params) (*StepActionResult, error) {
-	return s.stepAct(ctx, workflowID, instanceID, run, stepID, flow.StepRestart, stepParams)
+func (s *Service) RestartStep(ctx context.Context, workflowID string, instanceID, runID int64, stepID string, stepParams workflow.Params) (*StepActionResult, error) {
+	return s.stepAct(ctx, workflowID, instanceID, runID, stepID, run.StepRestart, stepParams)
 }
 
-func (s *Service) stepAct(ctx context.Context, workflowID string, instanceID, run int64, stepID string, action flow.Action,
+func (s *Service) stepAct(ctx context.Context, workflowID string, instanceID, runID int64, stepID string, action run.Action,
 	stepParams workflow.Params) (*StepActionResult, error) {
-	if action == flow.StepBypassDependencies { // recorded on the attempt's signal wait, not an instance action
-		return s.BypassDependencies(ctx, workflowID, instanceID, run, stepID, "")
+	if action == run.StepBypassDependencies { // recorded on the attempt's signal wait, not an instance action
+		return s.BypassDependencies(ctx, workflowID, instanceID, runID, stepID, "")
 	}
-	inst, _, err := s.actionTarget(ctx, workflowID, instanceID, run, stepID, action)
+	inst, _, err := s.actionTarget(ctx, workflowID, instanceID, runID, stepID, action)
 	if err != nil {
 		return nil, err
 	}
@@ -430,12 +431,12 @@ func (s *Service) stepAct(ctx context.Context, workflowID string, instanceID, ru
 			req.Initiator = ManualInitiator(c)
 		}
 		switch action {
-		case flow.StepRestart:
+		case run.StepRestart:
 			req.Policy, req.StepID = RestartFromSpecific, stepID
 			if len(stepParams) > 0 {
 				req.StepRunParams = map[string]workflow.Params{stepID: stepParams}
 			}
-		case flow.StepSkip:
+		case run.StepSkip:
 			req.Policy, req.SkipStepID = RestartFromIncomplete, stepID
 		default:
 			return nil, fmt.Errorf("%w: step action %s: workflow instance %s/%d has ended (%s)",
@@ -453,8 +454,8 @@ func (s *Service) stepAct(ctx context.Context, workflowID string, instanceID, ru
 			ErrInvalid, workflowID, instanceID, inst.Status)
 	}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, flow.ActionMessage{
-			Ref:   flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
+		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, inst.groupID, run.ActionMessage{
+			Ref:   run.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID},
 			Group: inst.groupID, Action: action, StepID: stepID, Reason: byCaller(ctx, action, ""),
 		})
 		return err
@@ -469,21 +470,21 @@ func (s *Service) stepAct(ctx context.Context, workflowID string, instanceID, ru
 // actionTarget reads the latest run of an instance and the latest attempt
 // of a step in it, and checks that the attempt's status allows the action;
 // a run other than the latest is ErrConflict.
-func (s *Service) actionTarget(ctx context.Context, workflowID string, instanceID, run int64, stepID string,
-	action flow.Action) (*Instance, *StepAttempt, error) {
+func (s *Service) actionTarget(ctx context.Context, workflowID string, instanceID, runID int64, stepID string,
+	action run.Action) (*Instance, *StepAttempt, error) {
 	inst, err := s.Instance(ctx, workflowID, instanceID, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	if run != 0 && run != inst.RunID {
+	if runID != 0 && runID != inst.RunID {
 		return nil, nil, fmt.Errorf("%w: run %d of workflow instance %s/%d is not its latest run (%d)",
-			ErrConflict, run, workflowID, instanceID, inst.RunID)
+			ErrConflict, runID, workflowID, instanceID, inst.RunID)
 	}
 	a, err := s.Attempt(ctx, workflowID, instanceID, inst.RunID, stepID, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := flow.CheckStepAction(a.Status, action); err != nil {
+	if err := run.CheckStepAction(a.Status, action); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	return inst, a, nil

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/definition"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/signal"
 )
 
@@ -19,9 +19,9 @@ import (
 // it, so it survives an engine restart; the engine notes it on the step's
 // timeline ("signal dependencies bypassed by <user>"). Any other status, or
 // an ended run, is ErrConflict.
-func (s *Service) BypassDependencies(ctx context.Context, workflowID string, instanceID, run int64, stepID, user string) (*StepActionResult, error) {
-	action := flow.StepBypassDependencies
-	inst, a, err := s.actionTarget(ctx, workflowID, instanceID, run, stepID, action)
+func (s *Service) BypassDependencies(ctx context.Context, workflowID string, instanceID, runID int64, stepID, user string) (*StepActionResult, error) {
+	action := run.StepBypassDependencies
+	inst, a, err := s.actionTarget(ctx, workflowID, instanceID, runID, stepID, action)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (s *Service) BypassDependencies(ctx context.Context, workflowID string, ins
 	if user == "" {
 		user = definition.Anonymous
 	}
-	ref := flow.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID}
+	ref := run.Ref{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID}
 	key := signal.WaitKey{WorkflowID: workflowID, InstanceID: instanceID, RunID: inst.RunID, StepID: stepID, AttemptID: a.AttemptID}
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		ok, err := signal.Bypass(ctx, tx, key, user)
@@ -43,12 +43,12 @@ func (s *Service) BypassDependencies(ctx context.Context, workflowID string, ins
 			return errNoLongerWaiting
 		}
 		_, err = queue.Enqueue(ctx, tx, queue.StepUpdate, inst.groupID,
-			flow.StepUpdateMessage{Ref: ref, Group: inst.groupID, StepID: stepID})
+			run.StepUpdateMessage{Ref: ref, Group: inst.groupID, StepID: stepID})
 		return err
 	})
 	if errors.Is(err, errNoLongerWaiting) {
 		return nil, fmt.Errorf("%w: %w: step %s attempt %d of %s is no longer waiting for signals (or was bypassed already)",
-			ErrConflict, flow.ErrActionNotAllowed, stepID, a.AttemptID, ref)
+			ErrConflict, run.ErrActionNotAllowed, stepID, a.AttemptID, ref)
 	}
 	if err != nil {
 		return nil, err

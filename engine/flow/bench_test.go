@@ -17,6 +17,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // chainJSON is a chain of n NoOp steps.
@@ -43,13 +44,13 @@ type recorder struct {
 	times map[string]time.Time // ref|step|status
 }
 
-func (r *recorder) observe(ref flow.Ref, step string, _ int64, st instance.StepStatus, at time.Time) {
+func (r *recorder) observe(ref run.Ref, step string, _ int64, st instance.StepStatus, at time.Time) {
 	r.mu.Lock()
 	r.times[fmt.Sprintf("%s|%s|%s", ref, step, st)] = at
 	r.mu.Unlock()
 }
 
-func (r *recorder) at(ref flow.Ref, step string, st instance.StepStatus) (time.Time, bool) {
+func (r *recorder) at(ref run.Ref, step string, st instance.StepStatus) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	t, ok := r.times[fmt.Sprintf("%s|%s|%s", ref, step, st)]
@@ -79,7 +80,7 @@ func BenchmarkStepLaunchOverhead(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		inst := e.wait(e.start("chain100", nil), 2*time.Minute)
-		ref := flow.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
+		ref := run.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
 		for i := 1; i < 100; i++ {
 			done, ok1 := rec.at(ref, fmt.Sprintf("s%d", i-1), instance.StepSucceeded)
 			running, ok2 := rec.at(ref, fmt.Sprintf("s%d", i), instance.StepRunning)
@@ -105,7 +106,7 @@ func BenchmarkWorkflowStartOverhead(b *testing.B) {
 		inst := e.start("one", nil)
 		accepted := time.Now() // the start response is in the client's hands
 		e.wait(inst, time.Minute)
-		ref := flow.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
+		ref := run.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
 		if running, ok := rec.at(ref, "s0", instance.StepRunning); ok {
 			gaps = append(gaps, running.Sub(accepted))
 		}
@@ -141,7 +142,7 @@ func benchThroughput(b *testing.B, events bool) {
 	var mu sync.Mutex
 	var done []time.Time
 	var delivered atomic.Int64
-	cfg := flow.Config{Observer: func(_ flow.Ref, _ string, _ int64, st instance.StepStatus, at time.Time) {
+	cfg := flow.Config{Observer: func(_ run.Ref, _ string, _ int64, st instance.StepStatus, at time.Time) {
 		if st == instance.StepSucceeded {
 			mu.Lock()
 			done = append(done, at)
@@ -260,7 +261,7 @@ func BenchmarkInFlightMemory(b *testing.B) {
 		cpu0, wall0 := cpuTime(), time.Now()
 		time.Sleep(2 * time.Second)
 		idleCPU = float64(cpuTime()-cpu0) / float64(time.Since(wall0)) * 100 / (runs / 1000)
-		if _, err := e.runs.ActOnAll(context.Background(), "idle", flow.ActionStop); err != nil {
+		if _, err := e.runs.ActOnAll(context.Background(), "idle", run.ActionStop); err != nil {
 			b.Fatal(err)
 		}
 		for _, inst := range insts {

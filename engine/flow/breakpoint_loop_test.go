@@ -11,6 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // setBreakpoint sets a breakpoint on a step of a pushed workflow, narrowed
@@ -37,7 +38,7 @@ func (e *env) resumePaused(stepID, where string, args ...any) int {
 			return err
 		}
 		type paused struct {
-			ref   flow.Ref
+			ref   run.Ref
 			group int32
 		}
 		all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (paused, error) {
@@ -49,7 +50,7 @@ func (e *env) resumePaused(stepID, where string, args ...any) int {
 		}
 		for _, p := range all {
 			if _, err := queue.Enqueue(ctx, tx, queue.StepUpdate, p.group,
-				flow.StepUpdateMessage{Ref: p.ref, Group: p.group, StepID: stepID}); err != nil {
+				run.StepUpdateMessage{Ref: p.ref, Group: p.group, StepID: stepID}); err != nil {
 				return err
 			}
 		}
@@ -217,7 +218,7 @@ func TestIterationsUseTheRootBreakpointCache(t *testing.T) {
 	if has, known := eng.BreakpointCache("bpnone"); !known || has {
 		t.Fatalf("cache of bpnone: has %v known %v", has, known)
 	}
-	iteration := flow.ForeachWorkflowID("bpnone", parent.InstanceID, "loop")
+	iteration := instance.ForeachWorkflowID("bpnone", parent.InstanceID, "loop")
 	if _, known := eng.BreakpointCache(iteration); known {
 		t.Fatalf("the iterations have a cache entry of their own")
 	}

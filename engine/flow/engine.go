@@ -20,6 +20,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/run"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,15 +36,12 @@ import (
 	"github.com/maestro-aws/maestro/sel"
 )
 
-// DefaultGroupCount is how many flow groups runs are spread over.
-const DefaultGroupCount = membership.DefaultGroupCount
-
 // Config configures an Engine. Zero values take the defaults noted.
 type Config struct {
 	// NodeID names this engine process (default host name + random suffix).
 	NodeID string
 	// GroupCount is the number of flow groups new runs are spread over
-	// (default DefaultGroupCount). Runs keep the count they started with.
+	// (default run.DefaultGroupCount). Runs keep the count they started with.
 	// The engine follows the count recorded in the database when it is
 	// raised (engine/groupcount.Raise), at its next heartbeat round.
 	GroupCount int
@@ -78,9 +76,9 @@ type Config struct {
 	// Observer, when set, is told of every step transition once it is
 	// written, with the time the transition happened; benchmarks use it to
 	// measure latencies.
-	Observer func(ref Ref, stepID string, attempt int64, status instance.StepStatus, at time.Time)
+	Observer func(ref run.Ref, stepID string, attempt int64, status instance.StepStatus, at time.Time)
 	// FlowObserver, when set, is told of every run that ended.
-	FlowObserver func(ref Ref, status instance.WorkflowStatus, at time.Time)
+	FlowObserver func(ref run.Ref, status instance.WorkflowStatus, at time.Time)
 	// Metrics, when set, records steps ended, step launch latency and group
 	// takeovers; SampleMetrics adds the gauges.
 	Metrics *metrics.Recorder
@@ -171,7 +169,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	if cfg.Metrics != nil {
 		timer := newStepTimer(cfg.Metrics)
 		if obs := cfg.Observer; obs != nil {
-			cfg.Observer = func(ref Ref, step string, attempt int64, status instance.StepStatus, at time.Time) {
+			cfg.Observer = func(ref run.Ref, step string, attempt int64, status instance.StepStatus, at time.Time) {
 				obs(ref, step, attempt, status, at)
 				timer.observe(ref, step, attempt, status, at)
 			}
@@ -393,7 +391,7 @@ func decodeMessage[T any](e *Engine, m queue.Message) (msg T, ok bool) {
 }
 
 func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
-	msg, ok := decodeMessage[StartMessage](e, m)
+	msg, ok := decodeMessage[run.StartMessage](e, m)
 	if !ok {
 		return nil
 	}
@@ -489,7 +487,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	case err == nil:
 		e.wroteEvent(ev)
 		return nil
-	case errors.Is(err, flowstore.ErrFenced):
+	case errors.Is(err, run.ErrFenced):
 		// Refused: either the group moved on (the message goes to its new
 		// owner) or the run is no longer CREATED (stopped meanwhile).
 		stillHeld, err := e.store.GroupHeld(ctx, g.id, g.gen, e.cfg.NodeID)
@@ -497,7 +495,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			return err
 		}
 		if !stillHeld {
-			return flowstore.ErrFenced
+			return run.ErrFenced
 		}
 		return nil
 	default:
@@ -516,7 +514,7 @@ const startWorkers = 8
 // waitForMemory reports whether a start that found the memory budget in
 // use may wait once more (up to maxMemoryWaits times, a queue retry delay
 // apart) rather than fail.
-func (e *Engine) waitForMemory(ref Ref) bool {
+func (e *Engine) waitForMemory(ref run.Ref) bool {
 	n, _ := e.startWaits.LoadOrStore(ref, new(atomic.Int32))
 	if n.(*atomic.Int32).Add(1) <= maxMemoryWaits {
 		return true
@@ -527,7 +525,7 @@ func (e *Engine) waitForMemory(ref Ref) bool {
 
 // startEvent is the CREATED -> IN_PROGRESS event of a run being started;
 // nil when the engine records no events.
-func (e *Engine) startEvent(ref Ref, row flowstore.InstanceRow) ([]byte, error) {
+func (e *Engine) startEvent(ref run.Ref, row flowstore.InstanceRow) ([]byte, error) {
 	if !e.events {
 		return nil, nil
 	}
@@ -536,7 +534,7 @@ func (e *Engine) startEvent(ref Ref, row flowstore.InstanceRow) ([]byte, error) 
 		return nil, err
 	}
 	defer e.defs.release(def)
-	ri := flowstore.NewRunInfo(&def.wf, row.UUID, row.Correlation, row.Depth)
+	ri := run.NewRunInfo(&def.wf, row.UUID, row.Correlation, row.Depth)
 	return ri.InstanceEvent(ref, instance.WorkflowCreated, instance.WorkflowInProgress, time.Now()), nil
 }
 
@@ -551,7 +549,7 @@ func (e *Engine) wroteEvent(ev []byte) {
 // It returns them and their JSON, which the run's row stores: the flow
 // started next takes the values as they are rather than decoding their
 // JSON again.
-func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore.CreatedRow, owner string) (params.Values, []byte, error) {
+func (e *Engine) evaluateStartParams(ctx context.Context, ref run.Ref, row flowstore.CreatedRow, owner string) (params.Values, []byte, error) {
 	var runParams workflow.Params
 	if len(row.Row.RunParams) > 2 {
 		if err := json.Unmarshal(row.Row.RunParams, &runParams); err != nil {
@@ -567,7 +565,7 @@ func (e *Engine) evaluateStartParams(ctx context.Context, ref Ref, row flowstore
 
 // evaluateRunParams evaluates the workflow params of a run of definition
 // def about to start, and returns them with their JSON.
-func (e *Engine) evaluateRunParams(ctx context.Context, ref Ref, definition []byte, runParams workflow.Params,
+func (e *Engine) evaluateRunParams(ctx context.Context, ref run.Ref, definition []byte, runParams workflow.Params,
 	initiatorJSON []byte, policy, owner string) (params.Values, []byte, error) {
 	def, err := e.defs.acquire(definition, false)
 	if err != nil {
@@ -608,7 +606,7 @@ const paramEvaluationTimeout = 10 * time.Second
 const actionTimeout = 30 * time.Second
 
 func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
-	msg, ok := decodeMessage[ActionMessage](e, m)
+	msg, ok := decodeMessage[run.ActionMessage](e, m)
 	if !ok {
 		return nil
 	}
@@ -641,7 +639,7 @@ func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
 // handleStepAction hands a step action to the run's actor. An action the
 // step's current state no longer allows is dropped (logged); one for a run
 // not in memory yet is retried; one for a run that ended is dropped.
-func (e *Engine) handleStepAction(ctx context.Context, f *flowActor, msg ActionMessage) error {
+func (e *Engine) handleStepAction(ctx context.Context, f *flowActor, msg run.ActionMessage) error {
 	if f == nil {
 		live, err := e.store.IsLive(ctx, msg.Ref)
 		if err != nil {
@@ -657,7 +655,7 @@ func (e *Engine) handleStepAction(ctx context.Context, f *flowActor, msg ActionM
 	f.inbox.send(flowMsg{kind: flowStepAction, stepID: msg.StepID, action: msg.Action, reason: msg.Reason, reply: reply})
 	select {
 	case err := <-reply:
-		if errors.Is(err, ErrActionNotAllowed) {
+		if errors.Is(err, run.ErrActionNotAllowed) {
 			e.cfg.Logger.Warn("step action dropped", "flow", msg.Ref.String(), "step_id", msg.StepID, "error", err.Error())
 			return nil
 		}
@@ -674,9 +672,9 @@ func (e *Engine) handleStepAction(ctx context.Context, f *flowActor, msg ActionM
 // actOnAbsentFlow applies an action to a run that has no actor here: one
 // not started yet is ended directly; one that is over needs nothing; one
 // that is live but not in memory yet is retried shortly.
-func (e *Engine) actOnAbsentFlow(ctx context.Context, msg ActionMessage) error {
+func (e *Engine) actOnAbsentFlow(ctx context.Context, msg run.ActionMessage) error {
 	status := instance.WorkflowStopped
-	if msg.Action == ActionKill {
+	if msg.Action == run.ActionKill {
 		status = instance.WorkflowFailed
 	}
 	reason := fmt.Sprintf("%s by user before it started", msg.Action)
@@ -704,7 +702,7 @@ func (e *Engine) retryWrite(ctx context.Context, write func(context.Context) err
 	backoff := 20 * time.Millisecond
 	for {
 		err := write(ctx)
-		if err == nil || errors.Is(err, ErrFenced) || ctx.Err() != nil || isPermanent(err) {
+		if err == nil || errors.Is(err, run.ErrFenced) || ctx.Err() != nil || isPermanent(err) {
 			return err
 		}
 		e.cfg.Logger.Warn("database write failed; retrying", "error", err.Error())

@@ -11,6 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -179,9 +180,9 @@ func TestStopAndKill(t *testing.T) {
 	e.engine(flow.Config{})
 	e.push(`{"workflow":{"id":"long","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":60}}]}}`)
 	for _, tc := range []struct {
-		action flow.Action
+		action run.Action
 		want   instance.WorkflowStatus
-	}{{flow.ActionStop, instance.WorkflowStopped}, {flow.ActionKill, instance.WorkflowFailed}} {
+	}{{run.ActionStop, instance.WorkflowStopped}, {run.ActionKill, instance.WorkflowFailed}} {
 		inst := e.start("long", nil)
 		e.waitStep(inst, "nap", instance.StepRunning)
 		if _, err := e.runs.Act(context.Background(), "long", inst.InstanceID, 0, tc.action); err != nil {
@@ -220,7 +221,7 @@ func TestInstanceStepConcurrency(t *testing.T) {
 	var maxRunning int
 	running := map[string]bool{}
 	mu := make(chan struct{}, 1)
-	e.engine(flow.Config{Observer: func(ref flow.Ref, step string, _ int64, st instance.StepStatus, _ time.Time) {
+	e.engine(flow.Config{Observer: func(ref run.Ref, step string, _ int64, st instance.StepStatus, _ time.Time) {
 		mu <- struct{}{}
 		if st == instance.StepStarting {
 			running[step] = true

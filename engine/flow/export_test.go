@@ -5,6 +5,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // Crash stops the engine the way a killed process stops: every actor ends
@@ -22,7 +23,7 @@ func (e *Engine) Crash() {
 }
 
 // LaunchObserver is the Observer that records step metrics on rec.
-func LaunchObserver(rec *metrics.Recorder) func(Ref, string, int64, instance.StepStatus, time.Time) {
+func LaunchObserver(rec *metrics.Recorder) func(run.Ref, string, int64, instance.StepStatus, time.Time) {
 	return newStepTimer(rec).observe
 }
 

@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
-	"github.com/maestro-aws/maestro/engine/queue"
-
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"
 )
@@ -34,7 +34,7 @@ type flowMsg struct {
 	kind   flowMsgKind
 	done   stepSummary
 	stepID string
-	action Action
+	action run.Action
 	reason string
 	reply  chan error
 	err    error
@@ -58,7 +58,7 @@ type stepSummary struct {
 type flowActor struct {
 	eng    *Engine
 	grp    *group
-	ref    Ref
+	ref    run.Ref
 	gen    int64
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -73,9 +73,9 @@ type flowActor struct {
 	started     time.Time
 	timeout     time.Duration
 	// parent is the subworkflow step that created the run, if one did.
-	parent *Parent
+	parent *run.Parent
 	// info is what the run's events carry.
-	info flowstore.RunInfo
+	info run.RunInfo
 
 	steps    map[string]*stepSummary
 	running  map[string]*stepActor
@@ -125,12 +125,12 @@ func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64, val
 	for i := range wf.Steps {
 		f.nodes[wf.Steps[i].ID()] = &wf.Steps[i]
 	}
-	f.info = flowstore.NewRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
+	f.info = run.NewRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
 	if row.StartTime != nil {
 		f.started = *row.StartTime
 	}
 	if len(row.Parent) > 0 && string(row.Parent) != "null" {
-		f.parent = &Parent{}
+		f.parent = &run.Parent{}
 		if err := json.Unmarshal(row.Parent, f.parent); err != nil {
 			eng.defs.release(def)
 			return nil, fmt.Errorf("decode parent of %s: %w", row.Ref, err)
@@ -300,13 +300,13 @@ func (f *flowActor) handle(m flowMsg) error {
 		f.launch(a)
 	case flowAction:
 		status, reason := instance.WorkflowStopped, "stopped by user"
-		if m.action == ActionKill {
+		if m.action == run.ActionKill {
 			status, reason = instance.WorkflowFailed, "killed by user"
 		}
 		if m.reason != "" {
 			reason = m.reason
 		}
-		f.killing = m.action == ActionKill
+		f.killing = m.action == run.ActionKill
 		f.stopAll(status, reason)
 		f.waiters = append(f.waiters, m.reply)
 	case flowTimeout:
@@ -314,7 +314,7 @@ func (f *flowActor) handle(m flowMsg) error {
 	case flowStepAction:
 		err := f.stepAction(m.stepID, m.action, m.reason)
 		m.reply <- err
-		if errors.Is(err, ErrActionNotAllowed) {
+		if errors.Is(err, run.ErrActionNotAllowed) {
 			return nil
 		}
 		return err
@@ -569,13 +569,13 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	}
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
 		if f.startRefused() {
-			return ErrFenced // the run was never started here: nothing to retry
+			return run.ErrFenced // the run was never started here: nothing to retry
 		}
 		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u).After(f.start)
 		if f.parent != nil && !wakeHere {
 			p := *f.parent
 			op.Then(func(ctx context.Context, tx pgx.Tx) error {
-				_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
+				_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, p.Group, run.StepUpdateMessage{Ref: p.Ref, Group: p.Group, StepID: p.StepID})
 				return err
 			})
 		}

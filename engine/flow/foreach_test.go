@@ -14,6 +14,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -33,7 +34,7 @@ func (e *env) iterations(parent *execution.Instance, stepID string) []iterationR
 	e.t.Helper()
 	rows, err := e.pool.Query(context.Background(), `SELECT instance_id, run_id, status, group_id, run_params
         FROM workflow_instance WHERE workflow_id = $1 ORDER BY instance_id, run_id`,
-		flow.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, stepID))
+		instance.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, stepID))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ Workflow:
 		if got := runParam(t, it, "loop_index"); got != fmt.Sprint(i) {
 			t.Errorf("iteration %d loop_index %s", i, got)
 		}
-		inst := &execution.Instance{WorkflowID: flow.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, "step2"),
+		inst := &execution.Instance{WorkflowID: instance.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, "step2"),
 			InstanceID: it.Iteration, RunID: it.RunID}
 		job := e.stepAttempt(inst, "backfill")
 		if job.Status != instance.StepSucceeded || !strings.Contains(string(job.Params), want) {
@@ -252,7 +253,7 @@ func TestForeachStopPropagates(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := e.runs.Act(context.Background(), parent.WorkflowID, parent.InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(context.Background(), parent.WorkflowID, parent.InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.wait(parent, 30*time.Second); got.Status != instance.WorkflowStopped {
@@ -439,14 +440,14 @@ func TestForeachNested(t *testing.T) {
 	}
 	var prods []string
 	for _, o := range outer {
-		oi := &execution.Instance{WorkflowID: flow.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, "outer"),
+		oi := &execution.Instance{WorkflowID: instance.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, "outer"),
 			InstanceID: o.Iteration, RunID: o.RunID}
 		inner := e.iterations(oi, "inner")
 		if len(inner) != 3 {
 			t.Fatalf("outer iteration %d: %d inner iterations", o.Iteration, len(inner))
 		}
 		for _, in := range inner {
-			ii := &execution.Instance{WorkflowID: flow.ForeachWorkflowID(oi.WorkflowID, oi.InstanceID, "inner"),
+			ii := &execution.Instance{WorkflowID: instance.ForeachWorkflowID(oi.WorkflowID, oi.InstanceID, "inner"),
 				InstanceID: in.Iteration, RunID: in.RunID}
 			body := e.stepAttempt(ii, "body")
 			var ps map[string]struct {
@@ -657,7 +658,7 @@ CREATE TRIGGER test_record_start AFTER INSERT ON maestro_queue_start FOR EACH RO
 		t.Fatal(err)
 	}
 	home := owners[parentGroup]
-	fid := flow.ForeachWorkflowID("fe-local", parent.InstanceID, "loop")
+	fid := instance.ForeachWorkflowID("fe-local", parent.InstanceID, "loop")
 	messages := map[int64]int{}
 	rows, err = e.pool.Query(ctx, `SELECT instance_id FROM test_start_message WHERE workflow_id = $1`, fid)
 	if err != nil {

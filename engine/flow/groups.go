@@ -6,6 +6,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/membership"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // The flow runtime's side of group membership (engine/membership): the
@@ -26,7 +27,7 @@ type group struct {
 	eng         *Engine
 
 	mu    sync.Mutex
-	flows map[Ref]*flowActor
+	flows map[run.Ref]*flowActor
 }
 
 // handOverFlag is a lease's HandingOver as a flag to Load.
@@ -37,7 +38,7 @@ func (f handOverFlag) Load() bool { return f.l.HandingOver() }
 
 func newGroup(e *Engine, l *membership.Lease) *group {
 	return &group{Lease: l, id: l.Group, gen: l.Generation, ctx: l.Context(), handingOver: handOverFlag{l},
-		eng: e, flows: map[Ref]*flowActor{}}
+		eng: e, flows: map[run.Ref]*flowActor{}}
 }
 
 // leaseHeldNow is the lease's HeldNow (stepruntime.Attempt.LeaseHeld).
@@ -51,7 +52,7 @@ func (g *group) remove(f *flowActor) {
 	g.mu.Unlock()
 }
 
-func (g *group) lookup(ref Ref) *flowActor {
+func (g *group) lookup(ref run.Ref) *flowActor {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.flows[ref]

@@ -12,6 +12,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 )
 
@@ -144,7 +145,7 @@ func TestStopRacingExecution(t *testing.T) {
 		go func(inst *execution.Instance) {
 			defer wg.Done()
 			time.Sleep(time.Duration(rand.IntN(120)) * time.Millisecond)
-			_, _ = e.runs.Act(context.Background(), "race", inst.InstanceID, 0, flow.ActionStop)
+			_, _ = e.runs.Act(context.Background(), "race", inst.InstanceID, 0, run.ActionStop)
 		}(insts[i])
 	}
 	wg.Wait()

@@ -8,6 +8,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // stepTimer turns step transitions into the engine's step metrics: steps
@@ -22,7 +23,7 @@ type stepTimer struct {
 }
 
 type stepKey struct {
-	ref     Ref
+	ref     run.Ref
 	step    string
 	attempt int64
 }
@@ -43,7 +44,7 @@ func isWait(s instance.StepStatus) bool {
 }
 
 // observe is an Observer.
-func (s *stepTimer) observe(ref Ref, step string, attempt int64, status instance.StepStatus, at time.Time) {
+func (s *stepTimer) observe(ref run.Ref, step string, attempt int64, status instance.StepStatus, at time.Time) {
 	k := stepKey{ref, step, attempt}
 	if status.IsTerminal() {
 		s.mu.Lock()

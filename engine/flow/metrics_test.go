@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the recorder's writes.
@@ -75,7 +76,7 @@ func TestLaunchLatencyExcludesWaits(t *testing.T) {
 	var out lockedBuffer
 	rec := metrics.NewRecorder(metrics.New(&out, metrics.ServiceEngine))
 	obs := flow.LaunchObserver(rec)
-	ref := flow.Ref{WorkflowID: "w", InstanceID: 1, RunID: 1}
+	ref := run.Ref{WorkflowID: "w", InstanceID: 1, RunID: 1}
 	t0 := time.Unix(1000, 0)
 	for _, ev := range []struct {
 		status instance.StepStatus
@@ -129,7 +130,7 @@ func BenchmarkStepMetrics(b *testing.B) {
 	statuses := []instance.StepStatus{instance.StepCreated, instance.StepInitialized, instance.StepWaitingForSignals,
 		instance.StepEvaluatingParams, instance.StepWaitingForPermits, instance.StepStarting, instance.StepRunning,
 		instance.StepFinishing, instance.StepSucceeded}
-	ref := flow.Ref{WorkflowID: "bench", InstanceID: 1, RunID: 1}
+	ref := run.Ref{WorkflowID: "bench", InstanceID: 1, RunID: 1}
 	now := time.Now()
 	i := int64(0)
 	for b.Loop() {

@@ -14,6 +14,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 type interval struct {
@@ -124,13 +125,13 @@ func TestLeakedPermitsAreIgnoredAndWaitersStop(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := e.runs.Act(ctx, "lk2", second.InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(ctx, "lk2", second.InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.wait(second, 20*time.Second); got.Status != instance.WorkflowStopped {
 		t.Fatalf("waiting run ended %s", got.Status)
 	}
-	if _, err := e.runs.Act(ctx, "lk", first.InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(ctx, "lk", first.InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	e.wait(first, 20*time.Second)
@@ -177,8 +178,8 @@ func TestPausedStepSurvivesTakeover(t *testing.T) {
 		if err := tx.QueryRow(ctx, `UPDATE step_paused SET resumed = true WHERE workflow_id = 'bpt' RETURNING group_id`).Scan(&group); err != nil {
 			return err
 		}
-		_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, group, flow.StepUpdateMessage{
-			Ref: flow.Ref{WorkflowID: "bpt", InstanceID: inst.InstanceID, RunID: inst.RunID}, Group: group, StepID: "b"})
+		_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, group, run.StepUpdateMessage{
+			Ref: run.Ref{WorkflowID: "bpt", InstanceID: inst.InstanceID, RunID: inst.RunID}, Group: group, StepID: "b"})
 		return err
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -155,7 +156,7 @@ func TestRestartOfLiveRunIsConflict(t *testing.T) {
 	if _, err := e.runs.Restart(ctx, execution.RestartRequest{WorkflowID: "live", InstanceID: 99}); !errors.Is(err, execution.ErrNotFound) {
 		t.Errorf("restart of an unknown instance: %v", err)
 	}
-	if _, err := e.runs.Act(ctx, "live", inst.InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(ctx, "live", inst.InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	e.wait(inst, 10*time.Second)

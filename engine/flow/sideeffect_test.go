@@ -9,6 +9,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 )
 
@@ -142,7 +143,7 @@ func TestStopCancelsTheCallInFlight(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Execute never ran")
 	}
-	if _, err := e.runs.Act(context.Background(), "fx", inst.InstanceID, inst.RunID, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(context.Background(), "fx", inst.InstanceID, inst.RunID, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -11,6 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/signal"
 	"github.com/maestro-aws/maestro/engine/signalbroker"
 )
@@ -178,8 +179,8 @@ func TestBypassDependencies(t *testing.T) {
 	if tl := e.timeline(got, "gated"); !strings.Contains(tl, "signal dependencies bypassed by alice") {
 		t.Errorf("timeline: %s", tl)
 	}
-	_, err = e.stepAct(got, "gated", flow.StepBypassDependencies)
-	if !errors.Is(err, execution.ErrConflict) || !errors.Is(err, flow.ErrActionNotAllowed) {
+	_, err = e.stepAct(got, "gated", run.StepBypassDependencies)
+	if !errors.Is(err, execution.ErrConflict) || !errors.Is(err, run.ErrActionNotAllowed) {
 		t.Fatalf("bypass of a SUCCEEDED step: %v", err)
 	}
 }
@@ -226,21 +227,21 @@ func TestStopSkipAndTimeoutWhileWaiting(t *testing.T) {
 
 	inst := e.start("gated_stop", nil)
 	e.waitStep(inst, "gated", instance.StepWaitingForSignals)
-	e.mustStepAct(inst, "gated", flow.StepStop)
+	e.mustStepAct(inst, "gated", run.StepStop)
 	if got := e.wait(inst, 10*time.Second); got.Status != instance.WorkflowStopped || e.stepStatuses(got)["gated"] != instance.StepStopped {
 		t.Errorf("stop: run %s, steps %v", got.Status, e.stepStatuses(got))
 	}
 
 	inst = e.start("gated_stop", nil)
 	e.waitStep(inst, "gated", instance.StepWaitingForSignals)
-	e.mustStepAct(inst, "gated", flow.StepSkip)
+	e.mustStepAct(inst, "gated", run.StepSkip)
 	if got := e.wait(inst, 10*time.Second); got.Status != instance.WorkflowSucceeded || e.stepStatuses(got)["gated"] != instance.StepSkipped {
 		t.Errorf("skip: run %s, steps %v", got.Status, e.stepStatuses(got))
 	}
 
 	inst = e.start("gated_stop", nil)
 	e.waitStep(inst, "gated", instance.StepWaitingForSignals)
-	if _, err := e.runs.Act(context.Background(), inst.WorkflowID, inst.InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(context.Background(), inst.WorkflowID, inst.InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.wait(inst, 10*time.Second); got.Status != instance.WorkflowStopped {

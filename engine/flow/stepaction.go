@@ -1,125 +1,27 @@
 package flow
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
-
-// Step actions, as Maestro names them in its REST paths.
-const (
-	StepRestart Action = "restart"
-	StepSkip    Action = "skip"
-	StepStop    Action = "stop"
-	StepKill    Action = "kill"
-	// StepBypassDependencies lets a step waiting for its signal
-	// dependencies go on without them.
-	StepBypassDependencies Action = "bypass-dependencies"
-)
-
-// Instance actions beyond stop and kill.
-const (
-	ActionRestart Action = "restart"
-	ActionUnblock Action = "unblock"
-)
-
-// ErrActionNotAllowed reports an action the target's status does not allow.
-var ErrActionNotAllowed = errors.New("action not allowed from the current status")
-
-var (
-	liveStepStatuses = []instance.StepStatus{
-		instance.StepCreated, instance.StepInitialized, instance.StepPaused, instance.StepWaitingForSignals,
-		instance.StepEvaluatingParams, instance.StepWaitingForPermits, instance.StepStarting, instance.StepRunning,
-		instance.StepFinishing,
-	}
-	completeStepStatuses = []instance.StepStatus{
-		instance.StepSucceeded, instance.StepCompletedWithError, instance.StepSkipped, instance.StepUnsatisfied,
-		instance.StepDisabled,
-	}
-	retryingStepStatuses = []instance.StepStatus{
-		instance.StepUserFailed, instance.StepPlatformFailed, instance.StepTimeoutFailed,
-	}
-	failedStepStatuses = []instance.StepStatus{
-		instance.StepFatallyFailed, instance.StepInternallyFailed, instance.StepStopped, instance.StepTimedOut,
-	}
-)
-
-// StepActionMap is which step actions each status of a step's latest
-// attempt allows:
-//   - a live attempt may be stopped (STOPPED), killed (FATALLY_FAILED, the
-//     failure mode applies) or skipped (SKIPPED: successors run); one
-//     WAITING_FOR_SIGNALS may also bypass its signal dependencies;
-//   - a failed attempt waiting for its automatic retry may be restarted at
-//     once (a manual retry), skipped, stopped or killed (no more retries);
-//   - a failed, stopped or timed-out attempt may be restarted or skipped;
-//   - a completed step may be restarted (once its run has ended: a new run
-//     from that step).
-func StepActionMap() map[instance.StepStatus][]Action {
-	m := map[instance.StepStatus][]Action{}
-	for _, s := range liveStepStatuses {
-		m[s] = []Action{StepStop, StepKill, StepSkip}
-	}
-	m[instance.StepWaitingForSignals] = append(m[instance.StepWaitingForSignals], StepBypassDependencies)
-	for _, s := range retryingStepStatuses {
-		m[s] = []Action{StepRestart, StepSkip, StepStop, StepKill}
-	}
-	for _, s := range failedStepStatuses {
-		m[s] = []Action{StepRestart, StepSkip}
-	}
-	for _, s := range completeStepStatuses {
-		m[s] = []Action{StepRestart}
-	}
-	return m
-}
-
-// InstanceActionMap is which actions each workflow instance status allows.
-func InstanceActionMap() map[instance.WorkflowStatus][]Action {
-	return map[instance.WorkflowStatus][]Action{
-		instance.WorkflowCreated:    {ActionStop, ActionKill},
-		instance.WorkflowInProgress: {ActionStop, ActionKill},
-		instance.WorkflowPaused:     {ActionStop, ActionKill},
-		instance.WorkflowSucceeded:  {ActionRestart},
-		instance.WorkflowFailed:     {ActionRestart, ActionUnblock},
-		instance.WorkflowStopped:    {ActionRestart},
-		instance.WorkflowTimedOut:   {ActionRestart},
-	}
-}
-
-// CheckStepAction returns ErrActionNotAllowed unless action is allowed on a
-// step whose latest attempt is status.
-func CheckStepAction(status instance.StepStatus, action Action) error {
-	if slices.Contains(StepActionMap()[status], action) {
-		return nil
-	}
-	return fmt.Errorf("%w: step action %s from status %s (allowed: %v)", ErrActionNotAllowed, action, status, StepActionMap()[status])
-}
-
-// CheckInstanceAction returns ErrActionNotAllowed unless action is allowed
-// on a run whose status is status.
-func CheckInstanceAction(status instance.WorkflowStatus, action Action) error {
-	if slices.Contains(InstanceActionMap()[status], action) {
-		return nil
-	}
-	return fmt.Errorf("%w: instance action %s from status %s (allowed: %v)", ErrActionNotAllowed, action, status, InstanceActionMap()[status])
-}
 
 // stepAction applies a step action inside the flow actor. It re-checks the
 // action against the in-memory state, which may have moved on since the
 // API checked it.
-func (f *flowActor) stepAction(id string, action Action, reason string) error {
+func (f *flowActor) stepAction(id string, action run.Action, reason string) error {
 	node := f.nodes[id]
 	s := f.steps[id]
 	if node == nil || s == nil {
-		return fmt.Errorf("%w: step %s of %s has no attempt", ErrActionNotAllowed, id, f.ref)
+		return fmt.Errorf("%w: step %s of %s has no attempt", run.ErrActionNotAllowed, id, f.ref)
 	}
 	if f.stopping != "" {
-		return fmt.Errorf("%w: run %s is stopping", ErrActionNotAllowed, f.ref)
+		return fmt.Errorf("%w: run %s is stopping", run.ErrActionNotAllowed, f.ref)
 	}
 	if f.running[id] == nil {
-		if err := CheckStepAction(s.status, action); err != nil {
+		if err := run.CheckStepAction(s.status, action); err != nil {
 			return err
 		}
 	}
@@ -129,16 +31,16 @@ func (f *flowActor) stepAction(id string, action Action, reason string) error {
 	if a := f.running[id]; a != nil {
 		var to instance.StepStatus
 		switch action {
-		case StepStop:
+		case run.StepStop:
 			to = instance.StepStopped
-		case StepKill:
+		case run.StepKill:
 			to = instance.StepFatallyFailed
-		case StepSkip:
+		case run.StepSkip:
 			to = instance.StepSkipped
 		default:
-			return fmt.Errorf("%w: step action %s on a running attempt", ErrActionNotAllowed, action)
+			return fmt.Errorf("%w: step action %s on a running attempt", run.ErrActionNotAllowed, action)
 		}
-		a.inbox.send(stepMsg{kind: msgStop, status: to, reason: reason, kill: action == StepKill})
+		a.inbox.send(stepMsg{kind: msgStop, status: to, reason: reason, kill: action == run.StepKill})
 		return nil
 	}
 	// The latest attempt is over (or waits for its automatic retry).
@@ -147,10 +49,10 @@ func (f *flowActor) stepAction(id string, action Action, reason string) error {
 		delete(f.retries, id)
 	}
 	switch action {
-	case StepRestart:
+	case run.StepRestart:
 		if s.status.IsComplete() {
 			return fmt.Errorf("%w: step %s is %s and run %s is still running; restart it once the run has ended",
-				ErrActionNotAllowed, id, s.status, f.ref)
+				run.ErrActionNotAllowed, id, s.status, f.ref)
 		}
 		next := nextRetry(s)
 		next.ManualRetries++
@@ -159,11 +61,11 @@ func (f *flowActor) stepAction(id string, action Action, reason string) error {
 		f.steps[id] = &stepSummary{id: id, attempt: a.attempt, status: instance.StepNotCreated, retry: next}
 		f.launch(a)
 		return nil
-	case StepSkip:
+	case run.StepSkip:
 		return f.recordAttempt(id, s.attempt+1, s.retry, instance.StepSkipped, reason)
-	case StepStop:
+	case run.StepStop:
 		return f.recordAttempt(id, s.attempt+1, s.retry, instance.StepStopped, reason)
-	case StepKill:
+	case run.StepKill:
 		if err := f.recordAttempt(id, s.attempt+1, s.retry, instance.StepFatallyFailed, reason); err != nil {
 			return err
 		}
@@ -172,7 +74,7 @@ func (f *flowActor) stepAction(id string, action Action, reason string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("%w: step action %s", ErrActionNotAllowed, action)
+	return fmt.Errorf("%w: step action %s", run.ErrActionNotAllowed, action)
 }
 
 // recordAttempt writes a new attempt of a step that ends without running

@@ -11,61 +11,62 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // Every step status has an entry, live statuses may be stopped, killed and
 // skipped, and only WAITING_FOR_SIGNALS may bypass dependencies.
 func TestStepActionMap(t *testing.T) {
 	t.Parallel()
-	m := flow.StepActionMap()
+	m := run.StepActionMap()
 	all := []instance.StepStatus{"CREATED", "INITIALIZED", "PAUSED", "WAITING_FOR_SIGNALS", "EVALUATING_PARAMS",
 		"WAITING_FOR_PERMITS", "STARTING", "RUNNING", "FINISHING", "DISABLED", "UNSATISFIED", "SKIPPED", "SUCCEEDED",
 		"COMPLETED_WITH_ERROR", "USER_FAILED", "PLATFORM_FAILED", "TIMEOUT_FAILED", "FATALLY_FAILED", "INTERNALLY_FAILED",
 		"STOPPED", "TIMED_OUT"}
-	actions := []flow.Action{flow.StepRestart, flow.StepSkip, flow.StepStop, flow.StepKill, flow.StepBypassDependencies}
+	actions := []run.Action{run.StepRestart, run.StepSkip, run.StepStop, run.StepKill, run.StepBypassDependencies}
 	for _, st := range all {
 		if len(m[st]) == 0 {
 			t.Errorf("%s allows no action", st)
 		}
 		for _, a := range actions {
-			err := flow.CheckStepAction(st, a)
+			err := run.CheckStepAction(st, a)
 			if allowed := slices.Contains(m[st], a); allowed != (err == nil) {
 				t.Errorf("%s %s: map says %v, check says %v", st, a, allowed, err)
 			}
-			if err != nil && !errors.Is(err, flow.ErrActionNotAllowed) {
+			if err != nil && !errors.Is(err, run.ErrActionNotAllowed) {
 				t.Errorf("%s %s: %v", st, a, err)
 			}
 			live := !st.IsTerminal()
-			if live && (a == flow.StepStop || a == flow.StepKill || a == flow.StepSkip) && err != nil {
+			if live && (a == run.StepStop || a == run.StepKill || a == run.StepSkip) && err != nil {
 				t.Errorf("live %s must allow %s", st, a)
 			}
-			if a == flow.StepBypassDependencies && (err == nil) != (st == instance.StepWaitingForSignals) {
+			if a == run.StepBypassDependencies && (err == nil) != (st == instance.StepWaitingForSignals) {
 				t.Errorf("bypass-dependencies from %s: %v", st, err)
 			}
 		}
 	}
-	if err := flow.CheckStepAction("NOT_CREATED", flow.StepStop); err == nil {
+	if err := run.CheckStepAction("NOT_CREATED", run.StepStop); err == nil {
 		t.Error("an action on a step with no attempt was allowed")
 	}
-	im := flow.InstanceActionMap()
-	for st, want := range map[instance.WorkflowStatus]flow.Action{
-		instance.WorkflowInProgress: flow.ActionStop, instance.WorkflowFailed: flow.ActionUnblock,
-		instance.WorkflowStopped: flow.ActionRestart, instance.WorkflowSucceeded: flow.ActionRestart,
+	im := run.InstanceActionMap()
+	for st, want := range map[instance.WorkflowStatus]run.Action{
+		instance.WorkflowInProgress: run.ActionStop, instance.WorkflowFailed: run.ActionUnblock,
+		instance.WorkflowStopped: run.ActionRestart, instance.WorkflowSucceeded: run.ActionRestart,
 	} {
 		if !slices.Contains(im[st], want) {
 			t.Errorf("instance %s does not allow %s", st, want)
 		}
 	}
-	if err := flow.CheckInstanceAction(instance.WorkflowSucceeded, flow.ActionUnblock); !errors.Is(err, flow.ErrActionNotAllowed) {
+	if err := run.CheckInstanceAction(instance.WorkflowSucceeded, run.ActionUnblock); !errors.Is(err, run.ErrActionNotAllowed) {
 		t.Errorf("unblock of a succeeded run: %v", err)
 	}
 }
 
-func (e *env) stepAct(inst *execution.Instance, step string, action flow.Action) (*execution.StepActionResult, error) {
+func (e *env) stepAct(inst *execution.Instance, step string, action run.Action) (*execution.StepActionResult, error) {
 	return e.runs.StepAct(context.Background(), inst.WorkflowID, inst.InstanceID, 0, step, action)
 }
 
-func (e *env) mustStepAct(inst *execution.Instance, step string, action flow.Action) *execution.StepActionResult {
+func (e *env) mustStepAct(inst *execution.Instance, step string, action run.Action) *execution.StepActionResult {
 	e.t.Helper()
 	res, err := e.stepAct(inst, step, action)
 	if err != nil {
@@ -83,20 +84,20 @@ func TestStepActionsOnRunningStep(t *testing.T) {
 		{"step":{"id":"nap","type":"Sleep","sleep_seconds":60,"transition":{"successors":{"after":"true"}}}},
 		{"step":{"id":"after","type":"NoOp"}}]}}`, `"PARALLEL"`))
 	for _, tc := range []struct {
-		action    flow.Action
+		action    run.Action
 		step      instance.StepStatus
 		run       instance.WorkflowStatus
 		afterRuns bool
 	}{
-		{flow.StepStop, instance.StepStopped, instance.WorkflowStopped, false},
-		{flow.StepKill, instance.StepFatallyFailed, instance.WorkflowFailed, false},
-		{flow.StepSkip, instance.StepSkipped, instance.WorkflowSucceeded, true},
+		{run.StepStop, instance.StepStopped, instance.WorkflowStopped, false},
+		{run.StepKill, instance.StepFatallyFailed, instance.WorkflowFailed, false},
+		{run.StepSkip, instance.StepSkipped, instance.WorkflowSucceeded, true},
 	} {
 		inst := e.start("running", nil)
 		e.waitStep(inst, "nap", instance.StepRunning)
 		// Not allowed from RUNNING: a clear conflict.
-		for _, bad := range []flow.Action{flow.StepRestart, flow.StepBypassDependencies} {
-			if _, err := e.stepAct(inst, "nap", bad); !errors.Is(err, execution.ErrConflict) || !errors.Is(err, flow.ErrActionNotAllowed) {
+		for _, bad := range []run.Action{run.StepRestart, run.StepBypassDependencies} {
+			if _, err := e.stepAct(inst, "nap", bad); !errors.Is(err, execution.ErrConflict) || !errors.Is(err, run.ErrActionNotAllowed) {
 				t.Errorf("%s of a RUNNING step: %v", bad, err)
 			}
 		}
@@ -108,7 +109,7 @@ func TestStepActionsOnRunningStep(t *testing.T) {
 		if got.Status != tc.run || st["nap"] != tc.step || (st["after"] == instance.StepSucceeded) != tc.afterRuns {
 			t.Errorf("%s: run %s, steps %v", tc.action, got.Status, st)
 		}
-		if _, err := e.stepAct(got, "nap", flow.StepStop); !errors.Is(err, execution.ErrConflict) {
+		if _, err := e.stepAct(got, "nap", run.StepStop); !errors.Is(err, execution.ErrConflict) {
 			t.Errorf("stop of a %s step: %v", st["nap"], err)
 		}
 	}
@@ -127,11 +128,11 @@ func TestStepActionsOnRetryingStep(t *testing.T) {
 		  "transition":{"successors":{"after":"true"}}}},
 		{"step":{"id":"after","type":"NoOp"}}]}}`, `"PARALLEL"`))
 	for _, tc := range []struct {
-		action flow.Action
+		action run.Action
 		step   instance.StepStatus
 		run    instance.WorkflowStatus
 	}{
-		{flow.StepRestart, instance.StepSucceeded, instance.WorkflowSucceeded},
+		{run.StepRestart, instance.StepSucceeded, instance.WorkflowSucceeded},
 	} {
 		inst := e.start("retrying", nil)
 		e.waitStep(inst, "flaky", instance.StepUserFailed)
@@ -159,13 +160,13 @@ func TestStepActionsEndRetryingStep(t *testing.T) {
 		  "transition":{"successors":{"after":"true"}}}},
 		{"step":{"id":"after","type":"NoOp"}}]}}`, `"PARALLEL"`))
 	for _, tc := range []struct {
-		action flow.Action
+		action run.Action
 		step   instance.StepStatus
 		run    instance.WorkflowStatus
 	}{
-		{flow.StepSkip, instance.StepSkipped, instance.WorkflowSucceeded},
-		{flow.StepStop, instance.StepStopped, instance.WorkflowStopped},
-		{flow.StepKill, instance.StepFatallyFailed, instance.WorkflowFailed},
+		{run.StepSkip, instance.StepSkipped, instance.WorkflowSucceeded},
+		{run.StepStop, instance.StepStopped, instance.WorkflowStopped},
+		{run.StepKill, instance.StepFatallyFailed, instance.WorkflowFailed},
 	} {
 		inst := e.start("always", nil)
 		e.waitStep(inst, "bad", instance.StepUserFailed)
@@ -196,8 +197,8 @@ func TestStepActionsOnFailedStepOfLiveRun(t *testing.T) {
 	inst := e.start("branchy", nil)
 	e.waitStep(inst, "flaky", instance.StepFatallyFailed)
 	e.waitStep(inst, "bad", instance.StepFatallyFailed)
-	e.mustStepAct(inst, "flaky", flow.StepRestart)
-	e.mustStepAct(inst, "bad", flow.StepSkip)
+	e.mustStepAct(inst, "flaky", run.StepRestart)
+	e.mustStepAct(inst, "bad", run.StepSkip)
 	got := e.wait(inst, 10*time.Second)
 	st := e.stepStatuses(got)
 	if got.Status != instance.WorkflowSucceeded || st["flaky"] != instance.StepSucceeded || st["after"] != instance.StepSucceeded ||
@@ -230,16 +231,16 @@ func TestStepActionsOnEndedRun(t *testing.T) {
 	if inst.Status != instance.WorkflowFailed {
 		t.Fatalf("run 1 ended %s", inst.Status)
 	}
-	for _, bad := range []flow.Action{flow.StepStop, flow.StepKill, flow.StepBypassDependencies} {
+	for _, bad := range []run.Action{run.StepStop, run.StepKill, run.StepBypassDependencies} {
 		if _, err := e.stepAct(inst, "b", bad); !errors.Is(err, execution.ErrConflict) {
 			t.Errorf("%s of a FATALLY_FAILED step of an ended run: %v", bad, err)
 		}
 	}
-	if _, err := e.stepAct(inst, "c", flow.StepRestart); !errors.Is(err, execution.ErrNotFound) {
+	if _, err := e.stepAct(inst, "c", run.StepRestart); !errors.Is(err, execution.ErrNotFound) {
 		t.Errorf("restart of a step with no attempt: %v", err)
 	}
 	// Skip b: run 2 carries a and d, records b SKIPPED, runs c.
-	res := e.mustStepAct(inst, "b", flow.StepSkip)
+	res := e.mustStepAct(inst, "b", run.StepSkip)
 	if res.Status != "RESTARTED" || res.Restarted == nil || res.Restarted.RunID != 2 {
 		t.Fatalf("skip answered %+v", res)
 	}
@@ -255,7 +256,7 @@ func TestStepActionsOnEndedRun(t *testing.T) {
 	}
 	// Restart a (SUCCEEDED) of the ended run 2: run 3 runs a and everything
 	// downstream of it; d is carried from run 1.
-	res = e.mustStepAct(run2, "a", flow.StepRestart)
+	res = e.mustStepAct(run2, "a", run.StepRestart)
 	if res.Restarted == nil || res.Restarted.RunID != 3 {
 		t.Fatalf("restart answered %+v", res)
 	}
@@ -267,7 +268,7 @@ func TestStepActionsOnEndedRun(t *testing.T) {
 		t.Errorf("run 3: a carried from %d, d from %d", e.carriedFrom(run3, 3, "a"), e.carriedFrom(run3, 3, "d"))
 	}
 	// An action on an earlier run is a conflict.
-	if _, err := e.runs.StepAct(context.Background(), "ended", inst.InstanceID, 1, "a", flow.StepRestart); !errors.Is(err, execution.ErrConflict) {
+	if _, err := e.runs.StepAct(context.Background(), "ended", inst.InstanceID, 1, "a", run.StepRestart); !errors.Is(err, execution.ErrConflict) {
 		t.Errorf("action on run 1 of 3: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 )
 
@@ -68,7 +69,7 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 	w.Signals = a.w.outSignals
 	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
 		if a.f.startRefused() {
-			return ErrFenced // the run was never started here: nothing to retry
+			return run.ErrFenced // the run was never started here: nothing to retry
 		}
 		op := flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
 		if !a.w.inserted {

@@ -2,6 +2,8 @@ package flow
 
 import (
 	"context"
+
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // admitSweep admits, for every workflow with queued runs, what its strategy
@@ -14,7 +16,7 @@ func (e *Engine) admitSweep(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		if _, err := AdmitWorkflow(ctx, e.db, id, true); err != nil {
+		if _, err := run.AdmitWorkflow(ctx, e.db, id, true); err != nil {
 			e.cfg.Logger.Warn("admission sweep", "workflow_id", id, "error", err.Error())
 		}
 	}

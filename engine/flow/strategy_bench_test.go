@@ -7,6 +7,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // BenchmarkSequentialHandoff: on a SEQUENTIAL workflow with runs queued,
@@ -21,12 +22,12 @@ func BenchmarkSequentialHandoff(b *testing.B) {
 	ended := map[int64]time.Time{}
 	running := map[int64]time.Time{}
 	e.engine(flow.Config{
-		FlowObserver: func(ref flow.Ref, _ instance.WorkflowStatus, at time.Time) {
+		FlowObserver: func(ref run.Ref, _ instance.WorkflowStatus, at time.Time) {
 			mu.Lock()
 			ended[ref.InstanceID] = at
 			mu.Unlock()
 		},
-		Observer: func(ref flow.Ref, step string, _ int64, st instance.StepStatus, at time.Time) {
+		Observer: func(ref run.Ref, step string, _ int64, st instance.StepStatus, at time.Time) {
 			if step == "s0" && st == instance.StepRunning {
 				mu.Lock()
 				running[ref.InstanceID] = at

@@ -12,6 +12,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -140,20 +141,20 @@ func TestParseStrategy(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		props string
-		want  flow.Strategy
+		want  run.Strategy
 	}{
-		{``, flow.Strategy{Rule: workflow.RunStrategySequential, Concurrency: 1}},
-		{`{}`, flow.Strategy{Rule: workflow.RunStrategySequential, Concurrency: 1}},
-		{`{"run_strategy":"strict_sequential"}`, flow.Strategy{Rule: workflow.RunStrategyStrictSequential, Concurrency: 1}},
-		{`{"run_strategy":"FIRST_ONLY"}`, flow.Strategy{Rule: workflow.RunStrategyFirstOnly, Concurrency: 1}},
-		{`{"run_strategy":{"rule":"LAST_ONLY","workflow_concurrency":5}}`, flow.Strategy{Rule: workflow.RunStrategyLastOnly, Concurrency: 1}},
-		{`{"run_strategy":"parallel"}`, flow.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 20}},
-		{`{"run_strategy":7}`, flow.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 7}},
-		{`{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":0}}`, flow.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 0}},
-		{`{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":5000}}`, flow.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 1000}},
-		{`{"run_strategy":"bogus"}`, flow.Strategy{Rule: workflow.RunStrategySequential, Concurrency: 1}},
+		{``, run.Strategy{Rule: workflow.RunStrategySequential, Concurrency: 1}},
+		{`{}`, run.Strategy{Rule: workflow.RunStrategySequential, Concurrency: 1}},
+		{`{"run_strategy":"strict_sequential"}`, run.Strategy{Rule: workflow.RunStrategyStrictSequential, Concurrency: 1}},
+		{`{"run_strategy":"FIRST_ONLY"}`, run.Strategy{Rule: workflow.RunStrategyFirstOnly, Concurrency: 1}},
+		{`{"run_strategy":{"rule":"LAST_ONLY","workflow_concurrency":5}}`, run.Strategy{Rule: workflow.RunStrategyLastOnly, Concurrency: 1}},
+		{`{"run_strategy":"parallel"}`, run.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 20}},
+		{`{"run_strategy":7}`, run.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 7}},
+		{`{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":0}}`, run.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 0}},
+		{`{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":5000}}`, run.Strategy{Rule: workflow.RunStrategyParallel, Concurrency: 1000}},
+		{`{"run_strategy":"bogus"}`, run.Strategy{Rule: workflow.RunStrategySequential, Concurrency: 1}},
 	} {
-		if got := flow.ParseStrategy([]byte(tc.props)); got != tc.want {
+		if got := run.ParseStrategy([]byte(tc.props)); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.props, got, tc.want)
 		}
 	}
@@ -254,7 +255,7 @@ func TestFirstOnlyDropsStartsWhileRunning(t *testing.T) {
 	}
 	e.waitStep(insts[0], "nap", instance.StepRunning)
 	// Once the run is over, a new start runs.
-	if _, err := e.runs.Act(context.Background(), "first", insts[0].InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(context.Background(), "first", insts[0].InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	e.wait(insts[0], 10*time.Second)
@@ -282,7 +283,7 @@ func TestLastOnlyKeepsNewest(t *testing.T) {
 			t.Errorf("run %d is %s: %s", inst.InstanceID, got.Status, got.Timeline)
 		}
 	}
-	if _, err := e.runs.Act(context.Background(), "last", newest.InstanceID, 0, flow.ActionStop); err != nil {
+	if _, err := e.runs.Act(context.Background(), "last", newest.InstanceID, 0, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	e.wait(newest, 10*time.Second)

@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
-
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/sel"
 )
 
@@ -41,7 +41,7 @@ func (a *stepActor) stopWaitingForChild() {
 // after (its group lost, the engine stopping); the attempt then resumes
 // elsewhere or later from the database, and its poll covers a wake-up
 // that found nobody.
-func (e *Engine) waitsHere(ref Ref, stepID string) bool {
+func (e *Engine) waitsHere(ref run.Ref, stepID string) bool {
 	childWaitMu.Lock()
 	defer childWaitMu.Unlock()
 	return childWaiters[waitKey{e, ref, stepID}] != nil
@@ -49,7 +49,7 @@ func (e *Engine) waitsHere(ref Ref, stepID string) bool {
 
 // wakeChildWaiter makes the subworkflow attempt a step_update names look
 // at its child again.
-func (e *Engine) wakeChildWaiter(ref Ref, stepID string) {
+func (e *Engine) wakeChildWaiter(ref run.Ref, stepID string) {
 	childWaitMu.Lock()
 	a := childWaiters[waitKey{e, ref, stepID}]
 	childWaitMu.Unlock()

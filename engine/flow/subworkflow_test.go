@@ -10,7 +10,9 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // childDef is a PARALLEL workflow of three steps of the given type (with
@@ -40,9 +42,9 @@ func parentDef(id, target, extra string) string {
 
 // childRow is a run a subworkflow step created.
 type childRow struct {
-	flow.Ref
+	run.Ref
 	Status     instance.WorkflowStatus
-	Parent     flow.Parent
+	Parent     run.Parent
 	Depth      int
 	GroupCount int32
 	RunParams  map[string]json.RawMessage
@@ -133,7 +135,7 @@ func TestSubworkflowSyncSucceeds(t *testing.T) {
 	if c.Status != instance.WorkflowSucceeded || c.WorkflowID != "sw-child" || c.Depth != 1 || c.GroupCount != testGroups {
 		t.Errorf("child %+v", c)
 	}
-	if c.Parent.Ref != (flow.Ref{WorkflowID: "sw-parent", InstanceID: parent.InstanceID, RunID: 1}) || c.Parent.StepID != "sw" || c.Parent.AttemptID != 1 {
+	if c.Parent.Ref != (run.Ref{WorkflowID: "sw-parent", InstanceID: parent.InstanceID, RunID: 1}) || c.Parent.StepID != "sw" || c.Parent.AttemptID != 1 {
 		t.Errorf("child linkage %+v", c.Parent)
 	}
 	for _, name := range []string{"p1", "extra"} {
@@ -245,8 +247,8 @@ func TestSubworkflowDepthLimit(t *testing.T) {
         FROM workflow_instance WHERE workflow_id = 'sw-rec'`).Scan(&n, &deepest, &deepestID); err != nil {
 		t.Fatal(err)
 	}
-	if n != flow.MaxSubworkflowDepth+1 || deepest != flow.MaxSubworkflowDepth {
-		t.Errorf("%d runs, deepest at %d; want %d runs, deepest at %d", n, deepest, flow.MaxSubworkflowDepth+1, flow.MaxSubworkflowDepth)
+	if n != composite.MaxSubworkflowDepth+1 || deepest != composite.MaxSubworkflowDepth {
+		t.Errorf("%d runs, deepest at %d; want %d runs, deepest at %d", n, deepest, composite.MaxSubworkflowDepth+1, composite.MaxSubworkflowDepth)
 	}
 	step := e.stepAttempt(&execution.Instance{WorkflowID: "sw-rec", InstanceID: deepestID, RunID: 1}, "again")
 	if step.Status != instance.StepFatallyFailed || !strings.Contains(string(step.Timeline), "depth limit") {
@@ -258,11 +260,11 @@ func TestSubworkflowDepthLimit(t *testing.T) {
 func TestSubworkflowStopAndKillPropagate(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		action      flow.Action
+		action      run.Action
 		parent, kid instance.WorkflowStatus
 	}{
-		{flow.ActionStop, instance.WorkflowStopped, instance.WorkflowStopped},
-		{flow.ActionKill, instance.WorkflowFailed, instance.WorkflowFailed},
+		{run.ActionStop, instance.WorkflowStopped, instance.WorkflowStopped},
+		{run.ActionKill, instance.WorkflowFailed, instance.WorkflowFailed},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.action), func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // Step attempts that wait outside the engine (PAUSED at a breakpoint,
@@ -27,7 +28,7 @@ var (
 // waitKey names a waiting attempt on one engine.
 type waitKey struct {
 	eng  *Engine
-	ref  Ref
+	ref  run.Ref
 	step string
 }
 
@@ -103,7 +104,7 @@ func wakePermitWaiters(tags []string) {
 // attempt not in memory here needs nothing: its actor checks the database
 // when it is rebuilt, and a waiting one rechecks on its timer.
 func (e *Engine) handleStepUpdate(_ context.Context, m queue.Message) error {
-	msg, ok := decodeMessage[StepUpdateMessage](e, m)
+	msg, ok := decodeMessage[run.StepUpdateMessage](e, m)
 	if !ok {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -136,11 +137,11 @@ func TestWhileFailingIteration(t *testing.T) {
 func TestWhileStopAndKillPropagate(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		action            flow.Action
+		action            run.Action
 		parent, iteration instance.WorkflowStatus
 	}{
-		{flow.ActionStop, instance.WorkflowStopped, instance.WorkflowStopped},
-		{flow.ActionKill, instance.WorkflowFailed, instance.WorkflowFailed},
+		{run.ActionStop, instance.WorkflowStopped, instance.WorkflowStopped},
+		{run.ActionKill, instance.WorkflowFailed, instance.WorkflowFailed},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.action), func(t *testing.T) {

@@ -1,6 +1,9 @@
 package instance
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Inline runs (the iterations of foreach and while steps) have workflow
 // ids that extend the pushed workflow's id with ':' parts ("wf:1:loop",
@@ -11,6 +14,12 @@ import "strings"
 func RootWorkflowID(workflowID string) string {
 	root, _, _ := strings.Cut(workflowID, ":")
 	return root
+}
+
+// ForeachWorkflowID is the workflow id of the iterations of a foreach step
+// of one parent instance.
+func ForeachWorkflowID(workflowID string, instanceID int64, stepID string) string {
+	return workflowID + ":" + strconv.FormatInt(instanceID, 10) + ":" + stepID
 }
 
 // OfWorkflowSQL holds for a row whose workflow_id column is workflow $1's

@@ -22,10 +22,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
-// DefaultGroupCount is how many flow groups runs are spread over.
-const DefaultGroupCount = 16
+// DefaultGroupCount is how many flow groups runs are spread over: the run
+// hand-off's count (engine/run), which a run's group is computed with.
+const DefaultGroupCount = run.DefaultGroupCount
 
 // Config configures a Node. Zero values take the defaults noted.
 type Config struct {

@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/signal"
 	"github.com/maestro-aws/maestro/engine/trigger"
 )
@@ -229,10 +229,10 @@ func (b *Broker) act(ctx context.Context, tx pgx.Tx, fresh []*signal.Signal, wai
 	}
 	if ws := waiters.For(names); len(ws) > 0 {
 		groups := make([]int32, len(ws))
-		msgs := make([]flow.StepUpdateMessage, len(ws))
+		msgs := make([]run.StepUpdateMessage, len(ws))
 		for i, w := range ws {
 			groups[i] = w.Group
-			msgs[i] = flow.StepUpdateMessage{Ref: flow.Ref{WorkflowID: w.WorkflowID, InstanceID: w.InstanceID, RunID: w.RunID},
+			msgs[i] = run.StepUpdateMessage{Ref: run.Ref{WorkflowID: w.WorkflowID, InstanceID: w.InstanceID, RunID: w.RunID},
 				Group: w.Group, StepID: w.StepID}
 		}
 		if err := queue.EnqueueBatch(ctx, tx, queue.StepUpdate, groups, msgs); err != nil {

@@ -38,3 +38,42 @@ func Has(name string) bool {
 	st, err := fs.Stat(static, "static/"+name)
 	return err == nil && !st.IsDir()
 }
+
+// Files is the UI as a value (engine/api's Config.UI): Handler and Has.
+type Files struct{}
+
+// Handler is the package's Handler.
+func (Files) Handler() http.Handler { return Handler() }
+
+// Has is the package's Has.
+func (Files) Has(name string) bool { return Has(name) }
+
+// Local serves the UI's pages on this machine beside another handler that
+// gets every other request (`maestro ui`, whose other requests go on to a
+// deployed API): /ui and / lead to the page at /ui/, /ui/{file} serves the
+// UI's files and /api/v3/docs the API reference page.
+func Local(rest http.Handler) http.Handler {
+	files := Handler()
+	serve := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			r2 := r.Clone(r.Context())
+			r2.URL.Path = "/" + name
+			files.ServeHTTP(w, r2)
+		}
+	}
+	toPage := func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) }
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", toPage)
+	mux.HandleFunc("GET /ui", toPage)
+	mux.Handle("GET /ui/{$}", serve(""))
+	mux.HandleFunc("GET /ui/{file}", func(w http.ResponseWriter, r *http.Request) {
+		if name := r.PathValue("file"); Has(name) {
+			serve(name)(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	mux.Handle("GET /api/v3/docs", serve("apidocs.html"))
+	mux.Handle("/", rest)
+	return mux
+}

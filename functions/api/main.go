@@ -11,14 +11,14 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/functions/api/internal/apienv"
 	"github.com/maestro-aws/maestro/functions/internal/apigateway"
-	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
 )
 
 func main() {
 	ctx := context.Background()
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	handler, err := lambdaenv.APIHandler(ctx, logger)
+	handler, err := apienv.Handler(ctx, logger)
 	if err != nil {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/functions/api/internal/apienv"
 	"github.com/maestro-aws/maestro/functions/internal/apigateway"
-	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
 )
 
 // The Lambda's cold-start wiring, driven with a real API Gateway proxy event
@@ -20,7 +20,7 @@ import (
 func TestLambdaServesHealth(t *testing.T) {
 	t.Setenv("DATABASE_URL", dbtest.URL(t))
 	t.Setenv("MAESTRO_GROUP_COUNT", "16")
-	handler, err := lambdaenv.APIHandler(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	handler, err := apienv.Handler(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestColdStartFailsWithoutDatabase(t *testing.T) {
 	for _, k := range []string{"DATABASE_URL", "DB_SECRET_ARN", "DB_HOST"} {
 		t.Setenv(k, "")
 	}
-	if _, err := lambdaenv.APIHandler(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+	if _, err := apienv.Handler(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
 		t.Fatal("cold start succeeded with no database configured")
 	}
 }

@@ -14,13 +14,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
+	"github.com/maestro-aws/maestro/functions/signals/internal/signalsenv"
 )
 
 func main() {
 	ctx := context.Background()
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	h, err := lambdaenv.SignalsHandler(ctx, logger)
+	h, err := signalsenv.Handler(ctx, logger)
 	if err != nil {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)

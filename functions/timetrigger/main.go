@@ -11,13 +11,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
+	"github.com/maestro-aws/maestro/functions/timetrigger/internal/timetriggerenv"
 )
 
 func main() {
 	ctx := context.Background()
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	s, err := lambdaenv.TimeTriggerScheduler(ctx, logger, os.Stdout)
+	s, err := timetriggerenv.Scheduler(ctx, logger, os.Stdout)
 	if err != nil {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)

@@ -15,7 +15,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/workflow"
-	"github.com/maestro-aws/maestro/functions/internal/lambdaenv"
+	"github.com/maestro-aws/maestro/functions/timetrigger/internal/timetriggerenv"
 )
 
 // The Lambda's cold-start wiring, invoked with a Scheduler-shaped event
@@ -42,7 +42,7 @@ func TestLambdaFiresDueTriggers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var emf bytes.Buffer
-	s, err := lambdaenv.TimeTriggerScheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), &emf)
+	s, err := timetriggerenv.Scheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), &emf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,16 +71,16 @@ func TestColdStartFailures(t *testing.T) {
 	for _, k := range []string{"DATABASE_URL", "DB_SECRET_ARN", "DB_HOST"} {
 		t.Setenv(k, "")
 	}
-	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger, io.Discard); err == nil {
+	if _, err := timetriggerenv.Scheduler(context.Background(), logger, io.Discard); err == nil {
 		t.Fatal("cold start succeeded with no database configured")
 	}
 	t.Setenv("DATABASE_URL", dbtest.URL(t))
-	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger, io.Discard); err == nil {
+	if _, err := timetriggerenv.Scheduler(context.Background(), logger, io.Discard); err == nil {
 		t.Fatal("cold start succeeded with no group count")
 	}
 	t.Setenv("MAESTRO_GROUP_COUNT", "16")
 	t.Setenv("MAESTRO_TRIGGER_BATCH", "many")
-	if _, err := lambdaenv.TimeTriggerScheduler(context.Background(), logger, io.Discard); err == nil {
+	if _, err := timetriggerenv.Scheduler(context.Background(), logger, io.Discard); err == nil {
 		t.Fatal("cold start succeeded with a malformed batch size")
 	}
 }

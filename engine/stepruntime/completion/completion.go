@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // KeyAwaits is set to true in the runtime data (runtime_state.data) of an
@@ -113,8 +113,8 @@ func (s *Store) Complete(ctx context.Context, r Request) (Completion, error) {
 			return fmt.Errorf("store completion: %w", err)
 		}
 		out = Completion{State: r.State, Message: r.Message}
-		ref := flow.Ref{WorkflowID: r.WorkflowID, InstanceID: r.InstanceID, RunID: r.RunID}
-		if _, err := queue.Enqueue(ctx, tx, queue.StepUpdate, group, flow.StepUpdateMessage{Ref: ref, Group: group, StepID: r.StepID}); err != nil {
+		ref := run.Ref{WorkflowID: r.WorkflowID, InstanceID: r.InstanceID, RunID: r.RunID}
+		if _, err := queue.Enqueue(ctx, tx, queue.StepUpdate, group, run.StepUpdateMessage{Ref: ref, Group: group, StepID: r.StepID}); err != nil {
 			return fmt.Errorf("wake the step: %w", err)
 		}
 		return nil

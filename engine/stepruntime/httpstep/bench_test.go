@@ -16,6 +16,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 )
@@ -44,11 +45,11 @@ func BenchmarkHttpSteps1000(b *testing.B) {
 	}))
 	b.Cleanup(srv.Close)
 
-	starting, done := map[flow.Ref]time.Time{}, map[flow.Ref]time.Time{}
+	starting, done := map[run.Ref]time.Time{}, map[run.Ref]time.Time{}
 	env := flowtest.New(b)
 	env.Engine(stepruntime.Registry{httpstep.Type: httpstep.New(httpstep.Config{})}, flow.Config{
 		Workers: 2 * runs,
-		Observer: func(ref flow.Ref, _ string, _ int64, st instance.StepStatus, at time.Time) {
+		Observer: func(ref run.Ref, _ string, _ int64, st instance.StepStatus, at time.Time) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch st {
@@ -94,7 +95,7 @@ func BenchmarkHttpSteps1000(b *testing.B) {
 		wall += time.Since(wall0)
 		mu.Lock()
 		for _, inst := range insts {
-			ref := flow.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
+			ref := run.Ref{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
 			s, ok1 := starting[ref]
 			d, ok2 := done[ref]
 			held, ok3 := served[inst.InstanceID]

@@ -15,6 +15,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 )
@@ -161,7 +162,7 @@ func TestHttpStepStoppedMidCall(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the request never arrived")
 	}
-	if _, err := env.Runs.Act(context.Background(), "stopme", inst.InstanceID, inst.RunID, flow.ActionStop); err != nil {
+	if _, err := env.Runs.Act(context.Background(), "stopme", inst.InstanceID, inst.RunID, run.ActionStop); err != nil {
 		t.Fatal(err)
 	}
 	select {

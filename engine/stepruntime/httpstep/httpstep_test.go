@@ -69,9 +69,9 @@ func attempt(spec map[string]any, extra map[string]any) (*stepruntime.Attempt, *
 	return a, recorded
 }
 
-// run drives the runtime as the engine does: Start, then Execute until it
+// drive drives the runtime as the engine does: Start, then Execute until it
 // is not Continue.
-func run(t *testing.T, rt stepruntime.Runtime, a *stepruntime.Attempt) stepruntime.Result {
+func drive(t *testing.T, rt stepruntime.Runtime, a *stepruntime.Attempt) stepruntime.Result {
 	t.Helper()
 	ctx := context.Background()
 	if r := rt.Start(ctx, a); r.State != stepruntime.Done {
@@ -103,7 +103,7 @@ func TestSuccessSendsOnceWithIdempotencyKeyAndReturnsOutputs(t *testing.T) {
 	rt := httpstep.New(httpstep.Config{})
 	a, recorded := attempt(map[string]any{"url": srv.URL + "/jobs", "method": "post",
 		"headers": map[string]string{"X-Token": "abc", "Content-Type": "text/plain"}, "body": "hello"}, nil)
-	r := run(t, rt, a)
+	r := drive(t, rt, a)
 	if r.State != stepruntime.Done {
 		t.Fatalf("state %s: %s", r.State, r.Message)
 	}
@@ -165,7 +165,7 @@ func TestStatusClasses(t *testing.T) {
 				spec[k] = v
 			}
 			a, _ := attempt(spec, tc.params)
-			r := run(t, httpstep.New(httpstep.Config{}), a)
+			r := drive(t, httpstep.New(httpstep.Config{}), a)
 			if r.State != tc.want {
 				t.Fatalf("state %s, want %s: %s", r.State, tc.want, r.Message)
 			}
@@ -190,7 +190,7 @@ func TestRequestTimeoutIsPlatformError(t *testing.T) {
 	defer close(release)
 	a, _ := attempt(map[string]any{"url": srv.URL, "timeout": "200ms"}, nil)
 	start := time.Now()
-	r := run(t, httpstep.New(httpstep.Config{}), a)
+	r := drive(t, httpstep.New(httpstep.Config{}), a)
 	if r.State != stepruntime.PlatformError || !strings.Contains(r.Message, "no response within 200ms") {
 		t.Fatalf("state %s: %s", r.State, r.Message)
 	}

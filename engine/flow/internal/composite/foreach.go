@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/run"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -113,12 +113,6 @@ func foreachConfig(f *workflow.Foreach, kill bool) map[string]json.RawMessage {
 		foreachFailureKey:     mode,
 		subworkflowKillKey:    json.RawMessage(strconv.FormatBool(kill)),
 	}
-}
-
-// ForeachWorkflowID is the workflow id of the iterations of a foreach step
-// of one parent instance.
-func ForeachWorkflowID(workflowID string, instanceID int64, stepID string) string {
-	return fmt.Sprintf("%s:%d:%s", workflowID, instanceID, stepID)
 }
 
 // loopDim is one loop param: its name and its values.
@@ -238,7 +232,7 @@ func (r *foreachRuntime) Start(ctx context.Context, a *stepruntime.Attempt) step
 	if err != nil {
 		return stepruntime.Result{State: stepruntime.FatalError, Message: "foreach: " + err.Error()}
 	}
-	st := foreachState{workflowID: ForeachWorkflowID(a.WorkflowID, a.InstanceID, a.StepID), total: total}
+	st := foreachState{workflowID: instance.ForeachWorkflowID(a.WorkflowID, a.InstanceID, a.StepID), total: total}
 	var policy string
 	err = r.h.DB.QueryRow(ctx, `
 SELECT coalesce((SELECT max(run_id) FROM workflow_instance WHERE workflow_id = $1), 0) + 1,
@@ -439,45 +433,6 @@ WHERE (SELECT status FROM workflow_instance
        WHERE workflow_id = $1 AND instance_id = g ORDER BY run_id DESC LIMIT 1) IS DISTINCT FROM 'SUCCEEDED'
 ORDER BY g LIMIT $4`
 
-// insertIterationsSQL creates a batch of iterations. One whose generation
-// ($16) names the generation under which this node ($17) holds its group
-// is created IN_PROGRESS under it, with its evaluated params ($18), the
-// pick-up entry in its timeline ($19) and its start event ($20, written
-// with the row's seq): its flow starts in memory after the commit. The
-// group rows are share-locked, so a takeover waits for this transaction
-// and then adopts what it created. Every other iteration is CREATED, for a
-// start message. Both kinds come back, with the columns a flow starts from.
-const insertIterationsSQL = `
-WITH owned AS (
-    SELECT group_id, generation FROM flow_group
-    WHERE owner = $17 AND (group_id, generation) IN (SELECT * FROM unnest($9::integer[], $16::bigint[]))
-    FOR SHARE),
-ins AS (
-INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
-    group_count, group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
-    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id)
-SELECT $1, it.instance_id, $2, 0, it.uuid, $3, it.group_id,
-    CASE WHEN o.group_id IS NULL THEN 'CREATED' ELSE 'IN_PROGRESS' END,
-    COALESCE(o.generation, 0),
-    CASE WHEN o.group_id IS NULL THEN 0 ELSE 1 END,
-    CASE WHEN o.group_id IS NOT NULL THEN now() END,
-    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb ELSE it.params END,
-    $4, it.run_params, it.initiator,
-    CASE WHEN o.group_id IS NULL THEN it.timeline ELSE it.timeline || $19::jsonb END,
-    $5, false, '{"policy": "START"}'::jsonb, it.parent, it.parent_key, $6, $15
-FROM unnest($7::bigint[], $8::uuid[], $9::integer[], $10::jsonb[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::text[],
-        $16::bigint[], $18::jsonb[], $20::json[])
-    AS it(instance_id, uuid, group_id, run_params, initiator, timeline, parent, parent_key, gen, params, event)
-LEFT JOIN owned o ON o.group_id = it.group_id AND o.generation = it.gen
-ON CONFLICT DO NOTHING
-RETURNING ` + flowstore.InstanceColumns + `),
-ev AS (
-    ` + event.InsertSQL + `
-    SELECT $21::smallint, ins.workflow_id, ins.seq, it.event
-    FROM ins JOIN unnest($7::bigint[], $20::json[]) AS it(instance_id, event) ON it.instance_id = ins.instance_id
-    WHERE ins.status = 'IN_PROGRESS' AND it.event IS NOT NULL)
-SELECT ` + flowstore.InstanceColumnNames + ` FROM ins`
-
 // iterationTimeout bounds one iteration run; the foreach step's own
 // timeout, if any, stops the iterations earlier.
 const iterationTimeout = int64(10 * 24 * time.Hour / time.Second)
@@ -501,7 +456,7 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 	if err != nil {
 		return 0, 0, &childError{msg: "encode iteration definition: " + err.Error()}
 	}
-	parent := flowstore.Parent{Ref: flowstore.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
+	parent := run.Parent{Ref: run.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
 	var next, created int64
 	var started []StartedRun
 	err = pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
@@ -538,41 +493,30 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 		if err != nil {
 			return &childError{msg: "iteration params: " + err.Error()}
 		}
-		b := iterationBatch{local: map[int64]localStart{}}
+		b := iterationBatch{def: def, correlation: fp.correlation, depth: depth + 1, groupCount: groupCount}
 		for _, it := range iters {
-			if err := b.add(st, parent, groupCount, base, loopValues(dims, it-1), it); err != nil {
+			if err := b.add(st, parent, base, loopValues(dims, it-1), it); err != nil {
 				return err
 			}
 		}
-		pickedUp, _ := json.Marshal(flowstore.PickedUp(node))
 		if h.Local != nil {
-			b.prepareLocal(ctx, h.Local, def, owner, fp.correlation, depth+1)
+			b.prepareLocal(ctx, h.Local, owner)
 		}
 		if len(iters) > 0 {
-			rows, err := tx.Query(ctx, insertIterationsSQL, st.workflowID, st.run, groupCount, def, iterationTimeout, depth+1,
-				b.ids, b.uuids, b.groups, b.runParams, b.initiators, b.timelines, b.parents, b.parentKeys, fp.correlation,
-				b.gens, node, b.params, pickedUp, b.events, flowstore.InstanceStatusKind)
+			pickedUp, _ := json.Marshal(flowstore.PickedUp(node))
+			made, err := run.Create(ctx, tx, b.runs, run.Options{Node: node, PickedUp: pickedUp, SkipExisting: true})
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
-			runs, err := pgx.CollectRows(rows, flowstore.ScanInstance)
-			if err != nil {
-				return fmt.Errorf("insert iterations: %w", err)
-			}
-			var groups []int32
-			var msgs []flowstore.StartMessage
-			for _, r := range runs {
-				if r.Status == instance.WorkflowInProgress {
-					p := b.local[r.InstanceID]
-					started = append(started, StartedRun{Row: r, Generation: p.gen, Values: p.Values, Event: p.Event})
+			created = 0
+			for i, c := range made {
+				if !c.Inserted {
 					continue
 				}
-				groups = append(groups, r.GroupID)
-				msgs = append(msgs, flowstore.StartMessage{Ref: r.Ref, Group: r.GroupID})
-			}
-			created = int64(len(runs))
-			if err := queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, groups, msgs); err != nil {
-				return err
+				created++
+				if c.Status == instance.WorkflowInProgress {
+					started = append(started, b.started(i, c))
+				}
 			}
 		}
 		progress := st
@@ -606,25 +550,20 @@ func (h *host) pickIterations(ctx context.Context, tx pgx.Tx, st foreachState, n
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
 }
 
-// iterationBatch holds the columns of the iteration runs of one batch.
+// iterationBatch is the iteration runs of one batch.
 type iterationBatch struct {
-	ids                                       []int64
-	uuids                                     []uuid.UUID
-	groups                                    []int32
-	runParams, initiators, timelines, parents [][]byte
-	parentKeys                                []string
-	// Of the iterations to start on this node: the generation under which
-	// it holds the group (0 for the others), the evaluated params and the
-	// start event (nil for the others).
-	gens           []int64
-	params, events [][]byte
-	local          map[int64]localStart
-	// runs keeps what prepareLocal needs of each iteration.
-	runs []NewRun
+	def         []byte
+	correlation string
+	depth       int
+	groupCount  int32
+	runs        []run.New
+	// runParams are each run's run params as the flow takes them; values
+	// the evaluated params of the runs to start on this node.
+	runParams []workflow.Params
+	values    []params.Values
 }
 
-func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int32, base workflow.Params,
-	loop map[string]workflow.Param, it int64) error {
+func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params, loop map[string]workflow.Param, it int64) error {
 	rp := make(workflow.Params, len(base)+len(loop)+1)
 	maps.Copy(rp, base)
 	maps.Copy(rp, loop)
@@ -639,56 +578,55 @@ func (b *iterationBatch) add(st foreachState, p flowstore.Parent, groupCount int
 	p.Iteration = it
 	parent, _ := json.Marshal(p)
 	initiator, _ := json.Marshal(map[string]any{"type": "FOREACH", "parent": p})
-	timeline, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
-		fmt.Sprintf("iteration %d of foreach step %s of %s", it, p.StepID, p.Ref))})
-	b.ids = append(b.ids, it)
-	b.uuids = append(b.uuids, uuid.New())
-	b.groups = append(b.groups, instance.GroupFor(st.workflowID, it, groupCount))
-	b.runParams = append(b.runParams, runParams)
-	b.initiators = append(b.initiators, initiator)
-	b.timelines = append(b.timelines, timeline)
-	b.parents = append(b.parents, parent)
-	b.parentKeys = append(b.parentKeys, parentKey)
-	b.gens = append(b.gens, 0)
-	b.params = append(b.params, nil)
-	b.events = append(b.events, nil)
-	b.runs = append(b.runs, NewRun{
-		Ref:       flowstore.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run},
-		RunParams: rp, Initiator: initiator,
+	b.runs = append(b.runs, run.New{
+		Ref: run.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run}, UUID: uuid.NewString(),
+		Definition: b.def, RunParams: runParams, Initiator: initiator,
+		Timeline: []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
+			fmt.Sprintf("iteration %d of foreach step %s of %s", it, p.StepID, p.Ref))},
+		TimeoutSeconds: iterationTimeout, GroupCount: b.groupCount, Parent: parent, ParentKey: parentKey,
+		Depth: b.depth, Correlation: b.correlation, Admission: run.Always,
 	})
+	b.runParams = append(b.runParams, rp)
+	b.values = append(b.values, nil)
 	return nil
-}
-
-// localStart is an iteration prepared for a start on this node.
-type localStart struct {
-	Prepared
-	gen int64
 }
 
 // prepareLocal marks the iterations of the batch whose flow group this
 // node holds for a start here, with their evaluated params and start
 // events. One whose params do not evaluate is left to the queue, whose
 // start ends it with the error.
-func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, def []byte, owner, correlation string, depth int) {
-	for i := range b.ids {
-		gen, ok := s.Held(b.groups[i])
+func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner string) {
+	for i := range b.runs {
+		r := &b.runs[i]
+		gen, ok := s.Held(instance.GroupFor(r.Ref.WorkflowID, r.Ref.InstanceID, r.GroupCount))
 		if !ok {
 			continue
 		}
-		run := b.runs[i]
-		run.Definition, run.Owner, run.UUID, run.Correlation, run.Depth = def, owner, b.uuids[i].String(), correlation, depth
-		p, err := s.Prepare(ctx, run)
+		p, err := s.Prepare(ctx, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.runParams[i], Initiator: r.Initiator,
+			Owner: owner, UUID: r.UUID, Correlation: b.correlation, Depth: b.depth})
 		if err != nil {
 			continue
 		}
-		b.gens[i], b.params[i], b.events[i] = gen, p.JSON, p.Event
-		b.local[b.ids[i]] = localStart{Prepared: p, gen: gen}
+		r.Local = &run.Local{Generation: gen, Params: p.JSON, Event: p.Event}
+		b.values[i] = p.Values
+	}
+}
+
+// started is iteration i, created IN_PROGRESS on this node, as its flow
+// starts from it.
+func (b *iterationBatch) started(i int, c run.Created) StartedRun {
+	r := b.runs[i]
+	return StartedRun{
+		Row: flowstore.InstanceRow{Ref: c.Ref, GroupCount: r.GroupCount, GroupID: c.GroupID, Status: c.Status, Seq: 1,
+			Definition: b.def, RunParams: r.RunParams, Params: r.Local.Params, TimeoutSeconds: r.TimeoutSeconds,
+			StartTime: c.StartTime, Parent: r.Parent, UUID: c.UUID, Correlation: b.correlation, Depth: b.depth},
+		Generation: r.Local.Generation, Values: b.values[i], Event: r.Local.Event,
 	}
 }
 
 // scanIterations reads (iteration, group) rows of a foreach run into one
 // queue message per iteration and the groups they target.
-func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(flowstore.Ref, int32) M) ([]int32, []M, error) {
+func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(run.Ref, int32) M) ([]int32, []M, error) {
 	defer rows.Close()
 	var groups []int32
 	var msgs []M
@@ -699,7 +637,7 @@ func scanIterations[M any](rows pgx.Rows, st foreachState, msg func(flowstore.Re
 			return nil, nil, err
 		}
 		groups = append(groups, g)
-		msgs = append(msgs, msg(flowstore.Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, g))
+		msgs = append(msgs, msg(run.Ref{WorkflowID: st.workflowID, InstanceID: id, RunID: st.run}, g))
 	}
 	return groups, msgs, rows.Err()
 }
@@ -713,9 +651,9 @@ WHERE workflow_id = $1 AND run_id = $2 AND status <> 'SUCCEEDED' AND status IN (
 // stopIterations asks the owners of the live iterations of a foreach run
 // to stop (or kill) them, in one transaction.
 func (h *host) stopIterations(ctx context.Context, a *stepruntime.Attempt, st foreachState, kill bool, reason string) error {
-	action, verb := flowstore.ActionStop, "stopped"
+	action, verb := run.ActionStop, "stopped"
 	if kill {
-		action, verb = flowstore.ActionKill, "killed"
+		action, verb = run.ActionKill, "killed"
 	}
 	if reason == "" {
 		reason = fmt.Sprintf("foreach step %s of %s/%d/%d was %s", a.StepID, a.WorkflowID, a.InstanceID, a.RunID, verb)
@@ -725,8 +663,8 @@ func (h *host) stopIterations(ctx context.Context, a *stepruntime.Attempt, st fo
 		if err != nil {
 			return err
 		}
-		groups, msgs, err := scanIterations(rows, st, func(ref flowstore.Ref, g int32) flowstore.ActionMessage {
-			return flowstore.ActionMessage{Ref: ref, Group: g, Action: action, Reason: reason}
+		groups, msgs, err := scanIterations(rows, st, func(ref run.Ref, g int32) run.ActionMessage {
+			return run.ActionMessage{Ref: ref, Group: g, Action: action, Reason: reason}
 		})
 		if err != nil {
 			return err

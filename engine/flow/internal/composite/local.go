@@ -5,6 +5,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -41,7 +42,7 @@ type Starter interface {
 
 // NewRun is a run about to be created.
 type NewRun struct {
-	Ref        flowstore.Ref
+	Ref        run.Ref
 	Definition []byte
 	RunParams  workflow.Params
 	// Initiator is the JSON of the run's initiator column.

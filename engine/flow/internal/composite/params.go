@@ -9,8 +9,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"
 )
@@ -21,7 +22,7 @@ import (
 // Funcs are the SEL functions that read the child runs of upstream steps
 // (subworkflow children, foreach iterations) for an attempt of run ref;
 // upstream is the params (outputs merged in) of the run's other steps.
-func Funcs(db *pgxpool.Pool, ref flowstore.Ref, upstream map[string]params.Values) map[string]sel.Func {
+func Funcs(db *pgxpool.Pool, ref run.Ref, upstream map[string]params.Values) map[string]sel.Func {
 	r := reader{db: db, ref: ref, upstream: upstream}
 	return map[string]sel.Func{
 		"params.getFromSubworkflow": r.getFromSubworkflow,
@@ -32,7 +33,7 @@ func Funcs(db *pgxpool.Pool, ref flowstore.Ref, upstream map[string]params.Value
 // reader reads child runs for one attempt's params.
 type reader struct {
 	db       *pgxpool.Pool
-	ref      flowstore.Ref
+	ref      run.Ref
 	upstream map[string]params.Values
 }
 
@@ -54,7 +55,7 @@ func (r reader) getFromSubworkflow(ctx context.Context, args []any) (any, error)
 	}
 	vals := r.upstream[step]
 	id, _ := vals[workflow.ParamSubworkflowID].Value.(string)
-	child := flowstore.Ref{WorkflowID: id, InstanceID: valueInt(vals[childInstanceKey]), RunID: valueInt(vals[childRunKey])}
+	child := run.Ref{WorkflowID: id, InstanceID: valueInt(vals[childInstanceKey]), RunID: valueInt(vals[childRunKey])}
 	if child.WorkflowID == "" || child.InstanceID == 0 {
 		return nil, fmt.Errorf("%w: step %s has no subworkflow run", ErrNoSubworkflowParam, step)
 	}
@@ -119,7 +120,7 @@ func (r reader) getFromForeach(ctx context.Context, args []any) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: step %s is not a foreach step that has run", ErrNoForeachParam, foreachStep)
 	}
-	fid := ForeachWorkflowID(r.ref.WorkflowID, r.ref.InstanceID, foreachStep)
+	fid := instance.ForeachWorkflowID(r.ref.WorkflowID, r.ref.InstanceID, foreachStep)
 	rows, err := r.db.Query(ctx, foreachParamSQL, fid, valueInt(total), step, name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s of step %s in foreach %s: %w", name, step, foreachStep, err)

@@ -10,16 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
-
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/definition"
-	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -109,7 +106,7 @@ func (r *subworkflowRuntime) retryLater(a *stepruntime.Attempt, what string, err
 
 // Start creates the child run, or finds the one an earlier call created.
 func (r *subworkflowRuntime) Start(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
-	parent := flowstore.Parent{Ref: flowstore.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
+	parent := run.Parent{Ref: run.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
 	if data, ok, err := r.h.childOf(ctx, r.h.DB, parent); err != nil {
 		return r.retryLater(a, "look up child", err)
 	} else if ok {
@@ -185,12 +182,12 @@ func (h *host) terminateChild(ctx context.Context, a *stepruntime.Attempt, what 
 		return stepruntime.Result{State: stepruntime.Stopped}
 	}
 	group := int32(dataInt(a.Data, childGroupKey))
-	action, verb := flowstore.ActionStop, "stopped"
+	action, verb := run.ActionStop, "stopped"
 	if configBool(a, subworkflowKillKey, false) {
-		action, verb = flowstore.ActionKill, "killed"
+		action, verb = run.ActionKill, "killed"
 	}
 	err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
-		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, group, flowstore.ActionMessage{
+		_, err := queue.Enqueue(ctx, tx, queue.InstanceAction, group, run.ActionMessage{
 			Ref: child, Group: group, Action: action,
 			Reason: fmt.Sprintf("parent step %s of %s/%d/%d was %s", a.StepID, a.WorkflowID, a.InstanceID, a.RunID, verb),
 		})
@@ -205,9 +202,9 @@ func (h *host) terminateChild(ctx context.Context, a *stepruntime.Attempt, what 
 }
 
 // childRef reads the child's identity from the step's runtime data.
-func childRef(data map[string]any) flowstore.Ref {
+func childRef(data map[string]any) run.Ref {
 	id, _ := data[childWorkflowKey].(string)
-	return flowstore.Ref{WorkflowID: id, InstanceID: dataInt(data, childInstanceKey), RunID: dataInt(data, childRunKey)}
+	return run.Ref{WorkflowID: id, InstanceID: dataInt(data, childInstanceKey), RunID: dataInt(data, childRunKey)}
 }
 
 // dataInt reads a number of runtime data, which is int64 in memory and a
@@ -239,8 +236,8 @@ const childOfSQL = `SELECT workflow_id, instance_id, run_id, workflow_version, g
 
 // childOf returns the runtime data of the child a parent attempt created,
 // if it did.
-func (h *host) childOf(ctx context.Context, q flowstore.Tx, p flowstore.Parent) (map[string]any, bool, error) {
-	var ref flowstore.Ref
+func (h *host) childOf(ctx context.Context, q run.Tx, p run.Parent) (map[string]any, bool, error) {
+	var ref run.Ref
 	var version int64
 	var group int32
 	err := q.QueryRow(ctx, childOfSQL, p.Key()).Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &version, &group)
@@ -253,7 +250,7 @@ func (h *host) childOf(ctx context.Context, q flowstore.Tx, p flowstore.Parent) 
 	return childData(ref, version, group), true, nil
 }
 
-func childData(ref flowstore.Ref, version int64, group int32) map[string]any {
+func childData(ref run.Ref, version int64, group int32) map[string]any {
 	return map[string]any{
 		childWorkflowKey: ref.WorkflowID, childInstanceKey: ref.InstanceID, childRunKey: ref.RunID,
 		childVersionKey: version, childGroupKey: group,
@@ -283,27 +280,20 @@ type fencedParent struct {
 }
 
 // fenceParent share-locks the parent run in tx while node owns it at its
-// current generation and reads what its children inherit; flowstore.ErrFenced when
+// current generation and reads what its children inherit; run.ErrFenced when
 // the node no longer owns it (or the run is over).
-func fenceParent(ctx context.Context, tx pgx.Tx, p flowstore.Parent, node string) (fencedParent, error) {
+func fenceParent(ctx context.Context, tx pgx.Tx, p run.Parent, node string) (fencedParent, error) {
 	var fp fencedParent
 	err := tx.QueryRow(ctx, parentFenceSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, node).
 		Scan(&fp.groupCount, &fp.group, &fp.depth, &fp.wfParams, &fp.stepParams, &fp.correlation)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fp, flowstore.ErrFenced
+		return fp, run.ErrFenced
 	}
 	if err != nil {
 		return fp, fmt.Errorf("fence parent %s: %w", p.Key(), err)
 	}
 	return fp, nil
 }
-
-const insertChildSQL = `
-INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
-    group_count, group_id, status, definition, run_params, initiator, timeline, timeout_seconds,
-    queued, run_config, parent, parent_key, depth, end_time, correlation_id)
-VALUES ($1, $2, 1, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, '{"policy": "START"}'::jsonb, $14, $15, $16,
-    CASE WHEN $7 = 'STOPPED' THEN now() END, $17)`
 
 const recordChildSQL = `
 UPDATE step_instance SET runtime_state = jsonb_set(runtime_state, '{data}', $6::jsonb), modify_time = now()
@@ -327,13 +317,13 @@ type childSpec struct {
 // createChild creates the child run of a parent attempt, admitted under the
 // child workflow's run strategy like a start (unless inline), and records it
 // on the parent attempt, in one transaction fenced by the parent's
-// generation. It returns the child's runtime data; flowstore.ErrFenced when this node
+// generation. It returns the child's runtime data; run.ErrFenced when this node
 // no longer owns the parent; a *childError when the child may not be
 // created.
-func (h *host) createChild(ctx context.Context, node string, p flowstore.Parent, spec childSpec) (map[string]any, error) {
+func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec childSpec) (map[string]any, error) {
 	v := spec.def
 	var data map[string]any
-	queued := false
+	var created []run.Created
 	err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
 		// Lock order: workflow row, then instance rows (docs/run-control.md).
 		lockID := v.WorkflowID
@@ -341,8 +331,8 @@ func (h *host) createChild(ctx context.Context, node string, p flowstore.Parent,
 			// The pushed workflow a (possibly nested) inline run belongs to.
 			lockID = instance.RootWorkflowID(p.WorkflowID)
 		}
-		props, err := flowstore.LockWorkflow(ctx, tx, lockID)
-		if errors.Is(err, flowstore.ErrWorkflowGone) {
+		props, err := run.LockWorkflow(ctx, tx, lockID)
+		if errors.Is(err, run.ErrWorkflowGone) {
 			return &childError{msg: fmt.Sprintf("workflow %s does not exist", lockID)}
 		}
 		if err != nil {
@@ -367,18 +357,16 @@ func (h *host) createChild(ctx context.Context, node string, p flowstore.Parent,
 		if err != nil {
 			return &childError{msg: "child run params: " + err.Error()}
 		}
+		// A pushed workflow's child gets the workflow's next instance id
+		// (run.Create allocates it); an inline run the next one among the
+		// runs of its id.
 		var iid int64
-		allocSQL := `UPDATE workflow SET latest_instance_id = latest_instance_id + 1
-                WHERE workflow_id = $1 RETURNING latest_instance_id`
 		if spec.inline {
-			allocSQL = `SELECT coalesce(max(instance_id), 0) + 1 FROM workflow_instance WHERE workflow_id = $1`
+			if err := tx.QueryRow(ctx, `SELECT coalesce(max(instance_id), 0) + 1 FROM workflow_instance WHERE workflow_id = $1`,
+				v.WorkflowID).Scan(&iid); err != nil {
+				return fmt.Errorf("allocate instance id: %w", err)
+			}
 		}
-		if err := tx.QueryRow(ctx, allocSQL, v.WorkflowID).Scan(&iid); err != nil {
-			return fmt.Errorf("allocate instance id: %w", err)
-		}
-		ref := flowstore.Ref{WorkflowID: v.WorkflowID, InstanceID: iid, RunID: 1}
-		group := instance.GroupFor(ref.WorkflowID, iid, groupCount)
-		drop := ""
 		initiatorType, by := "SUBWORKFLOW", "subworkflow step"
 		// A run inside a run of the same workflow (recursion) is part of
 		// that run: under its strategy it would queue behind, be dropped
@@ -389,33 +377,17 @@ func (h *host) createChild(ctx context.Context, node string, p flowstore.Parent,
 				return err
 			}
 		}
+		admission := run.ByStrategy
 		if spec.inline {
 			initiatorType, by = "WHILE", fmt.Sprintf("iteration %d of while step", p.Iteration)
-		} else if !recursive {
-			if drop, err = flowstore.PrepareStart(ctx, tx, v.WorkflowID, props); err != nil {
-				return err
-			}
+			admission = run.Always // an iteration is not admitted under a run strategy
 		}
-		status := instance.WorkflowCreated
 		timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
 			fmt.Sprintf("started by %s %s of %s", by, p.StepID, p.Ref))}
 		if recursive {
+			admission = run.Always
 			timeline = append(timeline, instance.LogEvent("INFO",
 				"admitted without the run strategy: it runs inside a run of the same workflow"))
-		}
-		if drop != "" {
-			status = instance.WorkflowStopped
-			timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), drop))
-		} else if !spec.inline && !recursive { // an iteration is not admitted under a run strategy
-			room, err := flowstore.RoomNow(ctx, tx, v.WorkflowID, props)
-			if err != nil {
-				return err
-			}
-			queued = !room
-			if queued {
-				timeline = append(timeline, instance.LogEvent("INFO",
-					fmt.Sprintf("queued by the %s run strategy", flowstore.ParseStrategy(props).Rule)))
-			}
 		}
 		timeout := int64(10 * 24 * time.Hour / time.Second)
 		if v.Workflow.Timeout != nil {
@@ -423,25 +395,18 @@ func (h *host) createChild(ctx context.Context, node string, p flowstore.Parent,
 				timeout = int64(d / time.Second)
 			}
 		}
-		initiator := map[string]any{"type": initiatorType, "parent": p}
-		runUUID := uuid.New()
-		if _, err := tx.Exec(ctx, insertChildSQL, ref.WorkflowID, iid, v.Version, runUUID, groupCount, group,
-			status, []byte(v.Raw), runParams, initiator, timeline, timeout, queued, p, p.Key(), depth+1, fp.correlation); err != nil {
-			return fmt.Errorf("insert child run: %w", err)
+		initiator, _ := json.Marshal(map[string]any{"type": initiatorType, "parent": p})
+		parent, _ := json.Marshal(p)
+		created, err = run.Create(ctx, tx, []run.New{{
+			Ref: run.Ref{WorkflowID: v.WorkflowID, InstanceID: iid}, Version: v.Version, Definition: v.Raw,
+			Workflow: &v.Workflow, RunParams: runParams, Initiator: initiator, Timeline: timeline, TimeoutSeconds: timeout,
+			GroupCount: groupCount, Parent: parent, ParentKey: p.Key(), Depth: depth + 1, Correlation: fp.correlation,
+			Admission: admission,
+		}}, run.Options{Props: map[string][]byte{lockID: props}})
+		if err != nil {
+			return err
 		}
-		if drop != "" {
-			// Dropped by its run strategy: it ends as it is created.
-			ri := flowstore.NewRunInfo(&v.Workflow, runUUID.String(), fp.correlation, depth+1)
-			if err := event.Insert(ctx, tx, event.Record{Kind: flowstore.InstanceStatusKind, WorkflowID: ref.WorkflowID,
-				Payload: ri.InstanceEvent(ref, instance.WorkflowCreated, instance.WorkflowStopped, time.Now())}); err != nil {
-				return err
-			}
-		}
-		if status == instance.WorkflowCreated && !queued {
-			if _, err := queue.Enqueue(ctx, tx, queue.StartWorkflow, group, flowstore.StartMessage{Ref: ref, Group: group}); err != nil {
-				return err
-			}
-		}
+		ref, group := created[0].Ref, created[0].GroupID
 		data = childData(ref, v.Version, group)
 		maps.Copy(data, spec.data)
 		raw, _ := json.Marshal(data)
@@ -453,10 +418,8 @@ func (h *host) createChild(ctx context.Context, node string, p flowstore.Parent,
 	if err != nil {
 		return nil, err
 	}
-	if queued {
-		// As a start does: admit again once committed (docs/run-control.md).
-		_, _ = flowstore.AdmitWorkflow(ctx, h.DB, v.WorkflowID, false)
-	}
+	// As a start does: admit again once committed (docs/run-control.md).
+	run.AdmitAfterCommit(ctx, h.DB, created)
 	return data, nil
 }
 
@@ -477,7 +440,7 @@ SELECT EXISTS (SELECT 1 FROM chain WHERE split_part(workflow_id, ':', 1) = $4)`
 
 // runsInside reports whether run ref is, or runs inside, a run of
 // workflowID.
-func (h *host) runsInside(ctx context.Context, q flowstore.Tx, ref flowstore.Ref, workflowID string) (bool, error) {
+func (h *host) runsInside(ctx context.Context, q run.Tx, ref run.Ref, workflowID string) (bool, error) {
 	var inside bool
 	if err := q.QueryRow(ctx, runsInsideSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, workflowID).Scan(&inside); err != nil {
 		return false, fmt.Errorf("ancestors of %s: %w", ref, err)
@@ -535,7 +498,7 @@ func inheritedParams(child *workflow.Workflow, wfParams, stepParams []byte, expl
 }
 
 // childStatus reads a child run's status.
-func (h *host) childStatus(ctx context.Context, ref flowstore.Ref) (instance.WorkflowStatus, error) {
+func (h *host) childStatus(ctx context.Context, ref run.Ref) (instance.WorkflowStatus, error) {
 	var st instance.WorkflowStatus
 	err := h.DB.QueryRow(ctx, `SELECT status FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
 		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&st)

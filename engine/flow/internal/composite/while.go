@@ -9,13 +9,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"
@@ -113,7 +112,7 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 		}
 		next = idx + 1
 	}
-	parentRef := flowstore.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}
+	parentRef := run.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}
 	wfParams, err := r.h.instanceParams(ctx, parentRef)
 	if err != nil {
 		return r.retryLater(a, "read workflow params", err)
@@ -150,7 +149,7 @@ func (r *whileRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) step
 	if err != nil {
 		return stepruntime.Result{State: stepruntime.FatalError, Message: "encode while iteration definition: " + err.Error()}
 	}
-	parent := flowstore.Parent{Ref: parentRef, StepID: a.StepID, AttemptID: a.AttemptID, Iteration: next + 1}
+	parent := run.Parent{Ref: parentRef, StepID: a.StepID, AttemptID: a.AttemptID, Iteration: next + 1}
 	data, err := r.h.createChild(ctx, r.h.NodeID, parent, childSpec{
 		def:    &definition.Version{WorkflowID: inline.ID, Workflow: inline, Raw: raw},
 		inline: true,
@@ -267,7 +266,7 @@ func iterationParams(inline *workflow.Workflow, wfParams, stepParams, carried []
 // produced under it. Steps are applied in order (the iteration's
 // topological order, definition order among steps ready together), so the
 // last one that has the name wins, however their runs interleaved.
-func (r *whileRuntime) carriedParams(ctx context.Context, a *stepruntime.Attempt, child flowstore.Ref, order []string) ([]byte, error) {
+func (r *whileRuntime) carriedParams(ctx context.Context, a *stepruntime.Attempt, child run.Ref, order []string) ([]byte, error) {
 	raw, err := r.h.instanceParams(ctx, child)
 	if err != nil {
 		return nil, err
@@ -325,7 +324,7 @@ WHERE status = 'SUCCEEDED'`
 
 // succeededStepParams maps step id to the params of its latest attempt,
 // for the steps of a run whose latest attempt succeeded.
-func (h *host) succeededStepParams(ctx context.Context, ref flowstore.Ref) (map[string]params.Values, error) {
+func (h *host) succeededStepParams(ctx context.Context, ref run.Ref) (map[string]params.Values, error) {
 	rows, err := h.DB.Query(ctx, succeededStepParamsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("read step params of %s: %w", ref, err)
@@ -352,7 +351,7 @@ func (h *host) succeededStepParams(ctx context.Context, ref flowstore.Ref) (map[
 
 // instanceParams reads a run's evaluated workflow params (JSON
 // params.Values); a deleted run has none.
-func (h *host) instanceParams(ctx context.Context, ref flowstore.Ref) ([]byte, error) {
+func (h *host) instanceParams(ctx context.Context, ref run.Ref) ([]byte, error) {
 	var raw []byte
 	err := h.DB.QueryRow(ctx, `SELECT params FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
 		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&raw)
@@ -400,20 +399,20 @@ func (r *whileRuntime) resumePoint(ctx context.Context, a *stepruntime.Attempt, 
 		return 0, nil, false, nil
 	}
 	var (
-		run       int64
-		wf        *string
-		iid, crun *int64
-		idx       *int64
+		earlierRun int64
+		wf         *string
+		iid, crun  *int64
+		idx        *int64
 	)
 	err = r.h.DB.QueryRow(ctx, earlierAttemptSQL, a.WorkflowID, a.InstanceID, a.StepID, a.RunID, a.AttemptID).
-		Scan(&run, &wf, &iid, &crun, &idx)
+		Scan(&earlierRun, &wf, &iid, &crun, &idx)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (wf == nil || iid == nil || crun == nil || idx == nil)) {
 		return 0, nil, false, nil
 	}
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("read earlier attempt: %w", err)
 	}
-	last := flowstore.Ref{WorkflowID: *wf, InstanceID: *iid, RunID: *crun}
+	last := run.Ref{WorkflowID: *wf, InstanceID: *iid, RunID: *crun}
 	status, err := r.h.childStatus(ctx, last)
 	if err != nil {
 		return 0, nil, false, err

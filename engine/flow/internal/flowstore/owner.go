@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // sqlWorkflowOwner reads a workflow's owner (properties.owner, else its
@@ -16,7 +17,7 @@ const sqlWorkflowOwner = `SELECT owner FROM workflow WHERE workflow_id = $1`
 
 // WorkflowOwner returns the owner of the pushed workflow a run belongs to;
 // "" when the workflow is gone.
-func (s *Store) WorkflowOwner(ctx context.Context, ref Ref) (string, error) {
+func (s *Store) WorkflowOwner(ctx context.Context, ref run.Ref) (string, error) {
 	var owner string
 	err := s.db.QueryRow(ctx, sqlWorkflowOwner, instance.RootWorkflowID(ref.WorkflowID)).Scan(&owner)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // The SQL of output params, tag permits and breakpoints as the engine sees
@@ -64,7 +65,7 @@ type TagLimit struct {
 // locked in name order (transaction advisory locks), so concurrent
 // acquirers on any node never deadlock and never both take the last
 // permit. A repeated call for an attempt that holds its permits succeeds.
-func (s *Store) AcquirePermits(ctx context.Context, ref Ref, stepID string, attempt int64, uuid string, tags []TagLimit) (ok bool, blocked string, err error) {
+func (s *Store) AcquirePermits(ctx context.Context, ref run.Ref, stepID string, attempt int64, uuid string, tags []TagLimit) (ok bool, blocked string, err error) {
 	tags = slices.Clone(tags)
 	slices.SortFunc(tags, func(a, b TagLimit) int {
 		switch {
@@ -181,7 +182,7 @@ ON CONFLICT (workflow_id, instance_id, run_id, step_id, attempt_id) DO UPDATE SE
 RETURNING NOT resumed`
 
 // PauseAtBreakpoint reports whether a breakpoint pauses the attempt.
-func (s *Store) PauseAtBreakpoint(ctx context.Context, ref Ref, stepID string, attempt int64) (bool, error) {
+func (s *Store) PauseAtBreakpoint(ctx context.Context, ref run.Ref, stepID string, attempt int64) (bool, error) {
 	var paused bool
 	err := s.db.QueryRow(ctx, pauseAtBreakpointSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, stepID, attempt).Scan(&paused)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -201,7 +202,7 @@ FROM step_paused p
 WHERE p.workflow_id = $1 AND p.instance_id = $2 AND p.run_id = $3 AND p.step_id = $4 AND p.attempt_id = $5`
 
 // StillPaused reports whether a paused attempt has not been resumed.
-func (s *Store) StillPaused(ctx context.Context, ref Ref, stepID string, attempt int64) (bool, error) {
+func (s *Store) StillPaused(ctx context.Context, ref run.Ref, stepID string, attempt int64) (bool, error) {
 	var paused bool
 	err := s.db.QueryRow(ctx, stillPausedSQL,
 		ref.WorkflowID, ref.InstanceID, ref.RunID, stepID, attempt).Scan(&paused)

@@ -18,11 +18,8 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 )
-
-// ErrFenced reports a write refused because this node no longer holds the
-// generation of the flow's group: another node has taken the flow over.
-var ErrFenced = errors.New("flow is owned by another engine node (generation fenced)")
 
 // Store holds the engine's SQL. Every write that touches a flow is fenced
 // by the flow's generation.
@@ -37,16 +34,6 @@ func New(db *pgxpool.Pool, log *slog.Logger) *Store { return &Store{db: db, log:
 
 // DB is the pool the store writes through.
 func (s *Store) DB() *pgxpool.Pool { return s.db }
-
-// Ref names one run of a workflow instance.
-type Ref struct {
-	WorkflowID string `json:"workflow_id"`
-	InstanceID int64  `json:"instance_id"`
-	RunID      int64  `json:"run_id"`
-}
-
-// String is the run as workflow/instance/run.
-func (r Ref) String() string { return fmt.Sprintf("%s/%d/%d", r.WorkflowID, r.InstanceID, r.RunID) }
 
 // GroupClaim is a flow group this node holds at a generation.
 type GroupClaim struct {
@@ -206,7 +193,7 @@ func (s *Store) ReleaseGroups(ctx context.Context, node string, held []GroupClai
 
 // InstanceRow is what the engine reads of a workflow instance.
 type InstanceRow struct {
-	Ref
+	run.Ref
 	Version        int64
 	GroupCount     int32
 	GroupID        int32
@@ -226,13 +213,9 @@ type InstanceRow struct {
 	Depth       int
 }
 
-// CorrelationSQL is a run's correlation id: its root run's identity
-// (docs/events.md).
-const CorrelationSQL = `COALESCE(correlation_id, workflow_id || ':' || instance_id || ':' || run_id)`
-
 const instanceColumns = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
     definition, run_params, params, timeout_seconds, start_time, parent, uuid::text AS uuid_text,
-    ` + CorrelationSQL + ` AS correlation, depth`
+    ` + run.CorrelationSQL + ` AS correlation, depth`
 
 // instanceColumnNames names instanceColumns, for a query reading them from
 // a CTE.
@@ -318,7 +301,7 @@ SELECT ` + instanceColumnNames + ` FROM w`
 // makes a concurrent takeover wait for this write, so the new owner's
 // adoption sees it. ev, when set, is the run's CREATED -> IN_PROGRESS event
 // (written only if this write makes that change).
-func (s *Store) StartFlow(ctx context.Context, ref Ref, group int32, gen int64, node string, params, ev []byte) (InstanceRow, bool, error) {
+func (s *Store) StartFlow(ctx context.Context, ref run.Ref, group int32, gen int64, node string, params, ev []byte) (InstanceRow, bool, error) {
 	tl, _ := json.Marshal(PickedUp(node))
 	var p, e any
 	if params != nil {
@@ -328,7 +311,7 @@ func (s *Store) StartFlow(ctx context.Context, ref Ref, group int32, gen int64, 
 		e = ev
 	}
 	rows, err := s.db.Query(ctx, startFlowSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node, tl, p, e,
-		InstanceStatusKind)
+		run.InstanceStatusKind)
 	if err != nil {
 		return InstanceRow{}, false, fmt.Errorf("start flow %s: %w", ref, err)
 	}
@@ -339,7 +322,7 @@ func (s *Store) StartFlow(ctx context.Context, ref Ref, group int32, gen int64, 
 			return InstanceRow{}, false, err
 		}
 		if !live {
-			return InstanceRow{}, false, ErrFenced
+			return InstanceRow{}, false, run.ErrFenced
 		}
 		return InstanceRow{}, false, nil
 	}
@@ -364,7 +347,7 @@ type CreatedRow struct {
 }
 
 // ReadCreated reads a run that is still CREATED; ok is false otherwise.
-func (s *Store) ReadCreated(ctx context.Context, ref Ref) (CreatedRow, bool, error) {
+func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool, error) {
 	var r CreatedRow
 	i := &r.Row
 	err := s.db.QueryRow(ctx, `SELECT `+instanceColumns+`, initiator, EXISTS (SELECT 1 FROM step_instance s
@@ -387,9 +370,9 @@ func (s *Store) ReadCreated(ctx context.Context, ref Ref) (CreatedRow, bool, err
 // its evaluated params (nil keeps them), the pick-up entry in its timeline
 // and its start event (nil for none), through the writer: the run's first
 // writes are ordered after it (Op.After) and may share its commit. It is
-// refused (ErrFenced) when the group has moved on or the run is no longer
+// refused (run.ErrFenced) when the group has moved on or the run is no longer
 // CREATED or is queued.
-func StartOp(ctx context.Context, ref Ref, group int32, gen int64, node string, params, ev []byte) *Op {
+func StartOp(ctx context.Context, ref run.Ref, group int32, gen int64, node string, params, ev []byte) *Op {
 	return UpdateInstanceOp(ctx, ref, group, gen, InstanceUpdate{
 		From: instance.WorkflowCreated, Status: instance.WorkflowInProgress, Params: params, Event: ev,
 		Timeline: PickedUp(node),
@@ -461,7 +444,7 @@ type RuntimeState struct {
 }
 
 // LoadLatestAttempts returns the newest attempt of each step of a run.
-func (s *Store) LoadLatestAttempts(ctx context.Context, ref Ref) ([]StepRow, error) {
+func (s *Store) LoadLatestAttempts(ctx context.Context, ref run.Ref) ([]StepRow, error) {
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (step_id)
             step_id, attempt_id, uuid::text, status, seq, step_type, params, outputs, runtime_state, retry, start_time, end_time
         FROM step_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
@@ -509,7 +492,7 @@ func jsonOr(b []byte) []byte {
 }
 
 // IsLive reports whether a run has not ended.
-func (s *Store) IsLive(ctx context.Context, ref Ref) (bool, error) {
+func (s *Store) IsLive(ctx context.Context, ref run.Ref) (bool, error) {
 	var live bool
 	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instance
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED'))`,

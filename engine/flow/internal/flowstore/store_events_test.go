@@ -13,6 +13,8 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 func countEvents(t *testing.T, db *pgxpool.Pool) int {
@@ -45,7 +47,7 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
         VALUES ('wf', 1, 1, 1, gen_random_uuid(), 1, 0, 'CREATED', '{"id":"wf","steps":[]}', 60)`); err != nil {
 		t.Fatal(err)
 	}
-	ref := Ref{WorkflowID: "wf", InstanceID: 1, RunID: 1}
+	ref := run.Ref{WorkflowID: "wf", InstanceID: 1, RunID: 1}
 	ev := []byte(`{"workflow_id":"wf","type":"WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"}`)
 	want := 0
 	expect := func(what string) {
@@ -64,7 +66,7 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 		t.Fatalf("repeated start: %v %v", ok, err)
 	}
 	expect("a repeated start (a re-stamp, no status change)")
-	if _, _, err := s.StartFlow(ctx, ref, 0, 4, "me", nil, ev); !errors.Is(err, ErrFenced) {
+	if _, _, err := s.StartFlow(ctx, ref, 0, 4, "me", nil, ev); !errors.Is(err, run.ErrFenced) {
 		t.Fatalf("start by a stale generation: %v", err)
 	}
 	expect("a stale start")
@@ -79,7 +81,7 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 		t.Fatal("a repeated insert succeeded")
 	}
 	expect("a repeated insert")
-	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 4, "s", 2, "00000000-0000-0000-0000-000000000002", "NoOp", w)); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 4, "s", 2, "00000000-0000-0000-0000-000000000002", "NoOp", w)); !errors.Is(err, run.ErrFenced) {
 		t.Fatalf("insert by a stale generation: %v", err)
 	}
 	expect("a stale insert")
@@ -90,12 +92,12 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 	}
 	want++
 	expect("a step update")
-	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 5, "s", 1, w)); !errors.Is(err, run.ErrFenced) {
 		t.Fatalf("repeated update: %v", err)
 	}
 	expect("a repeated update")
 	w.Seq = 3
-	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 4, "s", 1, w)); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateStepOp(ctx, ref, 0, 4, "s", 1, w)); !errors.Is(err, run.ErrFenced) {
 		t.Fatalf("update by a stale generation: %v", err)
 	}
 	expect("a stale update")
@@ -111,7 +113,7 @@ func TestStateWritesRecordTheirEventOnce(t *testing.T) {
 	}
 	want++
 	expect("the end")
-	if err := s.Write(ctx, UpdateInstanceOp(ctx, ref, 0, 5, u)); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateInstanceOp(ctx, ref, 0, 5, u)); !errors.Is(err, run.ErrFenced) {
 		t.Fatalf("repeated end: %v", err)
 	}
 	expect("a repeated end")
@@ -147,8 +149,8 @@ func BenchmarkStepWrites(b *testing.B) {
                 VALUES ('wf', 1, 1, 1, gen_random_uuid(), 1, 0, 'IN_PROGRESS', '{"id":"wf","steps":[]}', 60, 1)`); err != nil {
 				b.Fatal(err)
 			}
-			ref := Ref{WorkflowID: "wf", InstanceID: 1, RunID: 1}
-			ri := RunInfo{uuid: "5f0c2a7e-1b1d-4c33-9d6e-2f4b8a9c0d11", correlation: "wf:1:1", stepIndex: map[string]int64{}}
+			ref := run.Ref{WorkflowID: "wf", InstanceID: 1, RunID: 1}
+			ri := run.NewRunInfo(&workflow.Workflow{ID: "wf"}, "5f0c2a7e-1b1d-4c33-9d6e-2f4b8a9c0d11", "wf:1:1", 0)
 			i := 0
 			var lsn0 string
 			if err := db.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&lsn0); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // The per-node writer (group commit). Actors do not write their state
@@ -26,7 +27,7 @@ import (
 //
 // Every guarantee of a single write holds for each row of a batch: it is
 // fenced on its own (a refused row does not fail the others, and reports
-// ErrFenced to its own writer), it records its event and (a successful
+// run.ErrFenced to its own writer), it records its event and (a successful
 // attempt's) output signals in the same statement, a refused row neither,
 // and its writer is told only once the commit is durable. A batch that
 // fails as a whole (a constraint or trigger violation of one row) is
@@ -111,7 +112,7 @@ const (
 type Op struct {
 	kind    opKind
 	ctx     context.Context
-	ref     Ref
+	ref     run.Ref
 	group   int32
 	gen     int64
 	stepID  string
@@ -135,21 +136,21 @@ type Op struct {
 
 // InsertStepOp is the first write of a step attempt (ref's run, in flow
 // group group at generation gen).
-func InsertStepOp(ctx context.Context, ref Ref, group int32, gen int64, stepID string, attempt int64, uuid, stepType string, sw StepWrite) *Op {
+func InsertStepOp(ctx context.Context, ref run.Ref, group int32, gen int64, stepID string, attempt int64, uuid, stepType string, sw StepWrite) *Op {
 	return &Op{kind: opStepInsert, ctx: ctx, ref: ref, group: group, gen: gen, stepID: stepID, attempt: attempt,
 		uuid: uuid, typ: stepType, step: sw, done: make(chan struct{})}
 }
 
 // UpdateStepOp is a later write of a step attempt; the stored seq must be
 // sw.Seq-1.
-func UpdateStepOp(ctx context.Context, ref Ref, group int32, gen int64, stepID string, attempt int64, sw StepWrite) *Op {
+func UpdateStepOp(ctx context.Context, ref run.Ref, group int32, gen int64, stepID string, attempt int64, sw StepWrite) *Op {
 	return &Op{kind: opStepUpdate, ctx: ctx, ref: ref, group: group, gen: gen, stepID: stepID, attempt: attempt,
 		step: sw, done: make(chan struct{})}
 }
 
 // UpdateInstanceOp is a write of a run's own state; the run must be in
 // u.From.
-func UpdateInstanceOp(ctx context.Context, ref Ref, group int32, gen int64, u InstanceUpdate) *Op {
+func UpdateInstanceOp(ctx context.Context, ref run.Ref, group int32, gen int64, u InstanceUpdate) *Op {
 	return &Op{kind: opInstanceUpdate, ctx: ctx, ref: ref, group: group, gen: gen, inst: u, done: make(chan struct{})}
 }
 
@@ -170,7 +171,7 @@ func (op *Op) Then(f func(context.Context, pgx.Tx) error) *Op {
 }
 
 // OnDone registers f to be called, on the writer's goroutine, once the
-// op's outcome is known: nil when it committed, ErrFenced when its fence
+// op's outcome is known: nil when it committed, run.ErrFenced when its fence
 // refused it, else the error. Register before Submit.
 func (op *Op) OnDone(f func(error)) *Op {
 	op.cbs = append(op.cbs, f)
@@ -336,7 +337,7 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 
 // rowKey names the row an op writes.
 type rowKey struct {
-	ref     Ref
+	ref     run.Ref
 	stepID  string
 	attempt int64
 }
@@ -381,7 +382,7 @@ func (w *Writer) exec(batch []*Op) {
 				if written[op] {
 					w.finish(op, nil)
 				} else {
-					w.finish(op, ErrFenced)
+					w.finish(op, run.ErrFenced)
 				}
 			}
 			return
@@ -425,7 +426,7 @@ func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
 	return execBatch(ctx, w.db, batch)
 }
 
-// Write writes one op on its own, without a Writer: ErrFenced when its
+// Write writes one op on its own, without a Writer: run.ErrFenced when its
 // fence or guard refused it.
 func (s *Store) Write(ctx context.Context, op *Op) error {
 	written, err := execBatch(ctx, s.db, []*Op{op})
@@ -433,7 +434,7 @@ func (s *Store) Write(ctx context.Context, op *Op) error {
 		return err
 	}
 	if !written[op] {
-		return ErrFenced
+		return run.ErrFenced
 	}
 	return nil
 }
@@ -474,12 +475,12 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		in[op] = true
 	}
 	if len(ins) > 0 {
-		args, afterStart := stepArgs(StepStatusKind, ins, true, in)
+		args, afterStart := stepArgs(run.StepStatusKind, ins, true, in)
 		b.Queue(pick(afterStart, insertStepsAfterStartSQL, insertStepsSQL), args...)
 		reads = append(reads, readStepKeys(ins))
 	}
 	if len(upd) > 0 {
-		args, afterStart := stepArgs(StepStatusKind, upd, false, in)
+		args, afterStart := stepArgs(run.StepStatusKind, upd, false, in)
 		b.Queue(pick(afterStart, updateStepsAfterStartSQL, updateStepsSQL), args...)
 		reads = append(reads, readStepKeys(upd))
 	}
@@ -594,7 +595,7 @@ func instanceArgs(ops []*Op) []any {
 		from[i], status[i], params[i], fin[i], ev[i] = string(u.From), string(u.Status), u.Params, u.End, u.Event
 		tl[i], _ = json.Marshal(orEmpty(u.Timeline))
 	}
-	return []any{InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+	return []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
 }
 
 func readStepKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
@@ -616,11 +617,11 @@ func readStepKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
 
 func readInstanceKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
 	return func(rows pgx.Rows, written map[*Op]bool) error {
-		byKey := make(map[Ref]*Op, len(ops))
+		byKey := make(map[run.Ref]*Op, len(ops))
 		for _, op := range ops {
 			byKey[op.ref] = op
 		}
-		var r Ref
+		var r run.Ref
 		_, err := pgx.ForEachRow(rows, []any{&r.WorkflowID, &r.InstanceID, &r.RunID}, func() error {
 			if op := byKey[r]; op != nil {
 				written[op] = true

@@ -11,6 +11,8 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // BenchmarkWriter: the engine's step writes through the per-node writer,
@@ -42,7 +44,7 @@ func BenchmarkWriter(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer w.Stop()
-	ri := RunInfo{uuid: "5f0c2a7e-1b1d-4c33-9d6e-2f4b8a9c0d11", correlation: "wf:1:1", stepIndex: map[string]int64{}}
+	ri := run.NewRunInfo(&workflow.Workflow{ID: "wf"}, "5f0c2a7e-1b1d-4c33-9d6e-2f4b8a9c0d11", "wf:1:1", 0)
 	var round int
 	var steps, txs float64
 	var cpu, dbCPU, elapsed time.Duration
@@ -64,7 +66,7 @@ func BenchmarkWriter(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ref := Ref{WorkflowID: "wf", InstanceID: int64(i + 1), RunID: 1}
+				ref := run.Ref{WorkflowID: "wf", InstanceID: int64(i + 1), RunID: 1}
 				for j := range stepsPerWriter {
 					id, stepUUID := fmt.Sprintf("r%d-s%d", round, j), uuid.NewString()
 					tl := []instance.TimelineEvent{}

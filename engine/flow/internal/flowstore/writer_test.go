@@ -14,13 +14,14 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/signal"
 )
 
 // writerFixture makes groups 0 (generation 5) and 1 (generation 7) owned
 // by this node, and one IN_PROGRESS run in each, with a STARTING attempt
 // of step "s".
-func writerFixture(t *testing.T) (*pgxpool.Pool, *Store, Ref, Ref) {
+func writerFixture(t *testing.T) (*pgxpool.Pool, *Store, run.Ref, run.Ref) {
 	t.Helper()
 	db := dbtest.Pool(t)
 	ctx := context.Background()
@@ -32,7 +33,7 @@ func writerFixture(t *testing.T) (*pgxpool.Pool, *Store, Ref, Ref) {
             expires_at = now() + interval '1 hour'`); err != nil {
 		t.Fatal(err)
 	}
-	refs := []Ref{{WorkflowID: "wf", InstanceID: 1, RunID: 1}, {WorkflowID: "wf", InstanceID: 2, RunID: 1}}
+	refs := []run.Ref{{WorkflowID: "wf", InstanceID: 1, RunID: 1}, {WorkflowID: "wf", InstanceID: 2, RunID: 1}}
 	for i, ref := range refs {
 		if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
                 group_count, group_id, status, definition, timeout_seconds)
@@ -49,7 +50,7 @@ func writerFixture(t *testing.T) (*pgxpool.Pool, *Store, Ref, Ref) {
 	return db, s, refs[0], refs[1]
 }
 
-func outputs(t *testing.T, ref Ref, name string) []byte {
+func outputs(t *testing.T, ref run.Ref, name string) []byte {
 	t.Helper()
 	b, err := json.Marshal([]signal.Output{{Name: name,
 		InstanceID: signal.OutputInstanceID(ref.WorkflowID, ref.InstanceID, ref.RunID, "s", 1, 0),
@@ -116,8 +117,8 @@ func TestWriterReportsOnlyWhatCommitted(t *testing.T) {
 	if err := ok.Wait(wctx); err != nil {
 		t.Fatalf("the write that committed: %v", err)
 	}
-	if err := fenced.Wait(wctx); !errors.Is(err, ErrFenced) {
-		t.Fatalf("the write whose fence was lost: %v, want ErrFenced", err)
+	if err := fenced.Wait(wctx); !errors.Is(err, run.ErrFenced) {
+		t.Fatalf("the write whose fence was lost: %v, want run.ErrFenced", err)
 	}
 	w.Submit(failing, beside, after)
 	if err := beside.Wait(wctx); err != nil {
@@ -134,7 +135,7 @@ func TestWriterReportsOnlyWhatCommitted(t *testing.T) {
 		t.Fatalf("OnDone of the committed write: %v", called)
 	}
 
-	status := func(ref Ref, step string) string {
+	status := func(ref run.Ref, step string) string {
 		var st string
 		err := db.QueryRow(ctx, `SELECT status FROM step_instance WHERE workflow_id = $1 AND instance_id = $2
             AND run_id = $3 AND step_id = $4`, ref.WorkflowID, ref.InstanceID, ref.RunID, step).Scan(&st)
@@ -219,7 +220,7 @@ func TestWriterBatchesOutputSignals(t *testing.T) {
 		t.Fatalf("%d inline signals, want 1", n)
 	}
 	// Repeated: the seq guard refuses it, and nothing is announced again.
-	if err := s.Write(ctx, UpdateStepOp(ctx, a, 0, 5, "s", 1, wa)); !errors.Is(err, ErrFenced) {
+	if err := s.Write(ctx, UpdateStepOp(ctx, a, 0, 5, "s", 1, wa)); !errors.Is(err, run.ErrFenced) {
 		t.Fatalf("repeated write: %v", err)
 	}
 	if n := count(t, db, `SELECT count(*) FROM signal_instance`); n != 3 {
@@ -235,8 +236,8 @@ func TestWriterFoldsAStartIntoItsFirstStepWrite(t *testing.T) {
 	t.Parallel()
 	db, _, _, _ := writerFixture(t)
 	ctx := context.Background()
-	created := func(id int64, status string) Ref {
-		ref := Ref{WorkflowID: "wf", InstanceID: id, RunID: 1}
+	created := func(id int64, status string) run.Ref {
+		ref := run.Ref{WorkflowID: "wf", InstanceID: id, RunID: 1}
 		if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
                 group_count, group_id, status, definition, timeout_seconds)
             VALUES ($1, $2, 1, 1, gen_random_uuid(), 2, 0, $3, '{"id":"wf","steps":[]}', 60)`, ref.WorkflowID, ref.InstanceID, status); err != nil {
@@ -251,7 +252,7 @@ func TestWriterFoldsAStartIntoItsFirstStepWrite(t *testing.T) {
 	}
 	ev := []byte(`{"workflow_id":"wf","type":"WORKFLOW_INSTANCE_STATUS_CHANGE_EVENT"}`)
 	stepEv := []byte(`{"workflow_id":"wf","type":"STEP_INSTANCE_STATUS_CHANGE_EVENT"}`)
-	ops := func(ref Ref, n int) (*Op, *Op) {
+	ops := func(ref run.Ref, n int) (*Op, *Op) {
 		start := StartOp(ctx, ref, 0, 5, "me", []byte(`{"p":{"type":"LONG","value":1}}`), ev)
 		step := InsertStepOp(ctx, ref, 0, 5, "s", 1, "00000000-0000-0000-0000-00000000010"+string(rune('0'+n)), "NoOp",
 			StepWrite{Status: instance.StepSucceeded, Seq: 1, Timeline: []instance.TimelineEvent{}, Start: true, End: true, Event: stepEv}).After(start)
@@ -273,8 +274,8 @@ func TestWriterFoldsAStartIntoItsFirstStepWrite(t *testing.T) {
 		}
 	}
 	for _, op := range []*Op{stoppedStart, stoppedStep} {
-		if err := op.Wait(wctx); !errors.Is(err, ErrFenced) {
-			t.Fatalf("start of a stopped run and its step: %v, want ErrFenced", err)
+		if err := op.Wait(wctx); !errors.Is(err, run.ErrFenced) {
+			t.Fatalf("start of a stopped run and its step: %v, want run.ErrFenced", err)
 		}
 	}
 	var status string

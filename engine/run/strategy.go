@@ -1,10 +1,11 @@
-package flowstore
+package run
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -282,6 +283,15 @@ type Beginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
+// DB is what the functions that open their own transactions need: a pool
+// in practice.
+type DB interface {
+	Beginner
+	Begin(ctx context.Context) (pgx.Tx, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // admitTxOptions commit an admission without waiting for the WAL flush. An
 // admission lost in a crash loses its start messages with it and leaves
 // the runs queued, so the sweep admits them again; and once the engine has
@@ -322,21 +332,22 @@ func AdmitWorkflow(ctx context.Context, db Beginner, workflowID string, skipLock
 // (its queued row is visible by now) or by the start's own admission after
 // its commit, which sees this run ended; a crash in between is caught by
 // the admission sweep.
-func (s *Store) AdmitIfQueued(ctx context.Context, workflowID string) {
+// Failures are logged to log: the sweep retries them.
+func AdmitIfQueued(ctx context.Context, db DB, log *slog.Logger, workflowID string) {
 	var queued bool
-	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 AND queued)`,
+	err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 AND queued)`,
 		workflowID).Scan(&queued)
 	if err == nil && queued {
-		_, err = AdmitWorkflow(ctx, s.db, workflowID, false)
+		_, err = AdmitWorkflow(ctx, db, workflowID, false)
 	}
 	if err != nil && ctx.Err() == nil {
-		s.log.Warn("admit queued runs; the sweep will retry", "workflow_id", workflowID, "error", err.Error())
+		log.Warn("admit queued runs; the sweep will retry", "workflow_id", workflowID, "error", err.Error())
 	}
 }
 
 // WorkflowsWithQueuedRuns lists workflows that have queued runs.
-func (s *Store) WorkflowsWithQueuedRuns(ctx context.Context) ([]string, error) {
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT workflow_id FROM workflow_instance WHERE queued`)
+func WorkflowsWithQueuedRuns(ctx context.Context, db DB) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT DISTINCT workflow_id FROM workflow_instance WHERE queued`)
 	if err != nil {
 		return nil, fmt.Errorf("list workflows with queued runs: %w", err)
 	}
@@ -357,10 +368,11 @@ RETURNING ` + stoppedColumns
 // StopCreated ends a run the engine has not started (queued or admitted),
 // with its status change's event, and then admits the workflow's next
 // runs.
-func (s *Store) StopCreated(ctx context.Context, ref Ref, status instance.WorkflowStatus, reason string) (bool, error) {
+// Admission failures are logged to log (AdmitIfQueued).
+func StopCreated(ctx context.Context, db DB, log *slog.Logger, ref Ref, status instance.WorkflowStatus, reason string) (bool, error) {
 	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(status), reason)})
 	stopped := false
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, stopCreatedSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, status, tl)
 		if err != nil {
 			return err
@@ -378,6 +390,6 @@ func (s *Store) StopCreated(ctx context.Context, ref Ref, status instance.Workfl
 	if !stopped {
 		return false, nil
 	}
-	s.AdmitIfQueued(ctx, ref.WorkflowID)
+	AdmitIfQueued(ctx, db, log, ref.WorkflowID)
 	return true, nil
 }

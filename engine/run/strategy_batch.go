@@ -1,4 +1,4 @@
-package flowstore
+package run
 
 import (
 	"context"

@@ -1,0 +1,606 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// Create is where every run is born: a start, a batch of starts (time and
+// signal triggers), a restart, a subworkflow's child and a foreach step's
+// iterations all come through it. In the caller's transaction it
+//
+//   - locks the workflows it admits under their run strategy (in id order;
+//     Options.Props names those the caller has locked already),
+//   - deduplicates by request id: a run whose request id a stored run or an
+//     earlier run of the call has is not created (Duplicated),
+//   - allocates instance ids (one UPDATE for every workflow),
+//   - admits each run under its workflow's run strategy (PrepareStarts,
+//     Rooms): dropped (FIRST_ONLY), queued, or admitted; LAST_ONLY stops
+//     the runs it supersedes,
+//   - inserts the runs with one INSERT INTO workflow_instance, their events
+//     (a dropped run ends as it is created) and the start messages of the
+//     admitted ones.
+//
+// Runs under a run strategy are admitted in rounds, the r-th run of each
+// workflow in round r, so that a workflow's second run sees its first; a
+// round is one INSERT. A single start, a restart, a child, a foreach batch
+// and a batch of distinct workflows are one round.
+//
+// A run with Local set (a foreach iteration whose flow group this node
+// holds, composite/local.go) is created IN_PROGRESS under the group's
+// generation when the group is still held then, and gets no start message:
+// the caller starts its flow once tx has committed.
+//
+// After the commit, the caller calls AdmitAfterCommit with the result.
+
+// Admission says how a new run is admitted.
+type Admission uint8
+
+const (
+	// ByStrategy admits the run under its workflow's run strategy, as a
+	// start: the run may be dropped, queued or admitted at once.
+	ByStrategy Admission = iota
+	// Always admits the run at once: an inline run (a while or foreach
+	// iteration) or a subworkflow run inside a run of its own workflow.
+	Always
+)
+
+// New is a run to create.
+type New struct {
+	// Ref names the run. InstanceID 0 allocates the workflow's next
+	// instance id; RunID 0 means 1.
+	Ref     Ref
+	Version int64
+	// RequestID makes the start idempotent (run 1 only); empty for none.
+	RequestID string
+	// Check, when set, runs once the run is known not to be a duplicate
+	// and may fill in the run (its params, say); an error leaves the run
+	// out (Created.Err) and the others go on.
+	Check func(*New) error
+	// UUID is the run's uuid; "" picks a new one.
+	UUID string
+	// Definition is the run's workflow JSON; nil copies the definition of
+	// the version from workflow_version. Runs that share one slice send it
+	// once.
+	Definition []byte
+	// Workflow is the decoded definition, for the event of a dropped run;
+	// nil decodes Definition (or names only the workflow).
+	Workflow  *workflow.Workflow
+	RunParams []byte
+	// Initiator is the JSON of the initiator column.
+	Initiator []byte
+	// Timeline is the run's first timeline events (its CREATED event);
+	// Create appends the admission's (dropped, queued).
+	Timeline       []instance.TimelineEvent
+	TimeoutSeconds int64
+	// RunConfig is the JSON of run_config; nil is a start's.
+	RunConfig  []byte
+	GroupCount int32
+	// Parent and ParentKey identify the step attempt that created a child
+	// run (nil and "" for a root run); Depth is its nesting depth.
+	Parent    []byte
+	ParentKey string
+	Depth     int
+	// Correlation is the root run's correlation id; "" for a root run.
+	Correlation string
+	Admission   Admission
+	// Local, when set, creates the run IN_PROGRESS on this node.
+	Local *Local
+}
+
+// Local is what a run started on this node is created with.
+type Local struct {
+	// Generation is the one under which the node holds the run's group.
+	Generation int64
+	// Params are the run's evaluated params (JSON); Event its CREATED ->
+	// IN_PROGRESS event, nil for none.
+	Params []byte
+	Event  []byte
+}
+
+// Options are a Create call's settings.
+type Options struct {
+	// Props are the properties of the workflows the caller has locked
+	// (LockWorkflow) already.
+	Props map[string][]byte
+	// Node is the engine node that creates runs with Local set; PickedUp
+	// the timeline events it appends to them.
+	Node     string
+	PickedUp []byte
+	// SkipExisting leaves out runs whose row exists already (a foreach
+	// batch created again after a crash) instead of failing.
+	SkipExisting bool
+}
+
+// Created is what became of one run of a Create call.
+type Created struct {
+	Ref     Ref
+	UUID    string
+	GroupID int32
+	// Status is CREATED, STOPPED (dropped by the run strategy) or
+	// IN_PROGRESS (started on this node); for a duplicate, the first
+	// run's.
+	Status instance.WorkflowStatus
+	// Queued: the run waits for its run strategy to admit it.
+	Queued     bool
+	Duplicated bool
+	// Inserted is false for a duplicate and for a run SkipExisting left
+	// out.
+	Inserted  bool
+	StartTime *time.Time
+	// Err is what the run's Check returned.
+	Err error
+}
+
+// Create creates runs; see the comment above.
+func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, error) {
+	out := make([]Created, len(runs))
+	for i := range runs {
+		if runs[i].Ref.RunID == 0 {
+			runs[i].Ref.RunID = 1
+		}
+		out[i].Ref = runs[i].Ref
+	}
+	props, err := lockForCreate(ctx, tx, runs, opt.Props)
+	if err != nil {
+		return nil, err
+	}
+	fresh, err := dedup(ctx, tx, runs, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := allocate(ctx, tx, runs, fresh, out); err != nil {
+		return nil, err
+	}
+	for _, round := range rounds(runs, fresh) {
+		if err := createRound(ctx, tx, runs, round, props, opt, out); err != nil {
+			return nil, err
+		}
+	}
+	// Duplicates of runs of this call take their run's result.
+	for i := range out {
+		if out[i].Duplicated && out[i].Status == "" {
+			first := out[out[i].GroupID]
+			out[i] = Created{Ref: first.Ref, UUID: first.UUID, GroupID: first.GroupID, Status: first.Status,
+				Queued: first.Queued, Duplicated: true}
+		}
+	}
+	return out, nil
+}
+
+// AdmitAfterCommit runs admission again, once the creating transaction has
+// committed, for each workflow one of whose new runs was queued: the
+// creation counted the admitted runs under the workflow lock, but a run
+// ending at that moment does not take the lock; if it still counted as
+// active then, this admission sees it ended (docs/run-control.md). An
+// error is left to the engine's admission sweep.
+func AdmitAfterCommit(ctx context.Context, db Beginner, created []Created) {
+	seen := map[string]bool{}
+	for _, c := range created {
+		if c.Queued && c.Inserted && !seen[c.Ref.WorkflowID] {
+			seen[c.Ref.WorkflowID] = true
+			_, _ = AdmitWorkflow(ctx, db, c.Ref.WorkflowID, false)
+		}
+	}
+}
+
+// lockForCreate locks, in id order, the workflows whose runs need their
+// lock (admission under a strategy, or an instance id to allocate) and the
+// caller has not locked, and returns every known workflow's properties.
+func lockForCreate(ctx context.Context, tx Tx, runs []New, have map[string][]byte) (map[string][]byte, error) {
+	props := make(map[string][]byte, len(have))
+	for id, p := range have {
+		props[id] = p
+	}
+	var ids []string
+	for _, r := range runs {
+		if r.Admission == ByStrategy || r.Ref.InstanceID == 0 {
+			if _, ok := props[r.Ref.WorkflowID]; !ok {
+				ids = append(ids, r.Ref.WorkflowID)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return props, nil
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	rows, err := tx.Query(ctx, lockWorkflowsSQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var p []byte
+		if err := rows.Scan(&id, &p); err != nil {
+			return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		}
+		props[id] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+	}
+	for _, id := range ids {
+		if _, ok := props[id]; !ok {
+			return nil, fmt.Errorf("workflow %s: %w", id, ErrWorkflowGone)
+		}
+	}
+	return props, nil
+}
+
+// dedup marks the runs whose request id a stored run, or an earlier run of
+// the call, has already; it returns the others, in order. A duplicate of
+// an earlier run of the call keeps that run's index in GroupID until the
+// run is created (Create resolves it).
+func dedup(ctx context.Context, tx Tx, runs []New, out []Created) ([]int, error) {
+	type key struct{ workflowID, requestID string }
+	var ids, rids []string
+	for _, r := range runs {
+		if r.RequestID != "" && r.Ref.RunID == 1 {
+			ids, rids = append(ids, r.Ref.WorkflowID), append(rids, r.RequestID)
+		}
+	}
+	stored := map[key]Created{}
+	if len(ids) > 0 {
+		rows, err := tx.Query(ctx, dedupSQL, ids, rids)
+		if err != nil {
+			return nil, fmt.Errorf("find duplicate starts: %w", err)
+		}
+		for rows.Next() {
+			var k key
+			c := Created{Duplicated: true, Ref: Ref{RunID: 1}}
+			if err := rows.Scan(&k.workflowID, &k.requestID, &c.Ref.InstanceID, &c.UUID, &c.GroupID, &c.Status, &c.Queued); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("find duplicate starts: %w", err)
+			}
+			c.Ref.WorkflowID = k.workflowID
+			stored[k] = c
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("find duplicate starts: %w", err)
+		}
+	}
+	earlier := map[key]int{}
+	fresh := make([]int, 0, len(runs))
+	for i := range runs {
+		r := &runs[i]
+		if r.RequestID != "" && r.Ref.RunID == 1 {
+			k := key{r.Ref.WorkflowID, r.RequestID}
+			if c, ok := stored[k]; ok {
+				out[i] = c
+				continue
+			}
+			if j, ok := earlier[k]; ok {
+				out[i] = Created{Duplicated: true, GroupID: int32(j)}
+				continue
+			}
+		}
+		if r.Check != nil {
+			if err := r.Check(&runs[i]); err != nil {
+				out[i].Err = err
+				continue
+			}
+		}
+		if r.RequestID != "" && r.Ref.RunID == 1 {
+			earlier[key{r.Ref.WorkflowID, r.RequestID}] = i
+		}
+		fresh = append(fresh, i)
+	}
+	return fresh, nil
+}
+
+// allocate gives the runs without an instance id the next ids of their
+// workflows, in order, with one UPDATE.
+func allocate(ctx context.Context, tx Tx, runs []New, fresh []int, out []Created) error {
+	need := map[string][]int{}
+	var order []string
+	for _, i := range fresh {
+		if runs[i].Ref.InstanceID != 0 {
+			continue
+		}
+		id := runs[i].Ref.WorkflowID
+		if _, ok := need[id]; !ok {
+			order = append(order, id)
+		}
+		need[id] = append(need[id], i)
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	counts := make([]int64, len(order))
+	for k, id := range order {
+		counts[k] = int64(len(need[id]))
+	}
+	rows, err := tx.Query(ctx, allocateSQL, order, counts)
+	if err != nil {
+		return fmt.Errorf("allocate instance ids: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id string
+		var last int64
+		if err := rows.Scan(&id, &last); err != nil {
+			return fmt.Errorf("allocate instance ids: %w", err)
+		}
+		idx := need[id]
+		for k, i := range idx {
+			runs[i].Ref.InstanceID = last - int64(len(idx)-1-k)
+			out[i].Ref = runs[i].Ref
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("allocate instance ids: %w", err)
+	}
+	if n != len(order) {
+		return fmt.Errorf("allocate instance ids: %d of %d workflows: %w", n, len(order), ErrWorkflowGone)
+	}
+	return nil
+}
+
+// rounds splits the runs to create so that no round holds two runs of one
+// workflow under its run strategy; runs admitted always go in the first.
+func rounds(runs []New, fresh []int) [][]int {
+	var out [][]int
+	seen := map[string]int{}
+	for _, i := range fresh {
+		r := 0
+		if runs[i].Admission == ByStrategy {
+			r = seen[runs[i].Ref.WorkflowID]
+			seen[runs[i].Ref.WorkflowID] = r + 1
+		}
+		for len(out) <= r {
+			out = append(out, nil)
+		}
+		out[r] = append(out[r], i)
+	}
+	return out
+}
+
+// admission is what a round's run strategies decided.
+type admission struct {
+	strategies map[string]Strategy
+	drops      map[string]string
+	rooms      map[string]Room
+}
+
+// admit applies PrepareStarts and reads Rooms for the workflows of a round
+// admitted under their strategy (distinct in a round).
+func admit(ctx context.Context, tx Tx, runs []New, round []int, props map[string][]byte) (admission, error) {
+	a := admission{strategies: map[string]Strategy{}}
+	for _, i := range round {
+		if runs[i].Admission == ByStrategy {
+			id := runs[i].Ref.WorkflowID
+			a.strategies[id] = ParseStrategy(props[id])
+		}
+	}
+	if len(a.strategies) == 0 {
+		return a, nil
+	}
+	var err error
+	if a.drops, err = PrepareStarts(ctx, tx, a.strategies); err != nil {
+		return a, err
+	}
+	var ids []string
+	var strict []bool
+	for _, i := range round {
+		id := runs[i].Ref.WorkflowID
+		s, ok := a.strategies[id]
+		if _, dropped := a.drops[id]; ok && !dropped && s.Concurrency > 0 {
+			ids = append(ids, id)
+			strict = append(strict, s.Rule == workflow.RunStrategyStrictSequential)
+		}
+	}
+	a.rooms, err = Rooms(ctx, tx, ids, strict)
+	return a, err
+}
+
+// createRound admits and inserts one round of runs.
+func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[string][]byte, opt Options, out []Created) error {
+	adm, err := admit(ctx, tx, runs, round, props)
+	if err != nil {
+		return err
+	}
+	var c columns
+	c.init(len(round))
+	defs := map[*byte]int32{}
+	var dropped []int
+	for _, i := range round {
+		r := &runs[i]
+		res := &out[i]
+		res.GroupID = instance.GroupFor(r.Ref.WorkflowID, r.Ref.InstanceID, r.GroupCount)
+		res.UUID = r.UUID
+		if res.UUID == "" {
+			res.UUID = uuid.NewString()
+		}
+		res.Status = instance.WorkflowCreated
+		timeline := slices.Clone(r.Timeline)
+		if r.Admission == ByStrategy {
+			s := adm.strategies[r.Ref.WorkflowID]
+			if reason, drop := adm.drops[r.Ref.WorkflowID]; drop {
+				res.Status = instance.WorkflowStopped
+				timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), reason))
+				dropped = append(dropped, i)
+			} else if res.Queued = !s.HasRoom(adm.rooms[r.Ref.WorkflowID]); res.Queued {
+				timeline = append(timeline, instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule)))
+			}
+		}
+		def := int32(0)
+		if len(r.Definition) > 0 {
+			if d, ok := defs[&r.Definition[0]]; ok {
+				def = d
+			} else {
+				c.defs = append(c.defs, r.Definition)
+				def = int32(len(c.defs))
+				defs[&r.Definition[0]] = def
+			}
+		}
+		if err := c.add(r, res, def, timeline); err != nil {
+			return err
+		}
+	}
+	node := ""
+	if c.anyLocal {
+		node = opt.Node
+	}
+	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting), node, c.defs, opt.PickedUp,
+		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
+		c.statuses, c.defIdx, c.runParams, c.initiators, c.timelines, c.timeouts, c.queued, c.gens, c.params,
+		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind)
+	if err != nil {
+		return fmt.Errorf("insert %d runs: %w", len(round), err)
+	}
+	byRef := make(map[Ref]int, len(round))
+	for _, i := range round {
+		byRef[out[i].Ref] = i
+	}
+	n := 0
+	for rows.Next() {
+		var ref Ref
+		var status instance.WorkflowStatus
+		var start *time.Time
+		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &status, &start); err != nil {
+			rows.Close()
+			return fmt.Errorf("insert %d runs: %w", len(round), err)
+		}
+		i := byRef[ref]
+		out[i].Inserted, out[i].Status, out[i].StartTime = true, status, start
+		n++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert %d runs: %w", len(round), err)
+	}
+	if n != len(round) && !opt.SkipExisting {
+		return fmt.Errorf("insert %d runs: %d inserted", len(round), n)
+	}
+	var evs []event.Record
+	for _, i := range dropped {
+		if out[i].Inserted {
+			evs = append(evs, droppedEvent(&runs[i], out[i]))
+		}
+	}
+	if err := event.Insert(ctx, tx, evs...); err != nil {
+		return err
+	}
+	var groups []int32
+	var msgs []StartMessage
+	for _, i := range round {
+		if o := out[i]; o.Inserted && o.Status == instance.WorkflowCreated && !o.Queued {
+			groups = append(groups, o.GroupID)
+			msgs = append(msgs, StartMessage{Ref: o.Ref, Group: o.GroupID})
+		}
+	}
+	return queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, groups, msgs)
+}
+
+// droppedEvent is the CREATED -> STOPPED event of a run its strategy
+// dropped: it is an event like any other (docs/events.md).
+func droppedEvent(r *New, c Created) event.Record {
+	correlation := r.Correlation
+	if correlation == "" {
+		correlation = RootCorrelation(c.Ref)
+	}
+	if r.Workflow != nil {
+		return DroppedRunEventOf(c.Ref, r.Workflow, c.UUID, r.Depth, correlation)
+	}
+	return DroppedRunEvent(c.Ref, r.Definition, c.UUID, r.Depth, correlation)
+}
+
+// columns are a round's runs as the INSERT's arrays.
+type columns struct {
+	defs                                 [][]byte
+	workflowIDs                          []string
+	instanceIDs, runIDs, versions, gens  []int64
+	timeouts                             []int64
+	groups, groupCounts, defIdx, depths  []int32
+	uuids                                []uuid.UUID
+	requestIDs, parentKeys, correlations []*string
+	statuses                             []string
+	runParams, initiators, timelines     [][]byte
+	params, runConfigs, parents, events  [][]byte
+	queued                               []bool
+	anyLocal                             bool
+}
+
+func (c *columns) init(n int) {
+	c.workflowIDs = make([]string, 0, n)
+	c.instanceIDs, c.runIDs, c.versions, c.gens = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	c.timeouts = make([]int64, 0, n)
+	c.groups, c.groupCounts, c.defIdx, c.depths = make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	c.uuids = make([]uuid.UUID, 0, n)
+	c.requestIDs, c.parentKeys, c.correlations = make([]*string, 0, n), make([]*string, 0, n), make([]*string, 0, n)
+	c.statuses = make([]string, 0, n)
+	c.runParams, c.initiators, c.timelines = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
+	c.params, c.runConfigs, c.parents, c.events = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
+	c.queued = make([]bool, 0, n)
+}
+
+var startRunConfig = []byte(`{"policy": "START"}`)
+
+func (c *columns) add(r *New, res *Created, def int32, timeline []instance.TimelineEvent) error {
+	tl, err := json.Marshal(timeline)
+	if err != nil {
+		return fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
+	}
+	id, err := uuid.Parse(res.UUID)
+	if err != nil {
+		return err
+	}
+	cfg := r.RunConfig
+	if cfg == nil {
+		cfg = startRunConfig
+	}
+	runParams := r.RunParams
+	if runParams == nil {
+		runParams = []byte(`{}`)
+	}
+	initiator := r.Initiator
+	if initiator == nil {
+		initiator = []byte(`{}`)
+	}
+	var gen int64
+	var params, ev []byte
+	if r.Local != nil {
+		gen, params, ev = r.Local.Generation, r.Local.Params, r.Local.Event
+		c.anyLocal = true
+	}
+	c.workflowIDs = append(c.workflowIDs, res.Ref.WorkflowID)
+	c.instanceIDs, c.runIDs, c.versions = append(c.instanceIDs, res.Ref.InstanceID), append(c.runIDs, res.Ref.RunID), append(c.versions, r.Version)
+	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, id), append(c.requestIDs, nonEmpty(r.RequestID))
+	c.groupCounts, c.statuses, c.defIdx = append(c.groupCounts, r.GroupCount), append(c.statuses, string(res.Status)), append(c.defIdx, def)
+	c.runParams, c.initiators, c.timelines = append(c.runParams, runParams), append(c.initiators, initiator), append(c.timelines, tl)
+	c.timeouts, c.queued, c.gens = append(c.timeouts, r.TimeoutSeconds), append(c.queued, res.Queued), append(c.gens, gen)
+	c.params, c.runConfigs, c.parents = append(c.params, params), append(c.runConfigs, cfg), append(c.parents, r.Parent)
+	c.parentKeys, c.depths, c.correlations = append(c.parentKeys, nonEmpty(r.ParentKey)), append(c.depths, int32(r.Depth)), append(c.correlations, nonEmpty(r.Correlation))
+	c.events = append(c.events, ev)
+	return nil
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// IsDuplicate reports a unique violation on insert: a run with the same
+// request id that a concurrent transaction committed first.
+func IsDuplicate(err error) bool {
+	var pgErr interface{ SQLState() string }
+	return errors.As(err, &pgErr) && pgErr.SQLState() == "23505"
+}

@@ -1,0 +1,31 @@
+// Package apienv builds the API Lambda's handler at cold start: the REST
+// API over the database, without the web UI (`maestro ui` serves it next
+// to a deployment, docs/ui.md).
+package apienv
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/authz"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/functions/internal/coldstart"
+)
+
+// Handler builds the REST API handler from the environment.
+func Handler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
+	pool, groups, err := coldstart.PoolAndGroups(ctx, "api")
+	if err != nil {
+		return nil, err
+	}
+	defs := definition.NewStore(pool)
+	return api.New(api.Config{
+		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
+		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
+		Events: event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
+	})
+}
