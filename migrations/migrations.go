@@ -41,8 +41,25 @@ func Apply(ctx context.Context, dsn string, logger *slog.Logger) ([]int64, error
 	return ApplyDB(ctx, db, logger)
 }
 
+// ApplyTo is Apply up to and including version only: tests build the
+// schema of an earlier release with it.
+func ApplyTo(ctx context.Context, dsn string, version int64, logger *slog.Logger) ([]int64, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	return apply(ctx, db, version, logger)
+}
+
 // ApplyDB is Apply over an open database handle.
 func ApplyDB(ctx context.Context, db *sql.DB, logger *slog.Logger) ([]int64, error) {
+	return apply(ctx, db, 0, logger)
+}
+
+// apply applies what is pending up to version (0: all).
+func apply(ctx context.Context, db *sql.DB, version int64, logger *slog.Logger) ([]int64, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return nil, fmt.Errorf("create migration lock: %w", err)
@@ -55,7 +72,12 @@ func ApplyDB(ctx context.Context, db *sql.DB, logger *slog.Logger) ([]int64, err
 	if err != nil {
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
-	results, err := provider.Up(ctx)
+	var results []*goose.MigrationResult
+	if version > 0 {
+		results, err = provider.UpTo(ctx, version)
+	} else {
+		results, err = provider.Up(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
