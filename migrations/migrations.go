@@ -36,6 +36,12 @@ func Apply(ctx context.Context, dsn string, logger *slog.Logger) ([]int64, error
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	return ApplyConfig(ctx, cfg, logger)
+}
+
+// ApplyConfig is Apply with a parsed connection configuration (its TLS
+// roots set by the caller, engine/dbconn).
+func ApplyConfig(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) ([]int64, error) {
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	return ApplyDB(ctx, db, logger)
