@@ -6,7 +6,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 	"os"
 
@@ -32,5 +31,5 @@ func main() {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.StartWithOptions(cfn.LambdaWrap(m.HandleCloudFormation), lambda.WithContext(context.Background()))
+	lambda.Start(cfn.LambdaWrap(m.HandleCloudFormation))
 }
