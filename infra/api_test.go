@@ -15,7 +15,7 @@ func TestAPIStack(t *testing.T) {
 	f := loadFixture(t)
 	tmpl := f.api
 	dataStack := *f.stacks.Data.StackName()
-	secretAttachment := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
+	secretAttachment := logicalID(t, f.stacks.Data.Stack, "AppSecret", "Attachment")
 
 	t.Run("resource counts", func(t *testing.T) {
 		for typ, n := range map[string]float64{

@@ -122,16 +122,16 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		DeletionProtection:         cfg.DBDeletionProtection,
 		RemovalPolicy:              removal,
 	}
-	if cfg.Emulator() {
-		dataProps.StackProps = props("Maestro data: the secret of a local PostgreSQL (emulator target)")
-		dataProps.EmulatorURL = cfg.EmulatorDatabaseURL
-	}
-	data := NewDataStack(scope, StackPrefix+"Data", dataProps)
-
 	arch := awslambda.Architecture_ARM_64()
 	if cfg.LambdaArchitecture == "x86_64" {
 		arch = awslambda.Architecture_X86_64()
 	}
+	dataProps.MigrateCode, dataProps.MigrateArchitecture, dataProps.LogRetention = assets.Functions[FunctionMigrate], arch, retention
+	if cfg.Emulator() {
+		dataProps.StackProps = props("Maestro data: the secrets of a local PostgreSQL (emulator target)")
+		dataProps.EmulatorURL = cfg.EmulatorDatabaseURL
+	}
+	data := NewDataStack(scope, StackPrefix+"Data", dataProps)
 	functions := FunctionBase{
 		Vpc:            network.Vpc,
 		SecurityGroup:  network.FunctionSecurityGroup,
@@ -203,6 +203,13 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		engineProps.Emulator = true
 	}
 	engine := NewEngineStack(scope, StackPrefix+"Engine", engineProps)
+
+	// No code of the release runs before its migrations completed: the
+	// migrate step is in the data stack, and every stack with code deploys
+	// after it (most import its secret anyway; this holds for all).
+	for _, s := range []awscdk.Stack{events.Stack, signals.Stack, triggers.Stack, api.Stack, engine.Stack} {
+		s.AddStackDependency(data.Stack, jsii.String("the migrate step runs before any code of the release"))
+	}
 
 	deployed := map[string]*Function{FunctionAPI: api.Function}
 	for name, fn := range map[string]*Function{

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -56,6 +58,13 @@ type DataStackProps struct {
 	// RemovalPolicy applies to the cluster (SNAPSHOT, RETAIN or DESTROY); the
 	// secret is retained unless the policy is DESTROY.
 	RemovalPolicy awscdk.RemovalPolicy
+	// MigrateCode is functions/migrate's package: with it the stack runs the
+	// migrations on deploy (NewMigration); nil leaves them out.
+	MigrateCode awslambda.Code
+	// MigrateArchitecture is that package's architecture; arm64 when nil.
+	MigrateArchitecture awslambda.Architecture
+	// LogRetention applies to the migrate function's log group.
+	LogRetention awslogs.RetentionDays
 }
 
 // DataStack holds Aurora PostgreSQL Serverless v2, its generated secret and
@@ -64,10 +73,18 @@ type DataStack struct {
 	awscdk.Stack
 	// Cluster is the Aurora PostgreSQL cluster.
 	Cluster awsrds.IDatabaseCluster
-	// Secret is the generated master secret: a JSON object with the fields
+	// Secret is the application role's secret (DatabaseAppUser), the one the
+	// engine and the functions connect with: a JSON object with the fields
 	// host, port, dbname, username, password (and engine,
 	// dbClusterIdentifier).
 	Secret awssecretsmanager.ISecret
+	// MasterSecret is the generated master user's secret; only the migrate
+	// function and the master rotation read it.
+	MasterSecret awssecretsmanager.ISecret
+	// OwnerSecret is the schema owner's secret (DatabaseOwnerUser).
+	OwnerSecret awssecretsmanager.ISecret
+	// Migration runs the migrations on deploy; nil without MigrateCode.
+	Migration *Migration
 	// SecurityGroup is the cluster's security group.
 	SecurityGroup awsec2.ISecurityGroup
 	// Proxy is the RDS Proxy the functions connect through; nil without one.
@@ -83,12 +100,19 @@ func (d *DataStack) ProxyEndpoint() string {
 	return *d.Proxy.Endpoint()
 }
 
-// NewDataStack builds the Aurora PostgreSQL 16 Serverless v2 cluster. Schema
-// migrations are not run here: the engine applies them at start-up.
+// NewDataStack builds the Aurora PostgreSQL 16 Serverless v2 cluster, the
+// secrets of its three users (master, owner, application role) and, with
+// MigrateCode, the migrate step that runs on deploy before any stack with
+// code (NewMigration).
 func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) *DataStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 	if props.EmulatorURL != "" {
-		return newEmulatorData(stack, props.EmulatorURL)
+		d := newEmulatorData(stack, props.EmulatorURL)
+		d.OwnerSecret, d.Secret = newEmulatorRoleSecrets(stack, props.EmulatorURL)
+		if props.MigrateCode != nil {
+			d.Migration = newDataMigration(stack, props, nil, d)
+		}
+		return d
 	}
 
 	sg := awsec2.NewSecurityGroup(stack, jsii.String("DatabaseSecurityGroup"), &awsec2.SecurityGroupProps{
@@ -161,6 +185,17 @@ func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) 
 		})
 	}
 
+	ownerSecret, appSecret, rotations := newRoleSecrets(stack, cluster, secret, props.Vpc, props.RotationDays, props.RemovalPolicy)
+	d := &DataStack{Stack: stack, Cluster: cluster, Secret: appSecret, MasterSecret: secret, OwnerSecret: ownerSecret, SecurityGroup: sg}
+	if props.MigrateCode != nil {
+		d.Migration = newDataMigration(stack, props, sg, d)
+		d.Migration.Resource.Node().AddDependency(cluster)
+		for _, r := range rotations {
+			// Rotation logs in as the user, which the migrate step creates.
+			r.Node().AddDependency(d.Migration.Resource)
+		}
+	}
+
 	var proxy awsrds.IDatabaseProxy
 	if props.Proxy {
 		proxySG := awsec2.NewSecurityGroup(stack, jsii.String("ProxySecurityGroup"), &awsec2.SecurityGroupProps{
@@ -171,8 +206,9 @@ func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) 
 		allowPostgres(sg, []awsec2.ISecurityGroup{proxySG})
 		allowPostgres(proxySG, props.ProxyClientSecurityGroups)
 		proxy = awsrds.NewDatabaseProxy(stack, jsii.String("Proxy"), &awsrds.DatabaseProxyProps{
-			ProxyTarget:    awsrds.ProxyTarget_FromCluster(cluster),
-			Secrets:        &[]awssecretsmanager.ISecret{secret},
+			ProxyTarget: awsrds.ProxyTarget_FromCluster(cluster),
+			// The users that connect through it: the application role only.
+			Secrets:        &[]awssecretsmanager.ISecret{appSecret},
 			Vpc:            props.Vpc,
 			VpcSubnets:     &awsec2.SubnetSelection{SubnetType: awsec2.SubnetType_PRIVATE_ISOLATED},
 			SecurityGroups: &[]awsec2.ISecurityGroup{proxySG},
@@ -194,13 +230,39 @@ func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) 
 		Description: jsii.String("Aurora writer endpoint"),
 	})
 	awscdk.NewCfnOutput(stack, jsii.String("SecretArn"), &awscdk.CfnOutputProps{
+		Value:       appSecret.SecretArn(),
+		Description: jsii.String("Secrets Manager secret of the application role (maestro_app): host, port, dbname, username, password"),
+	})
+	awscdk.NewCfnOutput(stack, jsii.String("MasterSecretArn"), &awscdk.CfnOutputProps{
 		Value:       secret.SecretArn(),
-		Description: jsii.String("Secrets Manager secret with host, port, dbname, username, password"),
+		Description: jsii.String("Secrets Manager secret of the master user (the migrate step and break-glass only)"),
 	})
 
-	nagSuppress(cluster, "AwsSolutions-RDS6", "the engine and the functions authenticate with the rotated master secret; IAM database auth tokens would add a signing step to every new connection for no gain in this design")
+	nagSuppress(cluster, "AwsSolutions-RDS6", "the engine and the functions log in as maestro_app, the migrate step as maestro_owner, each with its own rotated secret (RDS Proxy needs a secret per user anyway); IAM database auth tokens would add a signing step to every new connection for no gain in this design")
 	nagSuppress(cluster, "AwsSolutions-RDS11", "the default PostgreSQL port: only the engine's, the proxy's and the rotation function's security groups may reach it")
-	return &DataStack{Stack: stack, Cluster: cluster, Secret: secret, SecurityGroup: sg, Proxy: proxy}
+	d.Proxy = proxy
+	return d
+}
+
+// newDataMigration adds the migrate step (NewMigration) to the data stack,
+// with a security group of its own that may reach the cluster's (clusterSG;
+// nil on the emulator target) on the PostgreSQL port and Secrets Manager on
+// HTTPS.
+func newDataMigration(stack awscdk.Stack, props *DataStackProps, clusterSG awsec2.ISecurityGroup, d *DataStack) *Migration {
+	sg := awsec2.NewSecurityGroup(stack, jsii.String("MigrateSecurityGroup"), &awsec2.SecurityGroupProps{
+		Vpc:              props.Vpc,
+		Description:      jsii.String("Maestro migrate function: PostgreSQL to the cluster, HTTPS to Secrets Manager"),
+		AllowAllOutbound: jsii.Bool(false),
+	})
+	sg.AddEgressRule(awsec2.Peer_AnyIpv4(), awsec2.Port_Tcp(jsii.Number(443)), jsii.String("HTTPS to Secrets Manager"), nil)
+	if clusterSG != nil {
+		allowPostgres(clusterSG, []awsec2.ISecurityGroup{sg})
+	}
+	return NewMigration(stack, "Migration", &MigrationProps{
+		Vpc: props.Vpc, SecurityGroup: sg, Code: props.MigrateCode,
+		MasterSecret: d.MasterSecret, OwnerSecret: d.OwnerSecret, AppSecret: d.Secret,
+		Architecture: props.MigrateArchitecture, LogRetention: props.LogRetention,
+	})
 }
 
 // allowPostgres lets clients reach sg on DatabasePort. AllowFrom adds the
@@ -240,5 +302,5 @@ func newEmulatorData(stack awscdk.Stack, dsn string) *DataStack {
 		Value:       secret.SecretArn(),
 		Description: jsii.String("Secrets Manager secret with host, port, dbname, username, password"),
 	})
-	return &DataStack{Stack: stack, Secret: secret}
+	return &DataStack{Stack: stack, MasterSecret: secret}
 }

@@ -18,9 +18,11 @@ func TestDataStack(t *testing.T) {
 		for typ, n := range map[string]float64{
 			"AWS::RDS::DBCluster":                         1,
 			"AWS::RDS::DBInstance":                        1, // the writer; no readers by default
-			"AWS::SecretsManager::Secret":                 1,
-			"AWS::SecretsManager::SecretTargetAttachment": 1,
-			"AWS::EC2::SecurityGroup":                     3, // database, proxy, rotation function
+			"AWS::SecretsManager::Secret":                 3, // master, owner, app
+			"AWS::SecretsManager::SecretTargetAttachment": 3,
+			"AWS::SecretsManager::RotationSchedule":       3,
+			"AWS::EC2::SecurityGroup":                     6, // database, proxy, migrate and three rotation functions
+			MigrationResourceType:                         1,
 			"AWS::RDS::DBProxy":                           1,
 		} {
 			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
@@ -68,7 +70,8 @@ func TestDataStack(t *testing.T) {
 	})
 
 	t.Run("generated secret", func(t *testing.T) {
-		secretID, p := tmpl.one(t, "AWS::SecretsManager::Secret")
+		secretID := logicalID(t, f.stacks.Data.Stack, "Secret")
+		p := props(tmpl.Resources[secretID])
 		gen, _ := p["GenerateSecretString"].(map[string]any)
 		var tmplFields map[string]string
 		if err := json.Unmarshal([]byte(gen["SecretStringTemplate"].(string)), &tmplFields); err != nil {
@@ -84,16 +87,19 @@ func TestDataStack(t *testing.T) {
 			t.Errorf("secret DeletionPolicy = %v, want Retain next to a snapshotted cluster", got)
 		}
 		// The attachment adds host, port and engine to the same secret.
-		_, att := tmpl.one(t, "AWS::SecretsManager::SecretTargetAttachment")
+		att := props(tmpl.Resources[logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")])
 		if asJSON(att["SecretId"]) != asJSON(map[string]any{"Ref": secretID}) || att["TargetType"] != "AWS::RDS::DBCluster" {
 			t.Errorf("attachment = %s", asJSON(att))
 		}
 	})
 
-	t.Run("postgres only from the engine, the proxy and the rotation function", func(t *testing.T) {
+	t.Run("postgres only from the engine, the proxy, the migrate function and the rotation functions", func(t *testing.T) {
 		dbSG := logicalID(t, f.stacks.Data.Stack, "DatabaseSecurityGroup")
 		proxySG := logicalID(t, f.stacks.Data.Stack, "ProxySecurityGroup")
 		rotationSG := logicalID(t, f.stacks.Data.Stack, "Cluster", "RotationSingleUser", "SecurityGroup")
+		ownerRotationSG := logicalID(t, f.stacks.Data.Stack, "OwnerSecretRotation", "SecurityGroup")
+		appRotationSG := logicalID(t, f.stacks.Data.Stack, "AppSecretRotation", "SecurityGroup")
+		migrateSG := logicalID(t, f.stacks.Data.Stack, "MigrateSecurityGroup")
 		engineSG := logicalID(t, f.stacks.Network.Stack, "EngineSecurityGroup")
 		functionSG := logicalID(t, f.stacks.Network.Stack, "FunctionSecurityGroup")
 		for _, sg := range []string{dbSG, proxySG} {
@@ -125,6 +131,12 @@ func TestDataStack(t *testing.T) {
 				src = "proxy"
 			case src == getAtt(rotationSG):
 				src = "rotation"
+			case src == getAtt(ownerRotationSG):
+				src = "owner rotation"
+			case src == getAtt(appRotationSG):
+				src = "app rotation"
+			case src == getAtt(migrateSG):
+				src = "migrate"
 			}
 			for _, target := range []string{dbSG, proxySG} {
 				if asJSON(p["GroupId"]) == getAtt(target) {
@@ -132,8 +144,8 @@ func TestDataStack(t *testing.T) {
 				}
 			}
 		}
-		if got := asJSON(seen[dbSG]); got != `{"engine":true,"proxy":true,"rotation":true}` {
-			t.Errorf("database reachable from %s, want the engine, the proxy and the rotation function only", got)
+		if got := asJSON(seen[dbSG]); got != `{"app rotation":true,"engine":true,"migrate":true,"owner rotation":true,"proxy":true,"rotation":true}` {
+			t.Errorf("database reachable from %s, want the engine, the proxy, the migrate function and the rotation functions only", got)
 		}
 		if got := asJSON(seen[proxySG]); got != `{"functions":true}` {
 			t.Errorf("proxy reachable from %s, want the functions only", got)
@@ -166,13 +178,13 @@ func TestDataStack(t *testing.T) {
 	})
 
 	t.Run("rds proxy caps connections and requires tls", func(t *testing.T) {
-		secretAttachment := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
+		secretAttachment := logicalID(t, f.stacks.Data.Stack, "AppSecret", "Attachment")
 		_, p := tmpl.one(t, "AWS::RDS::DBProxy")
 		if p["EngineFamily"] != "POSTGRESQL" || p["RequireTLS"] != true {
 			t.Errorf("proxy = %s", asJSON(p))
 		}
 		if !strings.Contains(asJSON(p["Auth"]), secretAttachment) {
-			t.Errorf("proxy auth %s, want the database secret", asJSON(p["Auth"]))
+			t.Errorf("proxy auth %s, want the application role's secret", asJSON(p["Auth"]))
 		}
 		_, tg := tmpl.one(t, "AWS::RDS::DBProxyTargetGroup")
 		pool := tg["ConnectionPoolConfigurationInfo"].(map[string]any)

@@ -18,7 +18,7 @@ func TestEngineStack(t *testing.T) {
 	f := loadFixture(t)
 	tmpl := f.engine
 	dataStack := *f.stacks.Data.StackName()
-	secretAttachment := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
+	secretAttachment := logicalID(t, f.stacks.Data.Stack, "AppSecret", "Attachment")
 
 	t.Run("resource counts", func(t *testing.T) {
 		for typ, n := range map[string]float64{

@@ -36,7 +36,7 @@ func functionEnv(t *testing.T, tmpl *stackTemplate, path ...string) map[string]a
 func checkFunctionBase(t *testing.T, f *fixture, tmpl *stackTemplate, fn string, reserved int) {
 	t.Helper()
 	env := functionEnv(t, tmpl, fn, "Function")
-	secret := logicalID(t, f.stacks.Data.Stack, "Secret", "Attachment")
+	secret := logicalID(t, f.stacks.Data.Stack, "AppSecret", "Attachment")
 	if !importsFrom(env["DB_SECRET_ARN"], *f.stacks.Data.StackName(), secret) || env["MAESTRO_GROUP_COUNT"] != "16" || env["DB_PROXY_ENDPOINT"] == nil ||
 		env["MAESTRO_CLUSTER_NAME"] != "maestro" {
 		t.Errorf("%s environment = %s, want the database secret, the proxy, the group count and the cluster name", fn, asJSON(env))

@@ -22,16 +22,20 @@ const (
 	FunctionSignals     = "signals"
 	FunctionTimeTrigger = "timetrigger"
 	FunctionPublisher   = "publisher"
+	// FunctionMigrate is the deploy step that applies the migrations
+	// (NewMigration), in the data stack.
+	FunctionMigrate = "migrate"
 )
 
-// AllFunctions lists every function the stacks know how to deploy.
+// AllFunctions lists every function the stacks know how to deploy besides
+// FunctionMigrate (the data stack's; its concurrency is fixed at one).
 var AllFunctions = []string{FunctionAPI, FunctionSignals, FunctionTimeTrigger, FunctionPublisher}
 
 // Built lists the functions whose code exists in this repository; main
 // deploys these and leaves the others out (their queues, topics and alarms
 // are deployed all the same). When functions/<name> lands, add its name here
 // and to LAMBDAS in the Makefile.
-var Built = []string{FunctionAPI, FunctionTimeTrigger, FunctionPublisher, FunctionSignals}
+var Built = []string{FunctionAPI, FunctionTimeTrigger, FunctionPublisher, FunctionSignals, FunctionMigrate}
 
 // FunctionBase is what every Maestro function shares: where it runs, how it
 // reaches the database and how long its logs are kept. NewMaestro fills it

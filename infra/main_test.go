@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,7 +132,7 @@ func buildFixture(name string, extra map[string]any, nag bool) (f *fixture, err 
 	// Every function, so that the stacks are tested with the functions that
 	// have not landed yet too.
 	assets := Assets{Functions: map[string]awslambda.Code{}}
-	for _, fn := range AllFunctions {
+	for _, fn := range append(slices.Clone(AllFunctions), FunctionMigrate) {
 		if assets.Functions[fn], err = dummyLambdaCode(filepath.Join(testRoot, name, "lambda", fn)); err != nil {
 			return nil, err
 		}

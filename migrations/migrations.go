@@ -36,13 +36,36 @@ func Apply(ctx context.Context, dsn string, logger *slog.Logger) ([]int64, error
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	return ApplyConfig(ctx, cfg, logger)
+}
+
+// ApplyConfig is Apply with a parsed connection configuration (its TLS
+// roots set by the caller, engine/dbconn).
+func ApplyConfig(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) ([]int64, error) {
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	return ApplyDB(ctx, db, logger)
 }
 
+// ApplyTo is Apply up to and including version only: tests build the
+// schema of an earlier release with it.
+func ApplyTo(ctx context.Context, dsn string, version int64, logger *slog.Logger) ([]int64, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	return apply(ctx, db, version, logger)
+}
+
 // ApplyDB is Apply over an open database handle.
 func ApplyDB(ctx context.Context, db *sql.DB, logger *slog.Logger) ([]int64, error) {
+	return apply(ctx, db, 0, logger)
+}
+
+// apply applies what is pending up to version (0: all).
+func apply(ctx context.Context, db *sql.DB, version int64, logger *slog.Logger) ([]int64, error) {
 	locker, err := lock.NewPostgresSessionLocker()
 	if err != nil {
 		return nil, fmt.Errorf("create migration lock: %w", err)
@@ -55,7 +78,12 @@ func ApplyDB(ctx context.Context, db *sql.DB, logger *slog.Logger) ([]int64, err
 	if err != nil {
 		return nil, fmt.Errorf("load migrations: %w", err)
 	}
-	results, err := provider.Up(ctx)
+	var results []*goose.MigrationResult
+	if version > 0 {
+		results, err = provider.UpTo(ctx, version)
+	} else {
+		results, err = provider.Up(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}

@@ -77,7 +77,11 @@ func createDatabase(ctx context.Context, adminURL, name string) error {
 
 // migrate applies pending migrations, logging what it applied.
 func migrate(ctx context.Context, dsn string, logger *slog.Logger) error {
-	applied, err := migrations.Apply(ctx, dsn, logger)
+	cfg, err := dbconn.ParseConfig(dsn)
+	if err != nil {
+		return err
+	}
+	applied, err := migrations.ApplyConfig(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}

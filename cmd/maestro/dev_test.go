@@ -27,7 +27,14 @@ type serverProcess struct {
 // line it prints). It is killed when the test ends.
 func startServer(t *testing.T, args []string, env ...string) *serverProcess {
 	t.Helper()
-	cmd := exec.Command(maestroBinary(t), append(args, "--addr", "127.0.0.1:0")...)
+	return startServerBinary(t, maestroBinary(t), args, env...)
+}
+
+// startServerBinary is startServer with another maestro binary (an earlier
+// release's).
+func startServerBinary(t *testing.T, bin string, args []string, env ...string) *serverProcess {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--addr", "127.0.0.1:0")...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -10,10 +10,18 @@
 //     needs no restart;
 //  3. DB_HOST, DB_PORT, DB_NAME, DB_USER, DB_PASSWORD; ECS injects these from
 //     the same secret into the engine task.
+//
+// Connections built from 2 and 3 to a remote host verify the server's
+// certificate and name (sslmode=verify-full); the Amazon RDS and RDS Proxy
+// CAs are embedded (rdsca) and trusted besides the system's roots by every
+// connection this package configures with verify-full and no sslrootcert.
+// A DATABASE_URL keeps whatever sslmode it says.
 package dbconn
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +35,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/dbconn/rdsca"
 )
 
 // ErrNotConfigured reports that none of the variables above is set.
@@ -59,19 +70,7 @@ func FromEnv(ctx context.Context, getenv func(string) string, fetch SecretFetche
 		if err != nil {
 			return "", fmt.Errorf("read database secret: %w", err)
 		}
-		var s Secret
-		if err := json.Unmarshal([]byte(raw), &s); err != nil {
-			return "", fmt.Errorf("decode database secret: %w", err)
-		}
-		port := string(s.Port)
-		if unq, err := strconv.Unquote(port); err == nil {
-			port = unq
-		}
-		host := s.Host
-		if proxy := getenv("DB_PROXY_ENDPOINT"); proxy != "" {
-			host = proxy
-		}
-		return BuildURL(host, port, s.DBName, s.Username, s.Password), nil
+		return FromSecret(raw, getenv("DB_PROXY_ENDPOINT"))
 	}
 	if host := getenv("DB_HOST"); host != "" {
 		return BuildURL(host, getenv("DB_PORT"), getenv("DB_NAME"), getenv("DB_USER"), getenv("DB_PASSWORD")), nil
@@ -79,8 +78,25 @@ func FromEnv(ctx context.Context, getenv func(string) string, fetch SecretFetche
 	return "", ErrNotConfigured
 }
 
+// FromSecret builds the connection string from a secret in the RDS shape;
+// host, when set, replaces the secret's (RDS Proxy's endpoint).
+func FromSecret(raw, host string) (string, error) {
+	var s Secret
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		return "", fmt.Errorf("decode database secret: %w", err)
+	}
+	port := string(s.Port)
+	if unq, err := strconv.Unquote(port); err == nil {
+		port = unq
+	}
+	if host == "" {
+		host = s.Host
+	}
+	return BuildURL(host, port, s.DBName, s.Username, s.Password), nil
+}
+
 // BuildURL assembles a postgres:// URL, escaping every part. Remote hosts get
-// sslmode=require; loopback hosts sslmode=disable.
+// sslmode=verify-full (see TrustRDS); loopback hosts sslmode=disable.
 func BuildURL(host, port, dbname, user, password string) string {
 	if port == "" {
 		port = "5432"
@@ -88,7 +104,7 @@ func BuildURL(host, port, dbname, user, password string) string {
 	if dbname == "" {
 		dbname = "postgres"
 	}
-	sslmode := "require"
+	sslmode := "verify-full"
 	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
 		sslmode = "disable"
 	}
@@ -162,12 +178,52 @@ func (c *credentialCache) apply(ctx context.Context, cc *pgx.ConnConfig) error {
 	return nil
 }
 
+// ParseConfig is pgx.ParseConfig with TrustRDS applied.
+func ParseConfig(dsn string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	TrustRDS(&cfg.Config)
+	return cfg, nil
+}
+
+// TrustRDS adds the embedded RDS and RDS Proxy CAs (rdsca) to the roots of
+// every TLS configuration of cfg that verifies the server against the
+// system's roots (sslmode=verify-full without sslrootcert), so that the
+// certificates Aurora and RDS Proxy present verify on any image, the
+// distroless one included. A configuration that skips verification
+// (sslmode=require) or names its own roots (sslrootcert) is left alone.
+func TrustRDS(cfg *pgconn.Config) {
+	configs := []*tls.Config{cfg.TLSConfig}
+	for _, fb := range cfg.Fallbacks {
+		configs = append(configs, fb.TLSConfig)
+	}
+	for _, tc := range configs {
+		if tc == nil || tc.InsecureSkipVerify || tc.RootCAs != nil {
+			continue
+		}
+		tc.RootCAs = rdsRoots()
+	}
+}
+
+// rdsRoots is the system's roots, when it has any, and the RDS bundle.
+var rdsRoots = sync.OnceValue(func() *x509.CertPool {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	rdsca.AddTo(pool)
+	return pool
+})
+
 // Open opens a pool and checks that the database answers.
 func Open(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	TrustRDS(&cfg.ConnConfig.Config)
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}

@@ -18,9 +18,9 @@ func TestFromEnv(t *testing.T) {
 	}{
 		{"database url wins", map[string]string{"DATABASE_URL": "postgres://x/y", "DB_HOST": "h"}, "postgres://x/y", nil},
 		{"secret arn", map[string]string{"DB_SECRET_ARN": "arn:secret"},
-			"postgres://maestro:p%40ss%2Fword@db.cluster.example:5432/maestro?sslmode=require", nil},
+			"postgres://maestro:p%40ss%2Fword@db.cluster.example:5432/maestro?sslmode=verify-full", nil},
 		{"secret through the proxy", map[string]string{"DB_SECRET_ARN": "arn:secret", "DB_PROXY_ENDPOINT": "proxy.example"},
-			"postgres://maestro:p%40ss%2Fword@proxy.example:5432/maestro?sslmode=require", nil},
+			"postgres://maestro:p%40ss%2Fword@proxy.example:5432/maestro?sslmode=verify-full", nil},
 		{"discrete vars", map[string]string{"DB_HOST": "127.0.0.1", "DB_USER": "u", "DB_PASSWORD": "p", "DB_NAME": "d"},
 			"postgres://u:p@127.0.0.1:5432/d?sslmode=disable", nil},
 		{"nothing set", map[string]string{}, "", ErrNotConfigured},

@@ -26,7 +26,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
-	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/health"
 	"github.com/maestro-aws/maestro/localstack"
 )
@@ -51,8 +50,11 @@ type Deployment struct {
 	// Endpoint is the emulator's URL; AWS is a config whose clients call it.
 	Endpoint string
 	AWS      aws.Config
-	// DatabaseURL is the PostgreSQL the database secret points at.
+	// DatabaseURL is the PostgreSQL the master secret points at: empty
+	// before the deploy, migrated by the deploy's migrate step.
 	DatabaseURL string
+	// Deployed is when `cdk deploy` finished.
+	Deployed time.Time
 	// Outputs are the stacks' outputs: stack name -> output key -> value.
 	Outputs map[string]map[string]string
 }
@@ -105,7 +107,7 @@ func deploy(t *testing.T) *Deployment {
 		t.Fatalf("the pinned CDK CLI is not installed: run `make e2e` (%v)", err)
 	}
 
-	d := &Deployment{Root: root, Dir: dir, DatabaseURL: dbtest.URL(t)}
+	d := &Deployment{Root: root, Dir: dir, DatabaseURL: emptyDatabase(t)}
 	d.Endpoint = localstack.StartPrivate(t, filepath.Join(dir, "ministack"))
 	d.AWS = localstack.ConfigFor(t, d.Endpoint)
 	t.Logf("emulator %s, state and logs in %s", d.Endpoint, dir)
@@ -133,6 +135,9 @@ func deploy(t *testing.T) *Deployment {
 	if err := json.Unmarshal(raw, &d.Outputs); err != nil {
 		t.Fatalf("outputs %s: %v", raw, err)
 	}
+	d.Deployed = time.Now()
+	// Before any engine runs: the deploy itself migrated the database.
+	checkMigratedByDeploy(t, d.DatabaseURL)
 	d.startEngine(t)
 	return d
 }

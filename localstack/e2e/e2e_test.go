@@ -28,6 +28,7 @@ var scenarios = []struct {
 	{"ui: maestro ui serves the deployed UI and API reference, signing what it forwards", scenarioUI},
 	{"timetrigger: the Scheduler fires a cron workflow through the time-trigger Lambda", scenarioTimeTrigger},
 	{"signals: an S3 object starts a signal-triggered run through SQS and the signals Lambda; a poison message goes to the DLQ", scenarioSignals},
+	{"fresh: deployed into an empty database (migrated by the deploy), a cron trigger fires on the first scheduled minute; all sessions are the app role's", scenarioFreshDatabase},
 	{"publisher: the engine's events reach the example subscriber through SQS, the publisher Lambda and SNS", scenarioPublisher},
 }
 
