@@ -127,7 +127,7 @@ func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) 
 
 	cluster := awsrds.NewDatabaseCluster(stack, jsii.String("Cluster"), &awsrds.DatabaseClusterProps{
 		Engine: awsrds.DatabaseClusterEngine_AuroraPostgres(&awsrds.AuroraPostgresClusterEngineProps{
-			Version: awsrds.AuroraPostgresEngineVersion_VER_16_6(),
+			Version: awsrds.AuroraPostgresEngineVersion_VER_16_13(),
 		}),
 		Credentials:             awsrds.Credentials_FromSecret(master, nil),
 		DefaultDatabaseName:     jsii.String(DatabaseName),
