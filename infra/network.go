@@ -56,15 +56,16 @@ type NetworkStack struct {
 	// egress is open: step runtimes call AWS APIs and arbitrary HTTP endpoints.
 	EngineSecurityGroup awsec2.ISecurityGroup
 	// FunctionSecurityGroup is attached to every Lambda function that talks to
-	// the database (api now; signals, timetrigger and publisher later). Its
-	// egress is HTTPS to anywhere (AWS APIs through NAT) plus whatever the
-	// data stack opens towards the database.
+	// the database (api, signals, timetrigger; the publisher runs outside the
+	// VPC). Its egress is HTTPS to anywhere (AWS APIs through NAT or the
+	// interface endpoints) plus whatever the data stack opens towards the
+	// database.
 	FunctionSecurityGroup awsec2.ISecurityGroup
 }
 
-// NewNetworkStack builds the VPC (2 AZs, 1 NAT gateway, an S3 gateway
-// endpoint for image layers, default security group locked down) and the
-// client security groups.
+// NewNetworkStack builds the VPC (2 AZs, NatGateways NAT gateways, an S3
+// gateway endpoint for image layers, interface endpoints with Endpoints,
+// default security group locked down) and the client security groups.
 func NewNetworkStack(scope constructs.Construct, id string, props *NetworkStackProps) *NetworkStack {
 	if props == nil {
 		props = &NetworkStackProps{}
