@@ -23,7 +23,12 @@ CBOR2_VERSION := 6.2.1
 SCHEMATHESIS_VERSION := 4.32.5
 # The npm package engine/dbconn/rdsca/bundle.pem comes from (make rds-ca).
 RDS_CA_VERSION := 1.1.2
+# cfn-lint checks every synthesized template (make synth, and TestCfnLint in
+# make test through MAESTRO_CFN_LINT). W3005 (a DependsOn the CDK writes
+# beside a Ref) is the one warning accepted: infra/cfnlint_test.go says why.
+CFN_LINT_VERSION := 1.58.0
 VENV        := .maestro/venv
+CFN_LINT    := $(VENV)/bin/cfn-lint
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
 # The tree make bench measures this one against: main as session 4 left it
 # (before iteration starts in memory and starts through the writer). Any
@@ -38,16 +43,16 @@ SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
 BENCH_TEMPORAL_COUNT ?= 3
 BENCH_TEMPORAL_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-temporal-$(shell id -u)
 
-.PHONY: run test postgres emulator browser screenshots build lambdas synth e2e rds-ca bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
+.PHONY: run test postgres emulator cfnlint browser screenshots build lambdas synth e2e rds-ca bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
 	$(GO) run ./cmd/maestro dev --addr 127.0.0.1:8080
 
 ## test: every test, against a real throwaway PostgreSQL and a LocalStack-compatible emulator
-test: postgres emulator browser
+test: postgres emulator cfnlint browser
 	@status=0; \
-	MAESTRO_TEST_BROWSER=1 MAESTRO_TEST_PGDIR=$(TEST_PGDIR) MAESTRO_EMULATOR_DIR=$(EMULATOR_DIR) $(GO) test -race -timeout 15m ./... || status=$$?; \
+	MAESTRO_TEST_BROWSER=1 MAESTRO_TEST_PGDIR=$(TEST_PGDIR) MAESTRO_EMULATOR_DIR=$(EMULATOR_DIR) MAESTRO_CFN_LINT=$(CURDIR)/$(CFN_LINT) $(GO) test -race -timeout 15m ./... || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(TEST_PGDIR) || true; \
 	if [ -f $(EMULATOR_DIR)/pid ]; then kill $$(cat $(EMULATOR_DIR)/pid) 2>/dev/null || true; rm -f $(EMULATOR_DIR)/pid $(EMULATOR_DIR)/port; fi; \
 	exit $$status
@@ -61,6 +66,14 @@ $(VENV)/bin/ministack:
 
 $(VENV)/cbor2-$(CBOR2_VERSION): $(VENV)/bin/ministack
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check cbor2==$(CBOR2_VERSION)
+	touch $@
+
+## cfnlint: install cfn-lint (PyPI, pinned) into .maestro/venv
+cfnlint: $(VENV)/cfn-lint-$(CFN_LINT_VERSION)
+
+$(VENV)/cfn-lint-$(CFN_LINT_VERSION):
+	test -x $(VENV)/bin/pip || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check cfn-lint==$(CFN_LINT_VERSION)
 	touch $@
 
 ## postgres: install PostgreSQL server binaries from Debian when missing
@@ -105,9 +118,10 @@ lambdas:
 		echo "built $(BUILD)/lambda/$$fn.zip" || exit 1; \
 	done
 
-## synth: cdk synth, offline, with the pinned CDK CLI installed locally
-synth: build $(CDK)
+## synth: cdk synth, offline, with the pinned CDK CLI installed locally, then cfn-lint over every template
+synth: build $(CDK) cfnlint
 	$(CDK) synth --quiet --all
+	$(CFN_LINT) --ignore-checks W3005 -- cdk.out/*.template.json
 
 $(CDK):
 	npm install --no-audit --no-fund --prefix $(CDK_DIR) aws-cdk@$(CDK_VERSION)

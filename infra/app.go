@@ -14,7 +14,8 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// StackPrefix starts the id (and CloudFormation name) of every stack.
+// StackPrefix starts the id (and CloudFormation name) of every stack;
+// Config.StackPrefix adds the stage.
 const StackPrefix = "Maestro"
 
 // ImageExcludes are left out of the engine image's build context. They
@@ -99,14 +100,18 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 	removal, _ := cfg.removalPolicy()
 	retention, _ := cfg.logRetention()
 	env := stackEnv()
+	prefix := cfg.StackPrefix()
 	props := func(description string) awscdk.StackProps {
 		return awscdk.StackProps{Env: env, Description: jsii.String(description)}
 	}
 
-	network := NewNetworkStack(scope, StackPrefix+"Network", &NetworkStackProps{
+	network := NewNetworkStack(scope, prefix+"Network", &NetworkStackProps{
 		StackProps:   props("Maestro network: VPC and security groups"),
 		LogRetention: retention,
 		Emulator:     cfg.Emulator(),
+		NatGateways:  cfg.NatGateways,
+		Endpoints:    cfg.VpcEndpoints,
+		StepTargets:  cfg.StepTargets,
 	})
 	dataProps := &DataStackProps{
 		StackProps:                 props("Maestro data: Aurora PostgreSQL Serverless v2 and RDS Proxy"),
@@ -131,7 +136,10 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		dataProps.StackProps = props("Maestro data: the secrets of a local PostgreSQL (emulator target)")
 		dataProps.EmulatorURL = cfg.EmulatorDatabaseURL
 	}
-	data := NewDataStack(scope, StackPrefix+"Data", dataProps)
+	data := NewDataStack(scope, prefix+"Data", dataProps)
+	if data.Cluster != nil && !cfg.DBDeletionProtection {
+		nagSuppress(data.Cluster, "AwsSolutions-RDS10", "deletion protection was turned off for this deployment (maestro:dbDeletionProtection=false)")
+	}
 	functions := FunctionBase{
 		Vpc:            network.Vpc,
 		SecurityGroup:  network.FunctionSecurityGroup,
@@ -143,7 +151,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		LogRetention:   retention,
 	}
 
-	events := NewEventsStack(scope, StackPrefix+"Events", &EventsStackProps{
+	events := NewEventsStack(scope, prefix+"Events", &EventsStackProps{
 		StackProps:          props("Maestro events: internal-events queue, publisher, SNS event and alert topics"),
 		Functions:           functions,
 		PublisherCode:       assets.Functions[FunctionPublisher],
@@ -151,7 +159,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		SubscriberFilter:    cfg.ExampleSubscriberFilter,
 		AlarmEmail:          cfg.AlarmEmail,
 	})
-	signals := NewSignalsStack(scope, StackPrefix+"Signals", &SignalsStackProps{
+	signals := NewSignalsStack(scope, prefix+"Signals", &SignalsStackProps{
 		StackProps:          props("Maestro signals: signals queue and function"),
 		Functions:           functions,
 		Code:                assets.Functions[FunctionSignals],
@@ -159,14 +167,15 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		S3Buckets:           cfg.S3SignalBuckets,
 		S3SignalRules:       cfg.S3SignalRules,
 	})
-	triggers := NewTriggersStack(scope, StackPrefix+"Triggers", &TriggersStackProps{
+	triggers := NewTriggersStack(scope, prefix+"Triggers", &TriggersStackProps{
 		StackProps:          props("Maestro time triggers: function and its one-minute schedule"),
 		Functions:           functions,
 		Code:                assets.Functions[FunctionTimeTrigger],
 		ReservedConcurrency: cfg.ReservedConcurrency[FunctionTimeTrigger],
+		Emulator:            cfg.Emulator(),
 	})
 
-	api := NewAPIStack(scope, StackPrefix+"Api", &APIStackProps{
+	api := NewAPIStack(scope, prefix+"Api", &APIStackProps{
 		StackProps:           props("Maestro API: Lambda behind an IAM-authorized REST API"),
 		Functions:            functions,
 		Code:                 assets.Functions[FunctionAPI],
@@ -175,34 +184,34 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ThrottlingRateLimit:  cfg.APIThrottlingRateLimit,
 		ThrottlingBurstLimit: cfg.APIThrottlingBurstLimit,
 		CloudWatchRole:       cfg.APICloudWatchRole,
+		Name:                 cfg.ResourceName("maestro"),
 	})
 	publicURL := api.RestAPI.Url()
 	if cfg.PublicURL != "" {
 		publicURL = jsii.String(cfg.PublicURL)
 	}
 	engineProps := &EngineStackProps{
-		StackProps:           props("Maestro engine: ECS Fargate service"),
-		Vpc:                  network.Vpc,
-		SecurityGroup:        network.EngineSecurityGroup,
-		DatabaseSecret:       data.Secret,
-		EventQueue:           events.Queue.Queue,
-		Image:                assets.EngineImage,
-		DesiredCount:         cfg.EngineDesiredCount,
-		MaxCount:             cfg.EngineMaxCount,
-		ScaleQueueAgeSeconds: cfg.EngineScaleQueueAgeSeconds,
-		GroupCount:           cfg.GroupCount,
-		CPU:                  cfg.EngineCPU,
-		MemoryMiB:            cfg.EngineMemoryMiB,
-		LogRetention:         retention,
-		StepTargets:          cfg.StepTargets,
-		PublicURL:            publicURL,
-		ClusterName:          cfg.ClusterName,
+		StackProps:     props("Maestro engine: ECS Fargate service"),
+		Vpc:            network.Vpc,
+		SecurityGroup:  network.EngineSecurityGroup,
+		DatabaseSecret: data.Secret,
+		EventQueue:     events.Queue.Queue,
+		Image:          assets.EngineImage,
+		DesiredCount:   cfg.EngineDesiredCount,
+		MaxCount:       cfg.EngineMaxCount,
+		GroupCount:     cfg.GroupCount,
+		CPU:            cfg.EngineCPU,
+		MemoryMiB:      cfg.EngineMemoryMiB,
+		LogRetention:   retention,
+		StepTargets:    cfg.StepTargets,
+		PublicURL:      publicURL,
+		ClusterName:    cfg.ClusterName,
 	}
 	if cfg.Emulator() {
 		engineProps.StackProps = props("Maestro engine: its environment, for maestro engine run locally (emulator target)")
 		engineProps.Emulator = true
 	}
-	engine := NewEngineStack(scope, StackPrefix+"Engine", engineProps)
+	engine := NewEngineStack(scope, prefix+"Engine", engineProps)
 
 	// No code of the release runs before its migrations completed: the
 	// migrate step is in the data stack, and every stack with code deploys
@@ -219,7 +228,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 			deployed[name] = fn
 		}
 	}
-	monitoring := NewMonitoringStack(scope, StackPrefix+"Monitoring", &MonitoringStackProps{
+	monitoring := NewMonitoringStack(scope, prefix+"Monitoring", &MonitoringStackProps{
 		StackProps: props("Maestro monitoring: alarms and dashboard"),
 		AlertTopic: events.AlertTopic,
 		DeadLetterQueues: map[string]awssqs.IQueue{
@@ -231,8 +240,17 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		Functions: deployed,
 		RestAPI:   api.RestAPI,
 		Engine:    engine,
+		Data:      data,
+		SourceQueues: map[string]awssqs.IQueue{
+			"internalEvents": events.Queue.Queue,
+			"signals":        signals.Queue.Queue,
+		},
+		DBMaxCapacity:              cfg.DBMaxCapacity,
+		ProxyMaxConnectionsPercent: cfg.DBProxyMaxConnectionsPercent,
+		EngineBacklogSeconds:       cfg.EngineScaleQueueAgeSeconds,
 	})
 
+	awscdk.Aspects_Of(scope).Add(&internalLogRetention{retention: retention}, nil)
 	awscdk.Tags_Of(scope).Add(jsii.String("project"), jsii.String("maestro"), nil)
 	return &Stacks{
 		Network: network, Data: data, Events: events, Signals: signals, Triggers: triggers,

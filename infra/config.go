@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,8 +115,10 @@ type Config struct {
 	// EngineMaxCount is the most engine tasks autoscaling may run; the least
 	// is EngineDesiredCount. Context key maestro:engineMaxCount, default 6.
 	EngineMaxCount int
-	// EngineScaleQueueAgeSeconds scales the engine out when the oldest due
-	// outbox message is older than this. Context key
+	// EngineScaleQueueAgeSeconds is the outbox age (the oldest due
+	// message) above which the EngineBacklog alarm fires. The engine scales
+	// on CPU only (docs/scaling.md); the key keeps its name so that
+	// existing cdk.json files stay valid. Context key
 	// maestro:engineScaleQueueAgeSeconds, default 30.
 	EngineScaleQueueAgeSeconds int
 
@@ -164,6 +167,25 @@ type Config struct {
 	// deployments tell them apart. Context key maestro:clusterName, default
 	// "maestro".
 	ClusterName string
+	// Stage names one of several deployments in an account and region
+	// ("dev", "prod"): it prefixes every stack (Maestro-<stage>-Network, ...)
+	// and every resource name the app sets itself (the REST API's name), so
+	// that two stages never collide. Empty (the default) keeps the unstaged
+	// names (MaestroNetwork, API "maestro"). Context key maestro:stage.
+	Stage string
+	// NatGateways is the number of NAT gateways the private subnets reach
+	// the internet through: 2 (the default) puts one in each AZ, so losing
+	// an AZ loses only that AZ's egress; 1 saves about 33 USD a month and
+	// makes its AZ a single point of failure for every task's egress.
+	// Context key maestro:natGateways.
+	NatGateways int
+	// VpcEndpoints adds interface endpoints for the AWS services the engine
+	// tasks and the in-VPC functions call (Secrets Manager, SQS, ECR,
+	// CloudWatch Logs, and Lambda / ECS when steps call them), so that those
+	// calls stay inside the VPC and do not depend on a NAT gateway. Context
+	// key maestro:vpcEndpoints, default false (docs/deploy.md: cost).
+	VpcEndpoints bool
+
 	// PublicURL is the base of the run links in alerts
 	// (MAESTRO_PUBLIC_URL of the engine), for a custom domain in front of
 	// the API. Empty (the default) uses the REST API's stage URL. Context
@@ -204,6 +226,7 @@ func DefaultConfig() Config {
 		APICloudWatchRole:       true,
 		LogRetentionDays:        30,
 		ClusterName:             event.DefaultClusterName,
+		NatGateways:             2,
 	}
 }
 
@@ -319,6 +342,9 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	c.StepTargets = targets
 	str("clusterName", &c.ClusterName)
 	str("publicUrl", &c.PublicURL)
+	str("stage", &c.Stage)
+	integer("natGateways", &c.NatGateways)
+	boolean("vpcEndpoints", &c.VpcEndpoints)
 
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err
@@ -426,7 +452,35 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("publicUrl %q: want the API's base URL, https://host[/path]", c.PublicURL))
 		}
 	}
+	if c.Stage != "" && !stagePattern.MatchString(c.Stage) {
+		errs = append(errs, fmt.Errorf("stage %q: want a lower-case letter then up to 15 lower-case letters, digits or hyphens", c.Stage))
+	}
+	if c.NatGateways < 1 || c.NatGateways > 2 {
+		errs = append(errs, fmt.Errorf("natGateways %d: want 1 or 2 (one per AZ)", c.NatGateways))
+	}
 	return errors.Join(errs...)
+}
+
+// stagePattern is what a stage may be: it becomes part of stack names
+// (letters, digits, hyphens) and of resource names with tighter rules.
+var stagePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
+
+// StackPrefix starts the id (and CloudFormation name) of every stack of
+// the deployment: "Maestro" without a stage, "Maestro-<stage>-" with one.
+func (c Config) StackPrefix() string {
+	if c.Stage == "" {
+		return StackPrefix
+	}
+	return StackPrefix + "-" + c.Stage + "-"
+}
+
+// ResourceName is name with the stage appended ("maestro-dev"): for the
+// resources the app names itself.
+func (c Config) ResourceName(name string) string {
+	if c.Stage == "" {
+		return name
+	}
+	return name + "-" + c.Stage
 }
 
 // checkFilterPolicy checks that an SNS filter policy selects on message

@@ -83,6 +83,10 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "removal policy", ctx: map[string]any{"maestro:dbRemovalPolicy": "keep"}, wantErr: "dbRemovalPolicy"},
 		{name: "retention", ctx: map[string]any{"maestro:logRetentionDays": 10.0}, wantErr: "logRetentionDays 10"},
 		{name: "no flow groups", ctx: map[string]any{"maestro:groupCount": 0.0}, wantErr: "groupCount 0"},
+		{name: "stage", ctx: map[string]any{"maestro:stage": "dev", "maestro:natGateways": "1", "maestro:vpcEndpoints": "true"},
+			want: func(c *Config) { c.Stage, c.NatGateways, c.VpcEndpoints = "dev", 1, true }},
+		{name: "stage with capitals", ctx: map[string]any{"maestro:stage": "Prod"}, wantErr: `stage "Prod"`},
+		{name: "nat per az at most", ctx: map[string]any{"maestro:natGateways": 3.0}, wantErr: "natGateways 3"},
 		{name: "empty lambda dir", ctx: map[string]any{"maestro:lambdaDir": " "}, wantErr: "lambdaDir"},
 		{
 			name: "step targets as lists and as -c strings",
@@ -191,8 +195,8 @@ func TestCDKJSON(t *testing.T) {
 		}
 	}
 	// Every key but emulatorDatabaseUrl, which only the emulator target reads.
-	if keys != 39 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 39", keys)
+	if keys != 42 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 42", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

@@ -14,8 +14,6 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 // EngineContainerName is the name of the engine's container in its task.
@@ -25,6 +23,14 @@ const EngineContainerName = "engine"
 // (MAESTRO_HEALTH_ADDR); the container health check runs `maestro health`,
 // which asks it. Only the container itself reaches it.
 const EngineHealthAddr = "127.0.0.1:8081"
+
+// EngineLivenessCommand is the container health check: it succeeds while
+// the engine process serves its liveness endpoint.
+var EngineLivenessCommand = []string{"CMD", "/maestro", "health", "--live"}
+
+// EngineCPUTargetPercent is the engine service's one scaling signal: the
+// tasks' average CPU that target tracking keeps.
+const EngineCPUTargetPercent = 60
 
 // EngineStackProps configures NewEngineStack.
 type EngineStackProps struct {
@@ -49,9 +55,6 @@ type EngineStackProps struct {
 	DesiredCount int
 	// MaxCount is the most tasks autoscaling may run.
 	MaxCount int
-	// ScaleQueueAgeSeconds scales out when the oldest due outbox message
-	// (metrics.QueueAge) is older than this.
-	ScaleQueueAgeSeconds int
 	// GroupCount is the number of flow groups (MAESTRO_GROUP_COUNT); it must
 	// equal the API function's.
 	GroupCount int
@@ -152,8 +155,8 @@ func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) ma
 
 // NewEngineStack builds the ECS cluster (Container Insights on) and the
 // engine service: arm64 Fargate tasks running `maestro engine`, with a
-// container health check, autoscaling on CPU and on the outbox queue's age. The engine applies database migrations at start-up under an
-// advisory lock, so the task's database access is all a deployment needs.
+// liveness health check and target-tracking autoscaling on CPU. The engine
+// applies database migrations at start-up under an advisory lock.
 func NewEngineStack(scope constructs.Construct, id string, props *EngineStackProps) *EngineStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 
@@ -164,7 +167,7 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 	if t := props.StepTargets; len(t.EcsClusters) > 0 && len(t.EcsSecurityGroups) == 0 {
 		stepSG = awsec2.NewSecurityGroup(stack, jsii.String("StepTaskSecurityGroup"), &awsec2.SecurityGroupProps{
 			Vpc:              props.Vpc,
-			Description:      jsii.String("Maestro EcsTask steps' tasks: egress only"),
+			Description:      jsii.String("Maestro EcsTask step tasks: egress only"),
 			AllowAllOutbound: jsii.Bool(true),
 		})
 	}
@@ -200,11 +203,13 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		Command:     jsii.Strings("engine"),
 		Essential:   jsii.Bool(true),
 		Environment: &env,
-		// Unhealthy when the node holds no lease it should, or its database
-		// does not answer (cmd/maestro health, engine/health). The start
-		// period covers migrations and the first claim.
+		// Liveness only: the process answers its health endpoint
+		// (`maestro health --live`, engine/health). It does not ask the
+		// database, so a writer failover does not make ECS replace every
+		// task at once; readiness (database, leases) is the engine's Ready
+		// metric and its alarm. The start period covers migrations.
 		HealthCheck: &awsecs.HealthCheck{
-			Command:     jsii.Strings("CMD", "/maestro", "health"),
+			Command:     jsii.Strings(EngineLivenessCommand...),
 			Interval:    awscdk.Duration_Seconds(jsii.Number(15)),
 			Timeout:     awscdk.Duration_Seconds(jsii.Number(5)),
 			Retries:     jsii.Number(3),
@@ -237,28 +242,26 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		MinCapacity: jsii.Number(props.DesiredCount),
 		MaxCapacity: jsii.Number(props.MaxCount),
 	})
+	// One scaling signal, so that no policy undoes another: CPU target
+	// tracking owns both directions (its scale-in alarm is the same
+	// metric's). Outbox age is alarmed (EngineBacklog), not scaled on: more
+	// tasks do not drain a backlog the database or a flow group's owner
+	// holds up (docs/scaling.md).
 	scaling.ScaleOnCpuUtilization(jsii.String("Cpu"), &awsecs.CpuUtilizationScalingProps{
-		TargetUtilizationPercent: jsii.Number(60),
+		TargetUtilizationPercent: jsii.Number(EngineCPUTargetPercent),
 		ScaleInCooldown:          awscdk.Duration_Minutes(jsii.Number(5)),
 		ScaleOutCooldown:         awscdk.Duration_Minutes(jsii.Number(1)),
-	})
-	age := float64(props.ScaleQueueAgeSeconds)
-	scaling.ScaleOnMetric(jsii.String("QueueAge"), &awsapplicationautoscaling.BasicStepScalingPolicyProps{
-		Metric: EngineMetric(metrics.QueueAge, "Maximum", awscdk.Duration_Minutes(jsii.Number(1))),
-		// Out by one task past the threshold, by two past four times it; in
-		// by one when the queue is nearly drained.
-		ScalingSteps: &[]*awsapplicationautoscaling.ScalingInterval{
-			{Upper: jsii.Number(age / 6), Change: jsii.Number(-1)},
-			{Lower: jsii.Number(age), Change: jsii.Number(1)},
-			{Lower: jsii.Number(4 * age), Change: jsii.Number(2)},
-		},
-		AdjustmentType: awsapplicationautoscaling.AdjustmentType_CHANGE_IN_CAPACITY,
-		Cooldown:       awscdk.Duration_Minutes(jsii.Number(2)),
 	})
 	nagSuppress(task.ExecutionRole(), "AwsSolutions-IAM5", "ecr:GetAuthorizationToken takes no resource; the image pull actions are scoped to the asset repository", `/^Resource::\*$/`)
 	nagSuppress(task, "AwsSolutions-ECS2", "the environment holds no secret: the database password is read from Secrets Manager (DB_SECRET_ARN) by the engine itself")
 	for _, st := range StepRuntimeStatements(stack, props.StepTargets) {
 		task.AddToTaskRolePolicy(st)
+	}
+	if t := props.StepTargets; len(t.LambdaFunctions) > 0 || len(t.EcsClusters) > 0 {
+		nagSuppress(task.TaskRole(), "AwsSolutions-IAM5", "step targets (StepRuntimeStatements): a step function's versions and aliases (<fn>:*), "+
+			"every revision of a step task definition family (<family>:*), the tasks of a step cluster (task/<cluster>/*), "+
+			"ecs:ListTasks on * limited by an ecs:cluster condition, and ecs:DescribeTaskDefinition, which takes no resource",
+			`/^Resource::.*:function:[^:*]+:\*$/`, `/^Resource::.*:task-definition\/[^:*]+:\*$/`, `/^Resource::.*:task\/[^/*]+\/\*$/`, `/^Resource::\*$/`)
 	}
 
 	s.Cluster, s.Service, s.TaskRole, s.Scaling = cluster, service, task.TaskRole(), scaling

@@ -27,7 +27,7 @@ func TestEngineStack(t *testing.T) {
 			"AWS::ECS::TaskDefinition":                    1,
 			"AWS::Logs::LogGroup":                         1,
 			"AWS::ApplicationAutoScaling::ScalableTarget": 1,
-			"AWS::ApplicationAutoScaling::ScalingPolicy":  3, // cpu, queue age up, queue age down
+			"AWS::ApplicationAutoScaling::ScalingPolicy":  1, // cpu target tracking, the one signal
 		} {
 			check(t, func() { tmpl.ResourceCountIs(jsii.String(typ), jsii.Number(n)) })
 		}
@@ -75,7 +75,7 @@ func TestEngineStack(t *testing.T) {
 					"Name":    EngineContainerName,
 					"Command": []any{"engine"},
 					"HealthCheck": map[string]any{
-						"Command":     []any{"CMD", "/maestro", "health"},
+						"Command":     []any{"CMD", "/maestro", "health", "--live"},
 						"StartPeriod": 60,
 					},
 					"Image": map[string]any{
@@ -117,7 +117,7 @@ func TestEngineStack(t *testing.T) {
 		}
 	})
 
-	t.Run("autoscaling on cpu and queue age", func(t *testing.T) {
+	t.Run("autoscaling on cpu", func(t *testing.T) {
 		_, target := tmpl.one(t, "AWS::ApplicationAutoScaling::ScalableTarget")
 		if target["MinCapacity"] != 2.0 || target["MaxCapacity"] != float64(f.cfg.EngineMaxCount) || target["ScalableDimension"] != "ecs:service:DesiredCount" {
 			t.Errorf("scalable target = %s", asJSON(target))
@@ -131,16 +131,10 @@ func TestEngineStack(t *testing.T) {
 				}),
 			})
 		})
-		// Step scaling on the engine's QueueAge metric: an alarm per
-		// direction, the upper one at the configured age.
-		check(t, func() {
-			tmpl.HasResourceProperties(jsii.String("AWS::CloudWatch::Alarm"), map[string]any{
-				"Namespace": "Maestro", "MetricName": "QueueAge", "Statistic": "Maximum",
-				"Dimensions":         []any{map[string]any{"Name": "Service", "Value": "engine"}},
-				"ComparisonOperator": "GreaterThanOrEqualToThreshold",
-				"Threshold":          f.cfg.EngineScaleQueueAgeSeconds,
-			})
-		})
+		// Outbox age is alarmed (monitoring), not scaled on.
+		if n := len(tmpl.ofType("AWS::CloudWatch::Alarm")); n != 0 {
+			t.Errorf("%d alarms in the engine stack; scaling has one signal", n)
+		}
 	})
 
 	t.Run("container insights", func(t *testing.T) {

@@ -76,7 +76,8 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 	events := topic("EventTopic", "Maestro events")
 	alerts := topic("AlertTopic", "Maestro alerts")
 	if props.AlarmEmail != "" {
-		alerts.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
+		email := alerts.AddSubscription(awssnssubscriptions.NewEmailSubscription(jsii.String(props.AlarmEmail), nil))
+		nagSuppress(email, "Serverless-SNSRedrivePolicy", "an alert e-mail SNS could not deliver has nobody to redrive it to; every alarm stays visible in CloudWatch and on the dashboard")
 	}
 
 	// Raw delivery: the subscriber's message body is the event itself and
@@ -98,9 +99,12 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 
 	s := &EventsStack{Stack: stack, Queue: queue, EventTopic: events, AlertTopic: alerts, Subscriber: subscriber}
 	if props.PublisherCode != nil {
-		// The publisher needs no database: no secret, proxy or group count.
+		// The publisher needs no database: no secret, proxy or group count,
+		// and it runs outside the VPC, so that publishing depends on no NAT
+		// gateway or endpoint (SNS is a public AWS endpoint).
 		base := props.Functions
 		base.DatabaseSecret, base.ProxyEndpoint, base.GroupCount = nil, "", 0
+		base.Vpc, base.SecurityGroup = nil, nil
 		fn := NewFunction(stack, "Publisher", &FunctionProps{
 			FunctionBase: base,
 			Description:  "Maestro publisher: internal events to the SNS event and alert topics",

@@ -41,7 +41,8 @@ var Built = []string{FunctionAPI, FunctionTimeTrigger, FunctionPublisher, Functi
 // reaches the database and how long its logs are kept. NewMaestro fills it
 // once and hands it to each stack that deploys a function.
 type FunctionBase struct {
-	// Vpc and SecurityGroup place the function in the VPC's private subnets.
+	// Vpc and SecurityGroup place the function in the VPC's private subnets;
+	// a function without Vpc runs outside the VPC (it needs no database).
 	Vpc           awsec2.IVpc
 	SecurityGroup awsec2.ISecurityGroup
 	// DatabaseSecret is passed as DB_SECRET_ARN; the function may read this
@@ -95,6 +96,12 @@ type Function struct {
 	Role awsiam.IRole
 	// LogGroup receives the function's logs.
 	LogGroup awslogs.ILogGroup
+	// TimeoutSeconds is the function's timeout (its duration alarm is near
+	// it).
+	TimeoutSeconds float64
+	// ReservedConcurrency is the function's reserved concurrency; 0 when
+	// unreserved.
+	ReservedConcurrency int
 }
 
 // NewFunction builds a Function.
@@ -125,11 +132,20 @@ func NewFunction(scope constructs.Construct, id string, props *FunctionProps) *F
 	role := awsiam.NewRole(c, jsii.String("Role"), &awsiam.RoleProps{
 		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
 		Description: jsii.String(props.Description),
-		ManagedPolicies: &[]awsiam.IManagedPolicy{
-			// ENI management for a function in a VPC; no log permissions on *.
-			awsiam.ManagedPolicy_FromAwsManagedPolicyName(jsii.String("service-role/AWSLambdaVPCAccessExecutionRole")),
-		},
 	})
+	if props.Vpc != nil {
+		// What AWSLambdaVPCAccessExecutionRole grants for the function's
+		// network interfaces, without its logs:* on every log group (the
+		// function writes only to its own, below). These ec2 actions take
+		// no resource-level scope at creation, hence "*".
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("VpcNetworkInterfaces"),
+			Actions:   jsii.Strings(VpcNetworkInterfaceActions...),
+			Resources: jsii.Strings("*"),
+		}))
+		nagSuppress(role, "AwsSolutions-IAM5", "Lambda's VPC network interface actions (ec2:CreateNetworkInterface and friends) support no resource-level permissions",
+			`/^Resource::\*$/`)
+	}
 	logGroup.GrantWrite(role)
 
 	env := make(map[string]*string, len(props.Environment)+3)
@@ -149,33 +165,49 @@ func NewFunction(scope constructs.Construct, id string, props *FunctionProps) *F
 	if props.ClusterName != "" {
 		env["MAESTRO_CLUSTER_NAME"] = jsii.String(props.ClusterName)
 	}
-	fn := awslambda.NewFunction(c, jsii.String("Function"), &awslambda.FunctionProps{
-		Description:    jsii.String(props.Description),
-		Runtime:        awslambda.Runtime_PROVIDED_AL2023(),
-		Architecture:   arch,
-		Handler:        jsii.String("bootstrap"),
-		Code:           props.Code,
-		MemorySize:     jsii.Number(memory),
-		Timeout:        timeout,
-		Role:           role,
-		LogGroup:       logGroup,
-		Vpc:            props.Vpc,
-		VpcSubnets:     &awsec2.SubnetSelection{SubnetGroupName: jsii.String(subnetPrivate)},
-		SecurityGroups: &[]awsec2.ISecurityGroup{props.SecurityGroup},
-		Environment:    &env,
+	fnProps := &awslambda.FunctionProps{
+		Description:  jsii.String(props.Description),
+		Runtime:      awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture: arch,
+		Handler:      jsii.String("bootstrap"),
+		Code:         props.Code,
+		MemorySize:   jsii.Number(memory),
+		Timeout:      timeout,
+		Role:         role,
+		LogGroup:     logGroup,
+		Environment:  &env,
 
 		ReservedConcurrentExecutions: reserved,
-	})
-	// The managed policy is the narrowest AWS offers for a function's
-	// network interfaces (ec2:CreateNetworkInterface and friends cannot be
-	// scoped to resources at creation).
-	nagSuppress(role, "AwsSolutions-IAM4", "AWSLambdaVPCAccessExecutionRole only manages the function's VPC network interfaces; those ec2 actions cannot be scoped to resources",
-		`/^Policy::arn:<AWS::Partition>:iam::aws:policy\/service-role\/AWSLambdaVPCAccessExecutionRole$/`)
+	}
+	if props.Vpc != nil {
+		fnProps.Vpc = props.Vpc
+		fnProps.VpcSubnets = &awsec2.SubnetSelection{SubnetGroupName: jsii.String(subnetPrivate)}
+		fnProps.SecurityGroups = &[]awsec2.ISecurityGroup{props.SecurityGroup}
+	}
+	fn := awslambda.NewFunction(c, jsii.String("Function"), fnProps)
+	nagSuppress(fn, "Serverless-LambdaDLQ", "no Maestro function is invoked asynchronously without a failure destination: API Gateway invokes the API synchronously, "+
+		"SQS event sources invoke signals and publisher (a message that keeps failing goes to its queue's dead-letter queue), and the time-trigger "+
+		"function has an on-failure destination (EventInvokeConfig), which takes the place of DeadLetterConfig")
+	nagSuppress(fn, "Serverless-LambdaTracing", "X-Ray is not on yet: tracing is planned across API, engine and publisher as one trace per run (issue 25), "+
+		"and Lambda's active tracing alone would give traces that stop at the database")
 	nagSuppress(role, "AwsSolutions-IAM5", "log stream names are generated by Lambda, so writing to the function's own log group needs <group-arn>:*",
 		`/^Resource::<.*Logs[0-9A-F]{8}\.Arn>:\*$/`)
 	output(awscdk.Stack_Of(scope), id+"LogGroupName", logGroup.LogGroupName(),
 		"the "+id+" function's logs and EMF metrics (aws logs tail)")
-	return &Function{Construct: c, Function: fn, Role: role, LogGroup: logGroup}
+	return &Function{Construct: c, Function: fn, Role: role, LogGroup: logGroup,
+		TimeoutSeconds: *timeout.ToSeconds(nil), ReservedConcurrency: props.ReservedConcurrency}
+}
+
+// VpcNetworkInterfaceActions are what Lambda needs to run a function in a
+// VPC: the actions of AWSLambdaVPCAccessExecutionRole without its logs
+// (sorted, as the synthesized policy lists them).
+var VpcNetworkInterfaceActions = []string{
+	"ec2:AssignPrivateIpAddresses",
+	"ec2:CreateNetworkInterface",
+	"ec2:DeleteNetworkInterface",
+	"ec2:DescribeNetworkInterfaces",
+	"ec2:DescribeSubnets",
+	"ec2:UnassignPrivateIpAddresses",
 }
 
 // BatchingWindowSeconds is how long an SQS event source gathers messages
@@ -186,10 +218,26 @@ const BatchingWindowSeconds = 1
 // messages, each failure reported on its own (ReportBatchItemFailures) so
 // that one bad message is retried and, past the queue's receive count,
 // moved to its dead-letter queue without blocking the batch.
+//
+// MaximumConcurrency caps the concurrent invocations the event source makes
+// at the function's reserved concurrency (AWS allows 2 to 1,000), so that
+// the poller backs off instead of being throttled, which would count
+// receives towards the dead-letter queue; unreserved functions get
+// DefaultMaximumConcurrency.
 func (f *Function) ConsumeQueue(q awssqs.IQueue) {
+	maxConcurrency := DefaultMaximumConcurrency
+	if f.ReservedConcurrency > 0 {
+		maxConcurrency = max(2, f.ReservedConcurrency)
+	}
 	f.Function.AddEventSource(awslambdaeventsources.NewSqsEventSource(q, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(10),
 		MaxBatchingWindow:       awscdk.Duration_Seconds(jsii.Number(BatchingWindowSeconds)),
 		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(maxConcurrency),
 	}))
+	nagSuppress(f.Function, "Serverless-LambdaEventSourceMappingDestination", "an SQS event source has no on-failure destination of its own (those are for stream sources): "+
+		"a message that keeps failing moves to the queue's dead-letter queue, whose depth is alarmed")
 }
+
+// DefaultMaximumConcurrency caps an unreserved function's SQS event source.
+const DefaultMaximumConcurrency = 20

@@ -73,11 +73,15 @@ var (
 	emulatorOnce sync.Once
 	emulatorFix  *fixture
 	emulatorErr  error
+
+	allContextOnce sync.Once
+	allContextFix  *fixture
+	allContextErr  error
 )
 
 // loadFixture returns the shared app of the aws target, as cdk.json
-// configures it, with cdk-nag's AwsSolutions checks applied; it is built on
-// first use.
+// configures it, with cdk-nag's AwsSolutions and ServerlessChecks packs
+// applied; it is built on first use.
 func loadFixture(t *testing.T) *fixture {
 	t.Helper()
 	fixtureOnce.Do(func() {
@@ -107,6 +111,66 @@ func loadEmulatorFixture(t *testing.T) *fixture {
 		t.Fatalf("build emulator app: %v", emulatorErr)
 	}
 	return emulatorFix
+}
+
+// allContext sets every documented context key to a value other than its
+// default, each as the plain string `cdk synth -c key=value` passes (lists
+// comma-separated, JSON as text). stepEcsSubnets and stepEcsSecurityGroups
+// stay unset on purpose: set, they replace the step tasks' security group,
+// the resource whose description once broke this variant
+// (TestEngineStepEnvironment covers them set).
+var allContext = map[string]any{
+	ContextPrefix + "stage":                          "qa",
+	ContextPrefix + "dbMinCapacity":                  "1",
+	ContextPrefix + "dbMaxCapacity":                  "8",
+	ContextPrefix + "dbReaders":                      "1",
+	ContextPrefix + "dbDeletionProtection":           "false",
+	ContextPrefix + "dbRemovalPolicy":                "destroy",
+	ContextPrefix + "dbProxy":                        "true",
+	ContextPrefix + "dbProxyMaxConnectionsPercent":   "40",
+	ContextPrefix + "dbSecretRotationDays":           "7",
+	ContextPrefix + "groupCount":                     "32",
+	ContextPrefix + "engineDesiredCount":             "3",
+	ContextPrefix + "engineCpu":                      "1024",
+	ContextPrefix + "engineMemoryMiB":                "2048",
+	ContextPrefix + "engineMaxCount":                 "8",
+	ContextPrefix + "engineScaleQueueAgeSeconds":     "45",
+	ContextPrefix + "lambdaArchitecture":             "x86_64",
+	ContextPrefix + "apiThrottlingRateLimit":         "50",
+	ContextPrefix + "apiThrottlingBurstLimit":        "80",
+	ContextPrefix + "apiCloudWatchRole":              "false",
+	ContextPrefix + "admins":                         "arn:aws:iam::123456789012:role/maestro-admin",
+	ContextPrefix + "apiReservedConcurrency":         "10",
+	ContextPrefix + "signalsReservedConcurrency":     "4",
+	ContextPrefix + "publisherReservedConcurrency":   "3",
+	ContextPrefix + "timetriggerReservedConcurrency": "0",
+	ContextPrefix + "s3SignalBuckets":                "landing-bucket,archive-bucket",
+	ContextPrefix + "s3SignalRules":                  `[{"bucket":"landing-bucket","prefix":"in/","signal":"landed"}]`,
+	ContextPrefix + "exampleSubscriberFilter":        `{"status":["FAILED"]}`,
+	ContextPrefix + "alarmEmail":                     "oncall@example.com",
+	ContextPrefix + "logRetentionDays":               "14",
+	ContextPrefix + "stepLambdaFunctions":            "etl-load,arn:aws:lambda:us-east-1:123456789012:function:score",
+	ContextPrefix + "stepEcsClusters":                "my-cluster",
+	ContextPrefix + "stepEcsTaskDefinitions":         "trainer,scorer:4",
+	ContextPrefix + "stepPassRoles":                  "trainer-task-role",
+	ContextPrefix + "stepHttpAllowedHosts":           "api.example.com,*.example.org",
+	ContextPrefix + "clusterName":                    "qa-cluster",
+	ContextPrefix + "publicUrl":                      "https://maestro.example.com/",
+	ContextPrefix + "natGateways":                    "1",
+	ContextPrefix + "vpcEndpoints":                   "true",
+}
+
+// loadAllContextFixture returns the app with every context value set
+// (allContext), with both cdk-nag packs applied.
+func loadAllContextFixture(t *testing.T) *fixture {
+	t.Helper()
+	allContextOnce.Do(func() {
+		allContextFix, allContextErr = buildFixture("all-context", allContext, true)
+	})
+	if allContextErr != nil {
+		t.Fatalf("build app with every context value: %v", allContextErr)
+	}
+	return allContextFix
 }
 
 func buildFixture(name string, extra map[string]any, nag bool) (f *fixture, err error) {
@@ -150,6 +214,7 @@ func buildFixture(name string, extra map[string]any, nag bool) (f *fixture, err 
 	}
 	if nag {
 		awscdk.Aspects_Of(app).Add(cdknag.NewAwsSolutionsChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
+		awscdk.Aspects_Of(app).Add(cdknag.NewServerlessChecks(&cdknag.NagPackProps{Verbose: jsii.Bool(true)}), nil)
 	}
 	app.Synth(nil)
 

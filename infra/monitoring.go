@@ -35,6 +35,19 @@ type MonitoringStackProps struct {
 	// Engine, when it runs a service, is alarmed on running tasks and
 	// charted (on the emulator target it runs none).
 	Engine *EngineStack
+	// Data is alarmed on Aurora's capacity, CPU and connections and on RDS
+	// Proxy, when they are deployed (not on the emulator target).
+	Data *DataStack
+	// DBMaxCapacity (ACUs) and ProxyMaxConnectionsPercent size the
+	// connection alarms' thresholds.
+	DBMaxCapacity              float64
+	ProxyMaxConnectionsPercent int
+	// SourceQueues are alarmed on the age of their oldest message, by name:
+	// the queues a function consumes.
+	SourceQueues map[string]awssqs.IQueue
+	// EngineBacklogSeconds is the outbox age the EngineBacklog alarm fires
+	// above; 0 leaves it out.
+	EngineBacklogSeconds int
 }
 
 // MonitoringStack holds the alarms and the one dashboard. Every alarm
@@ -71,7 +84,7 @@ func NewMonitoringStack(scope constructs.Construct, id string, props *Monitoring
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	action := awscloudwatchactions.NewSnsAction(props.AlertTopic)
 
-	alarm := func(id, description string, metric awscloudwatch.IMetric, threshold float64,
+	var alarm alarmFunc = func(id, description string, metric awscloudwatch.IMetric, threshold float64,
 		op awscloudwatch.ComparisonOperator, periods int, missing awscloudwatch.TreatMissingData) {
 		a := awscloudwatch.NewAlarm(stack, jsii.String(id), &awscloudwatch.AlarmProps{
 			AlarmDescription:   jsii.String(description),
@@ -138,6 +151,8 @@ func NewMonitoringStack(scope constructs.Construct, id string, props *Monitoring
 			1, awscloudwatch.ComparisonOperator_LESS_THAN_THRESHOLD, 3, awscloudwatch.TreatMissingData_BREACHING)
 	}
 
+	addOperationalAlarms(props, alarm)
+
 	s.Dashboard = newDashboard(stack, props, s.Alarms)
 	return s
 }
@@ -203,14 +218,56 @@ func newDashboard(stack awscdk.Stack, props *MonitoringStackProps, alarms map[st
 		graph("Lambda errors and throttles", errs),
 		graph("Dead-letter queues", dlqs),
 	})
-	if e := props.Engine; e != nil && e.Service != nil {
-		rows = append(rows, []awscloudwatch.IWidget{
-			graph("Engine tasks: CPU and memory (%)", []awscloudwatch.IMetric{
-				e.Service.MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute}),
-				e.Service.MetricMemoryUtilization(&awscloudwatch.MetricOptions{Period: minute}),
-			}),
-		})
+	var durations, ages []awscloudwatch.IMetric
+	for _, name := range slices.Sorted(maps.Keys(props.Functions)) {
+		durations = append(durations, props.Functions[name].Function.MetricDuration(
+			&awscloudwatch.MetricOptions{Label: jsii.String(name + " max (ms)"), Statistic: jsii.String("Maximum"), Period: minute}))
 	}
+	for _, name := range slices.Sorted(maps.Keys(props.SourceQueues)) {
+		ages = append(ages, props.SourceQueues[name].MetricApproximateAgeOfOldestMessage(
+			&awscloudwatch.MetricOptions{Label: jsii.String(name), Statistic: jsii.String("Maximum"), Period: minute}))
+	}
+	operations := []awscloudwatch.IWidget{
+		graph("Lambda duration", durations),
+		graph("Source queues: oldest message (s)", ages),
+	}
+	if props.RestAPI != nil {
+		operations = append(operations, graph("API Gateway: latency (ms) and 5xx", []awscloudwatch.IMetric{
+			props.RestAPI.MetricLatency(&awscloudwatch.MetricOptions{Label: jsii.String("p99"), Statistic: jsii.String("p99"), Period: minute}),
+		}, props.RestAPI.MetricServerError(&awscloudwatch.MetricOptions{Label: jsii.String("5xx"), Statistic: jsii.String("Sum"), Period: minute})))
+	}
+	rows = append(rows, operations)
+	var lastRow []awscloudwatch.IWidget
+	if e := props.Engine; e != nil && e.Service != nil {
+		lastRow = append(lastRow, graph("Engine tasks: CPU and memory (%), readiness", []awscloudwatch.IMetric{
+			e.Service.MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute}),
+			e.Service.MetricMemoryUtilization(&awscloudwatch.MetricOptions{Period: minute}),
+		}, labelled(EngineMetric(metrics.Ready, "Minimum", minute), "ready (min over tasks)")))
+	} else {
+		lastRow = append(lastRow, graph("Engine readiness", []awscloudwatch.IMetric{
+			labelled(EngineMetric(metrics.Ready, "Minimum", minute), "ready (min over tasks)"),
+		}))
+	}
+	if d := props.Data; d != nil && d.Cluster != nil {
+		lastRow = append(lastRow, graph("Aurora: capacity (% of max ACU), CPU (%)", []awscloudwatch.IMetric{
+			d.Cluster.Metric(jsii.String("ACUUtilization"), &awscloudwatch.MetricOptions{Label: jsii.String("ACU %"), Statistic: jsii.String("Maximum"), Period: minute}),
+			d.Cluster.MetricCPUUtilization(&awscloudwatch.MetricOptions{Label: jsii.String("CPU %"), Period: minute}),
+		}, d.Cluster.MetricDatabaseConnections(&awscloudwatch.MetricOptions{Label: jsii.String("connections"), Statistic: jsii.String("Maximum"), Period: minute})))
+	}
+	if d := props.Data; d != nil && d.Proxy != nil {
+		proxy := func(name, statistic, label string) awscloudwatch.IMetric {
+			return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+				Namespace: jsii.String("AWS/RDS"), MetricName: jsii.String(name), Label: jsii.String(label),
+				DimensionsMap: &map[string]*string{"ProxyName": d.Proxy.DbProxyName()},
+				Statistic:     jsii.String(statistic), Period: minute,
+			})
+		}
+		lastRow = append(lastRow, graph("RDS Proxy", []awscloudwatch.IMetric{
+			proxy("ClientConnections", "Maximum", "client connections"),
+			proxy("DatabaseConnections", "Maximum", "database connections"),
+		}, proxy("ClientConnectionsSetupFailedAuth", "Sum", "auth failures")))
+	}
+	rows = append(rows, lastRow)
 	list := make([]interfacesawscloudwatch.IAlarmRef, 0, len(alarms))
 	for _, id := range slices.Sorted(maps.Keys(alarms)) {
 		list = append(list, alarms[id])

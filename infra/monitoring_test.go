@@ -93,13 +93,113 @@ func TestMonitoringStack(t *testing.T) {
 		alarm(t, "Api5xx")
 	})
 
+	t.Run("aurora and rds proxy", func(t *testing.T) {
+		cluster := logicalID(t, f.stacks.Data.Stack, "Cluster")
+		data := *f.stacks.Data.StackName()
+		for _, a := range []struct {
+			id, metric, stat string
+			threshold        float64
+		}{
+			{"DatabaseCapacityAtMax", "ACUUtilization", "Maximum", DatabaseCapacityAlarmPercent},
+			{"DatabaseCpu", "CPUUtilization", "Average", DatabaseCPUAlarmPercent},
+			// 4 ACUs: 8 GiB / 9,531,392 = 901 connections, 80 % of them.
+			{"DatabaseConnections", "DatabaseConnections", "Maximum", 720},
+		} {
+			p := alarm(t, a.id)
+			dims := p["Dimensions"].([]any)
+			if p["Namespace"] != "AWS/RDS" || p["MetricName"] != a.metric || p["Statistic"] != a.stat || p["Threshold"] != a.threshold ||
+				len(dims) != 1 || dims[0].(map[string]any)["Name"] != "DBClusterIdentifier" ||
+				!importsFrom(dims[0].(map[string]any)["Value"], data, cluster) {
+				t.Errorf("%s = %s", a.id, asJSON(p))
+			}
+		}
+		proxy := logicalID(t, f.stacks.Data.Stack, "Proxy")
+		for _, a := range []struct {
+			id, metric string
+			threshold  float64
+		}{
+			{"ProxyConnections", "DatabaseConnections", 405}, // 90 % of 50 % of 901
+			{"ProxyAuthFailures", "ClientConnectionsSetupFailedAuth", ProxyAuthFailuresAlarm},
+		} {
+			p := alarm(t, a.id)
+			dims := p["Dimensions"].([]any)
+			if p["Namespace"] != "AWS/RDS" || p["MetricName"] != a.metric || p["Threshold"] != a.threshold ||
+				len(dims) != 1 || dims[0].(map[string]any)["Name"] != "ProxyName" || !importsFrom(dims[0].(map[string]any)["Value"], data, proxy) {
+				t.Errorf("%s = %s", a.id, asJSON(p))
+			}
+		}
+	})
+
+	t.Run("source queue age", func(t *testing.T) {
+		for _, q := range []struct{ id, stack, queue string }{
+			{"OldestMessageInternalEvents", events, "InternalEventsQueue"},
+			{"OldestMessageSignals", *f.stacks.Signals.StackName(), "SignalsQueue"},
+		} {
+			p := alarm(t, q.id)
+			dims := p["Dimensions"].([]any)
+			if p["Namespace"] != "AWS/SQS" || p["MetricName"] != "ApproximateAgeOfOldestMessage" || p["Threshold"] != float64(SourceQueueAgeAlarmSeconds) ||
+				len(dims) != 1 || !importsFrom(dims[0].(map[string]any)["Value"], q.stack, q.queue) ||
+				strings.Contains(asJSON(dims[0]), "DeadLetter") {
+				t.Errorf("%s = %s", q.id, asJSON(p))
+			}
+		}
+	})
+
+	t.Run("lambda throttles and duration near the timeout", func(t *testing.T) {
+		for _, fn := range []struct {
+			name, stack, path string
+			timeout           float64
+		}{
+			{"Api", *f.stacks.API.StackName(), "ApiFunction", 29},
+			{"Publisher", events, "PublisherFunction", PublisherTimeoutSeconds},
+			{"Signals", *f.stacks.Signals.StackName(), "SignalsFunction", 60},
+			{"Timetrigger", *f.stacks.Triggers.StackName(), "TimeTriggerFunction", 55},
+		} {
+			p := alarm(t, "Throttles"+fn.name)
+			dims := p["Dimensions"].([]any)
+			if p["Namespace"] != "AWS/Lambda" || p["MetricName"] != "Throttles" || p["Statistic"] != "Sum" ||
+				len(dims) != 1 || !importsFrom(dims[0].(map[string]any)["Value"], fn.stack, fn.path) {
+				t.Errorf("Throttles%s = %s", fn.name, asJSON(p))
+			}
+			p = alarm(t, "Duration"+fn.name)
+			dims = p["Dimensions"].([]any)
+			if p["Namespace"] != "AWS/Lambda" || p["MetricName"] != "Duration" || p["Statistic"] != "Maximum" ||
+				p["Threshold"] != fn.timeout*1000*0.8 || len(dims) != 1 || !importsFrom(dims[0].(map[string]any)["Value"], fn.stack, fn.path) {
+				t.Errorf("Duration%s = %s, want 80 %% of %v s", fn.name, asJSON(p), fn.timeout)
+			}
+		}
+	})
+
+	t.Run("api latency, silent schedule, engine readiness and backlog", func(t *testing.T) {
+		p := alarm(t, "ApiLatencyP99")
+		if p["Namespace"] != "AWS/ApiGateway" || p["MetricName"] != "Latency" || p["ExtendedStatistic"] != "p99" || p["Threshold"] != float64(APILatencyP99AlarmMs) {
+			t.Errorf("ApiLatencyP99 = %s", asJSON(p))
+		}
+		p = alarm(t, "TimeTriggerSilent")
+		dims := p["Dimensions"].([]any)
+		if p["Namespace"] != "AWS/Lambda" || p["MetricName"] != "Invocations" || p["Statistic"] != "Sum" || p["Period"] != 300.0 ||
+			p["ComparisonOperator"] != "LessThanThreshold" || p["Threshold"] != 1.0 || p["TreatMissingData"] != "breaching" ||
+			!importsFrom(dims[0].(map[string]any)["Value"], *f.stacks.Triggers.StackName(), "TimeTriggerFunction") {
+			t.Errorf("TimeTriggerSilent = %s", asJSON(p))
+		}
+		p = alarm(t, "EngineNotReady")
+		if p["MetricName"] != metrics.Ready || p["Statistic"] != "Minimum" || p["ComparisonOperator"] != "LessThanThreshold" ||
+			p["Threshold"] != 1.0 || p["EvaluationPeriods"] != float64(EngineNotReadyMinutes) {
+			t.Errorf("EngineNotReady = %s", asJSON(p))
+		}
+		p = alarm(t, "EngineBacklog")
+		if p["MetricName"] != metrics.QueueAge || p["Threshold"] != float64(f.cfg.EngineScaleQueueAgeSeconds) {
+			t.Errorf("EngineBacklog = %s", asJSON(p))
+		}
+	})
+
 	t.Run("every alarm notifies", func(t *testing.T) {
 		for id, r := range tmpl.ofType("AWS::CloudWatch::Alarm") {
 			if acts, _ := props(r)["AlarmActions"].([]any); len(acts) == 0 {
 				t.Errorf("alarm %s notifies nobody", id)
 			}
 		}
-		check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+5)) })
+		check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+5+3+2+2+4+4+4)) })
 	})
 
 	t.Run("one dashboard with every metric", func(t *testing.T) {
@@ -109,7 +209,8 @@ func TestMonitoringStack(t *testing.T) {
 			metrics.StepsEnded, metrics.StepLaunchLatency, metrics.QueueDepth, metrics.QueueAge, metrics.GroupTakeovers,
 			metrics.OwnedGroups, metrics.UnownedGroups, metrics.APIRequests, metrics.APIServerErrors, metrics.APILatency,
 			metrics.TriggerLag, metrics.SignalsReceived, metrics.SignalsMatched, metrics.PublishFailures,
-			"ApproximateNumberOfMessagesVisible", "Throttles", "CPUUtilization",
+			"ApproximateNumberOfMessagesVisible", "Throttles", "CPUUtilization", metrics.Ready,
+			"ApproximateAgeOfOldestMessage", "Duration", "ACUUtilization", "DatabaseConnections", "ClientConnectionsSetupFailedAuth", "Latency",
 		} {
 			if !strings.Contains(body, `\"`+m+`\"`) {
 				t.Errorf("dashboard lacks %s", m)

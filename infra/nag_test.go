@@ -7,21 +7,23 @@ import (
 	"github.com/aws/jsii-runtime-go"
 )
 
-// TestCdkNag applies cdk-nag's AwsSolutions pack to the app as cdk.json
-// configures it (loadFixture adds the checks before synth) and fails on any
-// error or warning that is not suppressed with a reason in the stacks.
+// TestCdkNag applies cdk-nag's AwsSolutions and ServerlessChecks packs to
+// the app as cdk.json configures it and to the app with every context value
+// set (the fixtures add the checks before synth), and fails on any error or
+// warning that is not suppressed with a reason in the stacks.
 func TestCdkNag(t *testing.T) {
-	f := loadFixture(t)
-	for _, s := range f.all() {
-		stack := s.stack
-		t.Run(*stack.StackName(), func(t *testing.T) {
-			ann := assertions.Annotations_FromStack(stack)
-			rule := assertions.Match_StringLikeRegexp(jsii.String("AwsSolutions-.*"))
-			found := append(*ann.FindError(jsii.String("*"), rule), *ann.FindWarning(jsii.String("*"), rule)...)
-			for _, m := range found {
-				// id (the construct path) and the rule's message.
-				t.Errorf("%.600s", asJSON(m))
-			}
-		})
+	for _, f := range []*fixture{loadFixture(t), loadAllContextFixture(t)} {
+		for _, s := range f.all() {
+			stack := s.stack
+			t.Run(*stack.StackName(), func(t *testing.T) {
+				ann := assertions.Annotations_FromStack(stack)
+				rule := assertions.Match_StringLikeRegexp(jsii.String("(AwsSolutions|Serverless)-.*"))
+				found := append(*ann.FindError(jsii.String("*"), rule), *ann.FindWarning(jsii.String("*"), rule)...)
+				for _, m := range found {
+					// id (the construct path) and the rule's message.
+					t.Errorf("%.600s", asJSON(m))
+				}
+			})
+		}
 	}
 }

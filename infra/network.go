@@ -1,6 +1,9 @@
 package main
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
@@ -16,13 +19,24 @@ const (
 	subnetIsolated = "data"
 )
 
+// VpcCidr is the VPC's address range.
+const VpcCidr = "10.40.0.0/16"
+
 // NetworkStackProps configures NewNetworkStack.
 type NetworkStackProps struct {
 	awscdk.StackProps
 	// MaxAzs is the number of availability zones; 2 when zero.
 	MaxAzs int
-	// NatGateways is the number of NAT gateways; 1 when zero.
+	// NatGateways is the number of NAT gateways; 1 when zero. One per AZ
+	// keeps an AZ's loss from taking the other AZ's egress with it.
 	NatGateways int
+	// Endpoints adds interface endpoints (InterfaceEndpointServices) in the
+	// private subnets, so that the engine's and the functions' AWS calls do
+	// not go through a NAT gateway.
+	Endpoints bool
+	// StepTargets adds the Lambda and ECS endpoints when steps call those
+	// services (with Endpoints).
+	StepTargets StepTargets
 	// LogRetention applies to the VPC flow log group.
 	LogRetention awslogs.RetentionDays
 	// Emulator builds what an emulator can host: no NAT gateway (so no
@@ -42,15 +56,16 @@ type NetworkStack struct {
 	// egress is open: step runtimes call AWS APIs and arbitrary HTTP endpoints.
 	EngineSecurityGroup awsec2.ISecurityGroup
 	// FunctionSecurityGroup is attached to every Lambda function that talks to
-	// the database (api now; signals, timetrigger and publisher later). Its
-	// egress is HTTPS to anywhere (AWS APIs through NAT) plus whatever the
-	// data stack opens towards the database.
+	// the database (api, signals, timetrigger; the publisher runs outside the
+	// VPC). Its egress is HTTPS to anywhere (AWS APIs through NAT or the
+	// interface endpoints) plus whatever the data stack opens towards the
+	// database.
 	FunctionSecurityGroup awsec2.ISecurityGroup
 }
 
-// NewNetworkStack builds the VPC (2 AZs, 1 NAT gateway, an S3 gateway
-// endpoint for image layers, default security group locked down) and the
-// client security groups.
+// NewNetworkStack builds the VPC (2 AZs, NatGateways NAT gateways, an S3
+// gateway endpoint for image layers, interface endpoints with Endpoints,
+// default security group locked down) and the client security groups.
 func NewNetworkStack(scope constructs.Construct, id string, props *NetworkStackProps) *NetworkStack {
 	if props == nil {
 		props = &NetworkStackProps{}
@@ -70,7 +85,7 @@ func NewNetworkStack(scope constructs.Construct, id string, props *NetworkStackP
 	}
 
 	vpc := awsec2.NewVpc(stack, jsii.String("Vpc"), &awsec2.VpcProps{
-		IpAddresses:                  awsec2.IpAddresses_Cidr(jsii.String("10.40.0.0/16")),
+		IpAddresses:                  awsec2.IpAddresses_Cidr(jsii.String(VpcCidr)),
 		MaxAzs:                       jsii.Number(maxAzs),
 		NatGateways:                  jsii.Number(nats),
 		RestrictDefaultSecurityGroup: jsii.Bool(!props.Emulator),
@@ -94,6 +109,10 @@ func NewNetworkStack(scope constructs.Construct, id string, props *NetworkStackP
 		})
 	}
 
+	if props.Endpoints {
+		addInterfaceEndpoints(stack, vpc, InterfaceEndpointServices(props.StepTargets))
+	}
+
 	engineSG := awsec2.NewSecurityGroup(stack, jsii.String("EngineSecurityGroup"), &awsec2.SecurityGroupProps{
 		Vpc:              vpc,
 		Description:      jsii.String("Maestro engine tasks"),
@@ -113,5 +132,53 @@ func NewNetworkStack(scope constructs.Construct, id string, props *NetworkStackP
 		Vpc:                   vpc,
 		EngineSecurityGroup:   engineSG,
 		FunctionSecurityGroup: functionSG,
+	}
+}
+
+// InterfaceEndpointServices are the AWS services called from inside the VPC,
+// by endpoint id (the construct id is its title): Secrets Manager (the
+// database secret: engine, api, signals, time-trigger, rotation), SQS (the
+// engine's internal events), ECR api and dkr (the engine image; its layers
+// come through the S3 gateway endpoint), CloudWatch Logs (the tasks' awslogs
+// driver), and Lambda and ECS when steps call them. Not needed: SNS (only
+// the publisher calls it, outside the VPC), STS (tasks and functions take
+// their credentials from ECS and Lambda, not STS) and CloudWatch monitoring
+// (metrics are EMF lines in the logs, no PutMetricData).
+func InterfaceEndpointServices(t StepTargets) map[string]awsec2.InterfaceVpcEndpointAwsService {
+	out := map[string]awsec2.InterfaceVpcEndpointAwsService{
+		"SecretsManager": awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(),
+		"Sqs":            awsec2.InterfaceVpcEndpointAwsService_SQS(),
+		"EcrApi":         awsec2.InterfaceVpcEndpointAwsService_ECR(),
+		"EcrDocker":      awsec2.InterfaceVpcEndpointAwsService_ECR_DOCKER(),
+		"Logs":           awsec2.InterfaceVpcEndpointAwsService_CLOUDWATCH_LOGS(),
+	}
+	if len(t.LambdaFunctions) > 0 {
+		out["Lambda"] = awsec2.InterfaceVpcEndpointAwsService_LAMBDA()
+	}
+	if len(t.EcsClusters) > 0 {
+		out["Ecs"] = awsec2.InterfaceVpcEndpointAwsService_ECS()
+	}
+	return out
+}
+
+// addInterfaceEndpoints puts one interface endpoint per service in the
+// private subnets (one network interface per AZ), with private DNS so that
+// the SDKs' default endpoints resolve to them, behind a security group
+// that admits HTTPS from the VPC only.
+func addInterfaceEndpoints(stack awscdk.Stack, vpc awsec2.Vpc, services map[string]awsec2.InterfaceVpcEndpointAwsService) {
+	sg := awsec2.NewSecurityGroup(stack, jsii.String("EndpointSecurityGroup"), &awsec2.SecurityGroupProps{
+		Vpc:              vpc,
+		Description:      jsii.String("Maestro interface endpoints: HTTPS from the VPC"),
+		AllowAllOutbound: jsii.Bool(false),
+	})
+	sg.AddIngressRule(awsec2.Peer_Ipv4(jsii.String(VpcCidr)), awsec2.Port_Tcp(jsii.Number(443)), jsii.String("HTTPS from the VPC"), nil)
+	for _, id := range slices.Sorted(maps.Keys(services)) {
+		vpc.AddInterfaceEndpoint(jsii.String(id), &awsec2.InterfaceVpcEndpointOptions{
+			Service:           services[id],
+			Subnets:           &awsec2.SubnetSelection{SubnetGroupName: jsii.String(subnetPrivate)},
+			SecurityGroups:    &[]awsec2.ISecurityGroup{sg},
+			PrivateDnsEnabled: jsii.Bool(true),
+			Open:              jsii.Bool(false),
+		})
 	}
 }

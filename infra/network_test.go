@@ -15,7 +15,7 @@ func TestNetworkStack(t *testing.T) {
 		for typ, n := range map[string]float64{
 			"AWS::EC2::VPC":           1,
 			"AWS::EC2::Subnet":        6, // public, private, isolated in 2 AZs
-			"AWS::EC2::NatGateway":    1,
+			"AWS::EC2::NatGateway":    2, // one per AZ
 			"AWS::EC2::VPCEndpoint":   1,
 			"AWS::EC2::SecurityGroup": 2,
 			// Rules between groups live with the database, never here.

@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdadestinations"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -22,6 +23,13 @@ const TimeTriggerSchedule = "cron(* * * * ? *)"
 // and the invocation's id, filled in by Scheduler.
 const TimeTriggerInput = `{"scheduled_time":"<aws.scheduler.scheduled-time>","execution_id":"<aws.scheduler.execution-id>"}`
 
+// The time-trigger function's asynchronous invocation settings: Lambda
+// retries a failed invocation this often, never past this age.
+const (
+	TimeTriggerRetryAttempts      = 1
+	TimeTriggerMaxEventAgeSeconds = 120
+)
+
 // TriggersStackProps configures NewTriggersStack.
 type TriggersStackProps struct {
 	awscdk.StackProps
@@ -32,6 +40,9 @@ type TriggersStackProps struct {
 	Code awslambda.Code
 	// ReservedConcurrency caps the function; 0 leaves it unreserved.
 	ReservedConcurrency int
+	// Emulator leaves out the function's asynchronous invocation settings
+	// (AWS::Lambda::EventInvokeConfig), which the emulator cannot host.
+	Emulator bool
 }
 
 // TriggersStack fires time triggers: an EventBridge Scheduler schedule
@@ -39,7 +50,9 @@ type TriggersStackProps struct {
 // and sends one that keeps failing to a dead-letter queue.
 type TriggersStack struct {
 	awscdk.Stack
-	// DeadLetterQueue receives invocations Scheduler gave up on.
+	// DeadLetterQueue receives invocations Scheduler could not deliver and
+	// those the function failed past Lambda's retries (on-failure
+	// destination).
 	DeadLetterQueue awssqs.Queue
 	// Function is functions/timetrigger; nil until its code is deployed.
 	Function *Function
@@ -64,6 +77,20 @@ func NewTriggersStack(scope constructs.Construct, id string, props *TriggersStac
 		// A minute's due triggers must be started before the next minute.
 		Timeout: awscdk.Duration_Seconds(jsii.Number(55)),
 	})
+	// Scheduler invokes the function asynchronously: its retry policy and
+	// dead-letter queue cover only delivery. A function error is Lambda's to
+	// retry, so Lambda's own async settings bound it: one retry (the run
+	// starts carry deterministic request ids, so a repeat is a duplicate),
+	// none after two minutes (the next minutes' invocations start what is
+	// due), and an invocation that still fails goes to the same dead-letter
+	// queue, whose depth is alarmed.
+	if !props.Emulator {
+		fn.Function.ConfigureAsyncInvoke(&awslambda.EventInvokeConfigOptions{
+			OnFailure:     awslambdadestinations.NewSqsDestination(dlq),
+			RetryAttempts: jsii.Number(TimeTriggerRetryAttempts),
+			MaxEventAge:   awscdk.Duration_Seconds(jsii.Number(TimeTriggerMaxEventAgeSeconds)),
+		})
+	}
 	role := awsiam.NewRole(stack, jsii.String("ScheduleRole"), &awsiam.RoleProps{
 		AssumedBy: awsiam.NewServicePrincipal(jsii.String("scheduler.amazonaws.com"), &awsiam.ServicePrincipalOpts{
 			Conditions: &map[string]any{"StringEquals": map[string]any{"aws:SourceAccount": *awscdk.Aws_ACCOUNT_ID()}},

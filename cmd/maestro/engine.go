@@ -103,14 +103,16 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
-// runHealth is the engine container's health check: it asks the engine's
-// health endpoint (MAESTRO_HEALTH_ADDR, or --addr) and exits 0 when it
-// answers healthy.
+// runHealth asks the engine's health endpoint (MAESTRO_HEALTH_ADDR, or
+// --addr) and exits 0 when it answers healthy: ready by default, alive with
+// --live (the ECS container health check, which must not depend on the
+// database; engine/health).
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", os.Getenv("MAESTRO_HEALTH_ADDR"), "the engine's health endpoint address")
 	timeout := fs.Duration("timeout", 4*time.Second, "how long to wait for an answer")
+	live := fs.Bool("live", false, "ask only whether the process answers (liveness), not whether it is ready")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -118,11 +120,15 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "maestro health: set MAESTRO_HEALTH_ADDR or --addr")
 		return 2
 	}
-	if err := health.Probe(ctx, *addr, *timeout); err != nil {
+	probe, word := health.Probe, "healthy"
+	if *live {
+		probe, word = health.ProbeLive, "alive"
+	}
+	if err := probe(ctx, *addr, *timeout); err != nil {
 		fmt.Fprintln(stderr, "maestro health:", err)
 		return 1
 	}
-	fmt.Fprintln(stdout, "healthy")
+	fmt.Fprintln(stdout, word)
 	return 0
 }
 

@@ -55,8 +55,9 @@ func TestEngineRefusesAGroupCountMismatch(t *testing.T) {
 	}
 }
 
-// `maestro health` (the container health check) exits 0 against a running
-// engine's endpoint and 1 once the engine is gone.
+// `maestro health` (readiness) and `maestro health --live` (the container
+// health check) exit 0 against a running engine's endpoint and 1 once the
+// engine is gone.
 func TestHealthCommand(t *testing.T) {
 	t.Parallel()
 	dsn := dbtest.URL(t)
@@ -73,8 +74,8 @@ func TestHealthCommand(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
-	probe := func() (int, string) {
-		out, err := exec.Command(maestroBinary(t), "health", "--addr", addr, "--timeout", "2s").CombinedOutput()
+	probe := func(flags ...string) (int, string) {
+		out, err := exec.Command(maestroBinary(t), append([]string{"health", "--addr", addr, "--timeout", "2s"}, flags...)...).CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); ok {
 			return ee.ExitCode(), string(out)
 		}
@@ -94,9 +95,15 @@ func TestHealthCommand(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	if code, out := probe("--live"); code != 0 || !strings.Contains(out, "alive") {
+		t.Errorf("--live against a running engine: exit %d %s", code, out)
+	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if code, out := probe(); code != 1 {
 		t.Errorf("after the engine died: exit %d %s, want 1", code, out)
+	}
+	if code, out := probe("--live"); code != 1 {
+		t.Errorf("--live after the engine died: exit %d %s, want 1", code, out)
 	}
 }

@@ -4,7 +4,7 @@
 //
 //	maestro dev [--addr 127.0.0.1:8080]   everything in one process, for local use
 //	maestro engine                        the long-running engine (the Fargate task)
-//	maestro health [--addr A]             ask the engine's health endpoint (the container health check)
+//	maestro health [--addr A] [--live]    ask the engine's health endpoint (--live: the container health check)
 //	maestro api [--addr 127.0.0.1:8081]   the REST API alone, beside engines
 //	maestro migrate                       apply migrations to DATABASE_URL and exit
 //	maestro groups show|raise --to N      show or raise the flow group count, online

@@ -10,6 +10,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
+	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 func TestHealth(t *testing.T) {
@@ -35,7 +36,10 @@ func TestHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost, err := flow.New(pool, flow.Config{NodeID: "lost", GroupCount: testGroups, Lease: time.Second, Logger: flowtest.Logger(), Runtimes: testRuntimes()})
+	var out lockedBuffer
+	rec := metrics.NewRecorder(metrics.New(&out, metrics.ServiceEngine))
+	lost, err := flow.New(pool, flow.Config{NodeID: "lost", GroupCount: testGroups, Lease: time.Second, Logger: flowtest.Logger(), Runtimes: testRuntimes(),
+		Metrics: rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +58,15 @@ func TestHealth(t *testing.T) {
 		if !h.Healthy && strings.Contains(text, "database unreachable") && strings.Contains(text, "no successful lease round") {
 			if h.OK() {
 				t.Error("OK() disagrees with Healthy")
+			}
+			// The readiness metric the EngineNotReady alarm reads says so
+			// too (the container's liveness check does not).
+			lost.SampleMetrics(ctx)
+			if err := rec.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), `"`+metrics.Ready+`":0`) {
+				t.Errorf("metrics of a node without its database: %s, want %s 0", out.String(), metrics.Ready)
 			}
 			break
 		}

@@ -90,6 +90,11 @@ func (e *Engine) SampleMetrics(ctx context.Context) {
 		return
 	}
 	h := e.Health(ctx, 5*time.Second)
+	ready := 0.0
+	if h.Healthy {
+		ready = 1
+	}
+	rec.Set(metrics.Ready, metrics.UnitCount, ready)
 	rec.Set(metrics.OwnedGroups, metrics.UnitCount, float64(h.OwnedGroups))
 	if h.UnownedGroups >= 0 {
 		rec.Set(metrics.UnownedGroups, metrics.UnitCount, float64(h.UnownedGroups))

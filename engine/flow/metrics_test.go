@@ -51,8 +51,9 @@ func TestEngineMetrics(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &doc); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if doc[metrics.StepsEnded] != 3.0 || doc[metrics.OwnedGroups] != float64(testGroups) || doc[metrics.UnownedGroups] != 0.0 {
-		t.Errorf("metrics %v, want 3 steps ended and every group owned", doc)
+	if doc[metrics.StepsEnded] != 3.0 || doc[metrics.OwnedGroups] != float64(testGroups) || doc[metrics.UnownedGroups] != 0.0 ||
+		doc[metrics.Ready] != 1.0 {
+		t.Errorf("metrics %v, want 3 steps ended, every group owned and the node ready", doc)
 	}
 	lat, _ := doc[metrics.StepLaunchLatency].(map[string]any)
 	var n float64

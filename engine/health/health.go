@@ -1,8 +1,16 @@
-// Package health serves an engine node's health over HTTP: GET /healthz
-// answers 200 with the node's report when it is healthy and 503 when it is
-// not. The ECS container health check asks it through `maestro health`, so
-// that ECS replaces a node that holds no lease it should or cannot reach its
-// database.
+// Package health serves an engine node's health over HTTP.
+//
+//   - GET /livez (liveness) answers 200 as long as the process serves HTTP.
+//     It asks nothing else, the database least of all: the ECS container
+//     health check runs `maestro health --live`, and a check that failed
+//     with the database would make ECS replace every engine task at once
+//     during an Aurora writer failover, then again while the new tasks wait
+//     for it.
+//   - GET /healthz (readiness) answers 200 with the node's report when it is
+//     healthy and 503 when it is not (database unreachable, leases not
+//     renewed, no groups held while some are free). Operators and `maestro
+//     health` ask it; in AWS the same report is the engine's Ready metric,
+//     which an alarm watches.
 package health
 
 import (
@@ -17,8 +25,11 @@ import (
 	"time"
 )
 
-// Path is where the report is served.
+// Path is where the readiness report is served.
 const Path = "/healthz"
+
+// LivePath is where liveness is served: 200 while the process answers.
+const LivePath = "/livez"
 
 // Report is what a check returns: a JSON-encodable value and whether it
 // counts as healthy.
@@ -59,6 +70,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, done: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Path, s.serve)
+	mux.HandleFunc("GET "+LivePath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"alive":true}` + "\n"))
+	})
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }
@@ -106,13 +121,23 @@ func (s *Server) Stop() {
 	})
 }
 
-// Probe asks the endpoint at addr once: nil when it answers 200 within
-// timeout, otherwise an error carrying the report. `maestro health` runs it
-// as the container health check.
+// Probe asks the readiness endpoint at addr once: nil when it answers 200
+// within timeout, otherwise an error carrying the report (`maestro health`).
 func Probe(ctx context.Context, addr string, timeout time.Duration) error {
+	return probe(ctx, addr, Path, timeout)
+}
+
+// ProbeLive asks the liveness endpoint at addr once: nil when it answers 200
+// within timeout. `maestro health --live` runs it as the container health
+// check.
+func ProbeLive(ctx context.Context, addr string, timeout time.Duration) error {
+	return probe(ctx, addr, LivePath, timeout)
+}
+
+func probe(ctx context.Context, addr, path string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+Path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return fmt.Errorf("health: %w", err)
 	}

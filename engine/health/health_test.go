@@ -23,9 +23,11 @@ func (r report) OK() bool { return r.Healthy }
 
 func TestServerAndProbe(t *testing.T) {
 	var healthy atomic.Bool
+	var calls atomic.Int32
 	healthy.Store(true)
 	s, err := New(Config{Addr: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Check: func(ctx context.Context) Report {
+			calls.Add(1)
 			if _, ok := ctx.Deadline(); !ok {
 				t.Error("check without a deadline")
 			}
@@ -47,10 +49,22 @@ func TestServerAndProbe(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "503") || !strings.Contains(err.Error(), "no lease") {
 		t.Fatalf("unhealthy: %v, want a 503 with the report", err)
 	}
+	// Liveness does not run the check: a node that is not ready (its
+	// database gone, say) is still alive, so ECS leaves it be.
+	checks := calls.Load()
+	if err := ProbeLive(context.Background(), addr, 2*time.Second); err != nil {
+		t.Fatalf("not ready, yet not alive: %v", err)
+	}
+	if calls.Load() != checks {
+		t.Error("the liveness probe ran the readiness check")
+	}
 	s.Stop()
 	s.Stop()
 	if err := Probe(context.Background(), addr, time.Second); err == nil {
 		t.Fatal("probe of a stopped server succeeded")
+	}
+	if err := ProbeLive(context.Background(), addr, time.Second); err == nil {
+		t.Fatal("liveness probe of a stopped server succeeded")
 	}
 }
 

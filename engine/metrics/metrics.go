@@ -64,6 +64,12 @@ const (
 	// seen by this node (engine). Above zero for minutes means runs in those
 	// groups make no progress: the engine health alarm.
 	UnownedGroups = "UnownedGroups"
+	// Ready is 1 while an engine node is ready (its health check passes:
+	// database answering, lease rounds succeeding, groups held when some
+	// are free) and 0 when it is not (engine, sampled). The container's
+	// liveness check does not ask the database, so this metric and its
+	// alarm report readiness instead.
+	Ready = "Ready"
 	// APIRequests counts REST requests (api).
 	APIRequests = "Requests"
 	// APIServerErrors counts REST responses with a 5xx status (api).
@@ -86,7 +92,7 @@ const (
 
 // catalog lists, by service, the metrics that service emits.
 var catalog = map[string][]string{
-	ServiceEngine:      {StepsEnded, StepLaunchLatency, QueueDepth, QueueAge, GroupTakeovers, OwnedGroups, UnownedGroups},
+	ServiceEngine:      {StepsEnded, StepLaunchLatency, QueueDepth, QueueAge, GroupTakeovers, OwnedGroups, UnownedGroups, Ready},
 	ServiceAPI:         {APIRequests, APIServerErrors, APILatency},
 	ServiceTimeTrigger: {TriggerLag},
 	ServiceSignals:     {SignalsReceived, SignalsMatched},
