@@ -19,7 +19,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/maestro-aws/maestro/engine/event"
-	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
 
 // ContextPrefix prefixes every context key the app reads, in cdk.json or

@@ -23,9 +23,9 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/groupcount"
 	enginerun "github.com/maestro-aws/maestro/engine/run"
-	"github.com/maestro-aws/maestro/engine/scheduler"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
-	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/trigger/scheduler"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 	"github.com/maestro-aws/maestro/engine/webui"
 )
 

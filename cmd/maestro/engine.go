@@ -23,8 +23,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/engine/queue"
 	enginerun "github.com/maestro-aws/maestro/engine/run"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 )
 
 // runEngine is the long-running engine process: it applies migrations (under

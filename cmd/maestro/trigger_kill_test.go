@@ -17,7 +17,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
-	"github.com/maestro-aws/maestro/engine/scheduler"
+	"github.com/maestro-aws/maestro/engine/trigger/scheduler"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 

@@ -21,8 +21,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
-	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
 
 // MaxBodyBytes is the largest request body accepted (Maestro's limit for a

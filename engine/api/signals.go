@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/maestro-aws/maestro/engine/signal"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
-	"github.com/maestro-aws/maestro/engine/signalmsg"
 	"github.com/maestro-aws/maestro/engine/trigger"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 	"github.com/maestro-aws/maestro/engine/wire"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )

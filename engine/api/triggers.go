@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
 	"github.com/maestro-aws/maestro/engine/trigger"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
-	"github.com/maestro-aws/maestro/engine/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 	"github.com/maestro-aws/maestro/engine/wire"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"

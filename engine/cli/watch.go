@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/maestro-aws/maestro/engine/client"
+	"github.com/maestro-aws/maestro/engine/wire"
 )
 
 func (a *app) watchCmd() *cobra.Command {
@@ -179,7 +180,7 @@ func (a *app) timelineCmd() *cobra.Command {
 				return err
 			}
 			type row struct {
-				client.TimelineEvent
+				wire.TimelineEvent
 				Source string `json:"source"`
 			}
 			var rows []row
@@ -191,17 +192,17 @@ func (a *app) timelineCmd() *cobra.Command {
 					rows = append(rows, row{e, s.StepID})
 				}
 			}
-			sort.SliceStable(rows, func(i, j int) bool { return rows[i].Timestamp.Before(rows[j].Timestamp.Time) })
+			sort.SliceStable(rows, func(i, j int) bool { return rows[i].Timestamp < rows[j].Timestamp })
 			if a.json() {
 				return a.printValue(rows)
 			}
 			out := make([][]string, 0, len(rows))
 			for _, e := range rows {
-				what := e.Text()
+				what := client.EventText(e.TimelineEvent)
 				if e.Status != "" && e.Type == "STATUS" {
 					what = a.status(e.Status)
 				}
-				out = append(out, []string{e.Timestamp.Local().Format("2006-01-02 15:04:05.000"), e.Source, e.Type, what})
+				out = append(out, []string{time.UnixMilli(e.Timestamp).Local().Format("2006-01-02 15:04:05.000"), e.Source, e.Type, what})
 			}
 			return table(a.opts.Stdout, []string{"TIME", "SOURCE", "TYPE", "EVENT"}, out)
 		},

@@ -13,88 +13,98 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/maestro-aws/maestro/engine/wire"
 )
 
-// The decoders read both shapes of each answer: this implementation's
-// first (RFC 3339 times, wrapped answers) and Maestro's (epoch
-// milliseconds, flat answers, PaginationResult).
-func TestDecodeRunBothShapes(t *testing.T) {
+// The decoders read the answers as the API writes them: the engine/wire
+// types, marshalled here as the API marshals them.
+func TestDecodeRun(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
-	for name, body := range map[string]string{
-		"first": `{"workflow_id":"w","workflow_instance_id":3,"workflow_run_id":2,"workflow_version_id":1,"status":"IN_PROGRESS",
-			"start_time":"2024-01-02T03:04:05Z","timeline":[{"type":"STATUS","timestamp":1704164645000,"status":"IN_PROGRESS"}],
-			"runtime_overview":{"total_step_count":3,"step_overview":{"SUCCEEDED":2,"RUNNING":1},
-			"rollup_overview":{"total_leaf_count":10,"overview":{"SUCCEEDED":{"cnt":7},"RUNNING":{"cnt":3}}}}}`,
-		"maestro": `{"workflow_id":"w","workflow_instance_id":3,"workflow_run_id":2,"workflow_version_id":1,"status":"IN_PROGRESS",
-			"start_time":1704164645000,"timeline":{"timeline_events":[{"type":"STATUS","timestamp":1704164645000,"status":"IN_PROGRESS"}]},
-			"runtime_overview":{"total_step_count":3,"step_overview":{"SUCCEEDED":{"cnt":2,"steps":[[1,1,2]]},"RUNNING":{"cnt":1}},
-			"rollup_overview":{"total_leaf_count":10,"overview":{"SUCCEEDED":{"cnt":7},"RUNNING":{"cnt":3}}}}}`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			r, err := decodeRun(json.RawMessage(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.InstanceID != 3 || r.RunID != 2 || !r.StartTime.Equal(start) || r.StepCounts["SUCCEEDED"] != 2 ||
-				r.StepCounts["RUNNING"] != 1 || r.Rollup.Total != 10 || r.Rollup.Done() != 7 || len(r.Timeline) != 1 ||
-				!r.EndTime.IsZero() {
-				t.Fatalf("%+v", r)
-			}
-		})
+	ms := start.UnixMilli()
+	body := mustJSON(t, wire.WorkflowInstance{WorkflowID: "w", InstanceID: 3, RunID: 2, VersionID: 1, Status: "IN_PROGRESS",
+		CreateTime: ms, StartTime: &ms,
+		Timeline: mustJSON(t, []wire.TimelineEvent{{Type: wire.EventStatus, Timestamp: ms, Status: "IN_PROGRESS"}}),
+		RuntimeOverview: &wire.RuntimeOverview{TotalStepCount: 3,
+			StepOverview: map[string]*wire.StepStatusSummary{"SUCCEEDED": {Count: 2, Steps: [][]*int64{{&ms}}}, "RUNNING": {Count: 1}},
+			RollupOverview: &wire.RollupOverview{TotalLeafCount: 10,
+				Overview: map[string]*wire.CountReference{"SUCCEEDED": {Count: 7}, "RUNNING": {Count: 3}}}}})
+	r, err := decodeRun(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.InstanceID != 3 || r.RunID != 2 || !r.StartTime.Equal(start) || !r.CreateTime.Equal(start) || r.StepCounts["SUCCEEDED"] != 2 ||
+		r.StepCounts["RUNNING"] != 1 || r.TotalSteps != 3 || r.Rollup.Total != 10 || r.Rollup.Done() != 7 ||
+		len(r.Timeline) != 1 || r.Timeline[0].Status != "IN_PROGRESS" || !r.EndTime.IsZero() {
+		t.Fatalf("%+v", r)
+	}
+	// The first API's shape (RFC 3339 times) is not read any more.
+	if _, err := decodeRun(json.RawMessage(`{"workflow_id":"w","start_time":"2024-01-02T03:04:05Z"}`)); err == nil {
+		t.Fatal("an RFC 3339 start_time decoded")
 	}
 }
 
-func TestDecodeStepsBothShapes(t *testing.T) {
+func TestDecodeSteps(t *testing.T) {
 	t.Parallel()
-	for name, body := range map[string]string{
-		"first": `{"steps":[{"step_id":"a","step_attempt_id":2,"step_type":"Sleep","status":"SUCCEEDED",
-			"start_time":"2024-01-02T03:04:05Z","end_time":"2024-01-02T03:04:07Z","runtime_state":{"message":"slept 2s"}}]}`,
-		"maestro": `[{"step_id":"a","step_attempt_id":2,"step_type":"Sleep",
-			"runtime_state":{"status":"SUCCEEDED","start_time":1704164645000,"end_time":1704164647000,"message":"slept 2s"}}]`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			steps, err := decodeSteps(json.RawMessage(body))
-			if err != nil || len(steps) != 1 {
-				t.Fatal(steps, err)
-			}
-			s := steps[0]
-			if s.StepID != "a" || s.AttemptID != 2 || s.Status != "SUCCEEDED" || s.EndTime.Sub(s.StartTime.Time) != 2*time.Second || s.Message != "slept 2s" {
-				t.Fatalf("%+v", s)
-			}
-		})
+	start, end := int64(1704164645000), int64(1704164647000)
+	body := mustJSON(t, []wire.StepInstance{{StepID: "a", AttemptID: 2, StepType: "Sleep",
+		StepRetry:    &wire.StepRetry{ErrorRetries: 1, ErrorRetryLimit: 2},
+		RuntimeState: &wire.StepRuntime{Status: "SUCCEEDED", StartTime: &start, EndTime: &end, Message: "slept 2s"}}})
+	steps, err := decodeSteps(body)
+	if err != nil || len(steps) != 1 {
+		t.Fatal(steps, err)
+	}
+	s := steps[0]
+	if s.StepID != "a" || s.AttemptID != 2 || s.Type != "Sleep" || s.Status != "SUCCEEDED" ||
+		s.EndTime.Sub(s.StartTime.Time) != 2*time.Second || s.Message != "slept 2s" || !strings.Contains(string(s.Retry), `"error_retries":1`) {
+		t.Fatalf("%+v", s)
+	}
+	// A listing is a bare array or Maestro's PaginationResult.
+	page := mustJSON(t, wire.PaginationResult[json.RawMessage]{Elements: []json.RawMessage{mustJSON(t, wire.StepInstance{StepID: "b"})}})
+	if steps, err := decodeSteps(page); err != nil || len(steps) != 1 || steps[0].StepID != "b" {
+		t.Fatal(steps, err)
 	}
 }
 
-func TestDecodeStartVersionSignalBothShapes(t *testing.T) {
+func TestDecodeStartVersionSignal(t *testing.T) {
 	t.Parallel()
-	for _, body := range []string{
-		`{"status":"CREATED","workflow_instance":{"workflow_id":"w","workflow_version_id":4,"workflow_instance_id":7,"workflow_run_id":1}}`,
-		`{"workflow_id":"w","workflow_version_id":4,"workflow_instance_id":7,"workflow_run_id":1,"workflow_uuid":"u","status":"CREATED","timeline_event":{}}`,
-	} {
-		r, err := decodeStart(json.RawMessage(body))
-		if err != nil || r.WorkflowID != "w" || r.VersionID != 4 || r.InstanceID != 7 || r.RunID != 1 || r.Status != "CREATED" {
-			t.Errorf("%s: %+v %v", body, r, err)
-		}
+	r, err := decodeStart(mustJSON(t, wire.WorkflowStartResponse{WorkflowID: "w", VersionID: 4, InstanceID: 7, RunID: 1, UUID: "u",
+		Status: wire.RunCreated, TimelineEvent: wire.LogEvent("started")}))
+	if err != nil || r.WorkflowID != "w" || r.VersionID != 4 || r.InstanceID != 7 || r.RunID != 1 || r.Status != "CREATED" {
+		t.Errorf("%+v %v", r, err)
+	}
+	// The first API's wrapped answer is not read any more.
+	r, err = decodeStart(json.RawMessage(`{"status":"CREATED","workflow_instance":{"workflow_id":"w","workflow_instance_id":7}}`))
+	if err != nil || r.InstanceID != 0 {
+		t.Errorf("wrapped start answer decoded: %+v %v", r, err)
 	}
 	for _, body := range []string{
-		`{"workflow_id":"w","workflow_version_id":2,"created":true,"is_active":true,"definition":{"id":"w","steps":[]}}`,
 		`{"workflow_definition":{"metadata":{"workflow_id":"w","workflow_version_id":2,"version_author":"x"},"workflow":{"id":"w","steps":[]},"is_active":true},"created":true}`,
+		`{"metadata":{"workflow_id":"w","workflow_version_id":2,"version_author":"x"},"workflow":{"id":"w","steps":[]},"is_active":true}`,
 	} {
+		wantCreated := strings.Contains(body, "created")
 		v, err := decodeVersion(json.RawMessage(body))
-		if err != nil || v.WorkflowID != "w" || v.VersionID != 2 || !v.IsActive || v.Created == nil || !*v.Created || !strings.Contains(string(v.Workflow), `"steps"`) {
+		if err != nil || v.WorkflowID != "w" || v.VersionID != 2 || !v.IsActive || (v.Created != nil) != wantCreated ||
+			v.CreatedBy != "x" || !strings.Contains(string(v.Workflow), `"steps"`) {
 			t.Errorf("%s: %+v %v", body, v, err)
 		}
 	}
-	for body, dup := range map[string]bool{
-		`{"status":"DUPLICATED","signal_instance":{"name":"s","seq_id":3}}`: true,
-		`{"name":"s","seq_id":3,"duplicated":false}`:                        false,
-	} {
-		r, err := decodeSignal(json.RawMessage(body))
+	for _, dup := range []bool{true, false} {
+		r, err := decodeSignal(mustJSON(t, wire.SignalInstance{Name: "s", SeqID: 3, Duplicated: dup}))
 		if err != nil || r.Name != "s" || r.SeqID != 3 || r.Duplicated != dup {
-			t.Errorf("%s: %+v %v", body, r, err)
+			t.Errorf("%+v %v", r, err)
 		}
 	}
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // An error answer keeps Maestro's message and details; a foreign body

@@ -8,44 +8,37 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/wire"
 )
 
-// This file is the one place that knows the API's response shapes. It
-// reads both the shapes of this implementation's first API (RFC 3339 times,
-// wrapped answers) and Maestro's (epoch-millisecond times, flat answers,
-// PaginationResult), so the command line works against either.
+// This file is the one place that reads the API's answers. Their shapes
+// are declared once, in engine/wire, as the API writes them (Maestro's:
+// epoch-millisecond times, flat answers, PaginationResult); this file turns
+// them into the views the command line prints.
 
-// Time is a time the API answers as epoch milliseconds (Maestro) or as an
-// RFC 3339 string.
+// Time is a time the API answers as epoch milliseconds.
 type Time struct{ time.Time }
 
-// UnmarshalJSON reads a number of milliseconds or an RFC 3339 string.
+// UnmarshalJSON reads a number of milliseconds; null is the zero time.
 func (t *Time) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || string(b) == "null" {
 		return nil
 	}
-	if b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		if s == "" {
-			return nil
-		}
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return fmt.Errorf("time %q: %w", s, err)
-		}
-		t.Time = v
-		return nil
-	}
-	ms, err := strconv.ParseFloat(string(b), 64)
+	ms, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil {
 		return fmt.Errorf("time %s: %w", b, err)
 	}
-	t.Time = time.UnixMilli(int64(ms))
+	t.Time = time.UnixMilli(ms)
 	return nil
+}
+
+// millis is the Time of epoch milliseconds; nil and 0 are the zero time.
+func millis(ms *int64) Time {
+	if ms == nil || *ms == 0 {
+		return Time{}
+	}
+	return Time{time.UnixMilli(*ms)}
 }
 
 // MarshalJSON writes epoch milliseconds, as Maestro does.
@@ -56,24 +49,11 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	return strconv.AppendInt(nil, t.UnixMilli(), 10), nil
 }
 
-// TimelineEvent is one event of a run's or a step's timeline.
-type TimelineEvent struct {
-	Timestamp Time     `json:"timestamp"`
-	Type      string   `json:"type"`
-	Level     string   `json:"level,omitempty"`
-	Status    string   `json:"status,omitempty"`
-	Action    string   `json:"action,omitempty"`
-	Author    string   `json:"author,omitempty"`
-	Message   string   `json:"message,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	Errors    []string `json:"errors,omitempty"`
-}
-
-// Text is the event as one line of prose.
-func (e TimelineEvent) Text() string {
+// EventText is a timeline event as one line of prose.
+func EventText(e wire.TimelineEvent) string {
 	s := e.Message
 	switch {
-	case e.Type == "STATUS" && s == "":
+	case e.Type == wire.EventStatus && s == "":
 		s = "status changed to " + e.Status
 	case e.Action != "" && s == "":
 		s = e.Action + " by " + e.Author
@@ -103,47 +83,25 @@ type Version struct {
 	Raw json.RawMessage
 }
 
-// decodeVersion reads a version, a push's answer or a Maestro
-// WorkflowDefinition.
+// decodeVersion reads a version: a push's answer (Maestro's
+// WorkflowCreateResponse) or a Maestro WorkflowDefinition.
 func decodeVersion(raw json.RawMessage) (*Version, error) {
 	var w struct {
-		WorkflowDefinition json.RawMessage `json:"workflow_definition"`
-		Created            *bool           `json:"created"`
-		WorkflowID         string          `json:"workflow_id"`
-		VersionID          int64           `json:"workflow_version_id"`
-		IsActive           bool            `json:"is_active"`
-		ActiveVersion      *int64          `json:"active_version_id"`
-		LatestVersion      int64           `json:"latest_version_id"`
-		CreatedBy          string          `json:"created_by"`
-		CreateTime         Time            `json:"create_time"`
-		Definition         json.RawMessage `json:"definition"`
-		Workflow           json.RawMessage `json:"workflow"`
-		Metadata           *struct {
-			WorkflowID    string `json:"workflow_id"`
-			VersionID     int64  `json:"workflow_version_id"`
-			CreateTime    Time   `json:"create_time"`
-			VersionAuthor string `json:"version_author"`
-		} `json:"metadata"`
+		wire.WorkflowCreateResponse
+		wire.WorkflowDefinition
 	}
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("decode workflow version: %w", err)
 	}
-	v := &Version{Raw: raw, Created: w.Created, ActiveVersion: w.ActiveVersion, LatestVersion: w.LatestVersion}
-	if len(w.WorkflowDefinition) > 0 {
-		inner, err := decodeVersion(w.WorkflowDefinition)
-		if err != nil {
-			return nil, err
-		}
-		inner.Raw, inner.Created, inner.ActiveVersion, inner.LatestVersion = raw, w.Created, w.ActiveVersion, w.LatestVersion
-		return inner, nil
+	v := &Version{Raw: raw}
+	def := &w.WorkflowDefinition
+	if d := w.WorkflowCreateResponse.WorkflowDefinition; d != nil {
+		created := w.Created
+		v.Created, v.ActiveVersion, v.LatestVersion, def = &created, w.ActiveVersionID, w.LatestVersionID, d
 	}
-	v.WorkflowID, v.VersionID, v.IsActive, v.CreatedBy, v.CreateTime = w.WorkflowID, w.VersionID, w.IsActive, w.CreatedBy, w.CreateTime
-	v.Workflow = w.Definition
-	if len(w.Workflow) > 0 {
-		v.Workflow = w.Workflow
-	}
-	if m := w.Metadata; m != nil {
-		v.WorkflowID, v.VersionID, v.CreateTime, v.CreatedBy = m.WorkflowID, m.VersionID, m.CreateTime, m.VersionAuthor
+	v.IsActive, v.Workflow = def.IsActive, def.Workflow
+	if m := def.Metadata; m != nil {
+		v.WorkflowID, v.VersionID, v.CreateTime, v.CreatedBy = m.WorkflowID, m.VersionID, millis(&m.CreateTime), m.VersionAuthor
 	}
 	return v, nil
 }
@@ -232,7 +190,7 @@ type Run struct {
 	Initiator  json.RawMessage
 	RunParams  json.RawMessage
 	Params     json.RawMessage
-	Timeline   []TimelineEvent
+	Timeline   []wire.TimelineEvent
 	// StepCounts counts the run's steps by status; TotalSteps is their number.
 	StepCounts map[string]int64
 	TotalSteps int64
@@ -260,89 +218,48 @@ func (r *Rollup) Done() int64 {
 	return n
 }
 
-type runWire struct {
-	WorkflowID      string            `json:"workflow_id"`
-	InstanceID      int64             `json:"workflow_instance_id"`
-	RunID           int64             `json:"workflow_run_id"`
-	VersionID       int64             `json:"workflow_version_id"`
-	UUID            string            `json:"workflow_uuid"`
-	Status          string            `json:"status"`
-	CreateTime      Time              `json:"create_time"`
-	StartTime       Time              `json:"start_time"`
-	EndTime         Time              `json:"end_time"`
-	Initiator       json.RawMessage   `json:"initiator"`
-	RunParams       json.RawMessage   `json:"run_params"`
-	Params          json.RawMessage   `json:"params"`
-	Timeline        json.RawMessage   `json:"timeline"`
-	RuntimeWorkflow json.RawMessage   `json:"runtime_workflow"`
-	RuntimeOverview *runtimeOverviewW `json:"runtime_overview"`
-}
-
-type runtimeOverviewW struct {
-	TotalStepCount int64                      `json:"total_step_count"`
-	StepOverview   map[string]json.RawMessage `json:"step_overview"`
-	RollupOverview *struct {
-		TotalLeafCount int64 `json:"total_leaf_count"`
-		Overview       map[string]struct {
-			Count int64 `json:"cnt"`
-		} `json:"overview"`
-	} `json:"rollup_overview"`
-}
-
 func decodeRun(raw json.RawMessage) (*Run, error) {
-	var w runWire
+	var w wire.WorkflowInstance
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("decode workflow run: %w", err)
 	}
+	timeline, err := decodeTimeline(w.Timeline)
+	if err != nil {
+		return nil, fmt.Errorf("decode workflow run %s/%d: %w", w.WorkflowID, w.InstanceID, err)
+	}
 	r := &Run{WorkflowID: w.WorkflowID, InstanceID: w.InstanceID, RunID: w.RunID, VersionID: w.VersionID, UUID: w.UUID,
-		Status: w.Status, CreateTime: w.CreateTime, StartTime: w.StartTime, EndTime: w.EndTime, Initiator: w.Initiator,
-		RunParams: w.RunParams, Params: w.Params, Workflow: w.RuntimeWorkflow, Raw: raw, StepCounts: map[string]int64{}}
-	r.Timeline = decodeTimeline(w.Timeline)
+		Status: w.Status, CreateTime: millis(&w.CreateTime), StartTime: millis(w.StartTime), EndTime: millis(w.EndTime),
+		Initiator: w.Initiator, RunParams: w.RunParams, Params: w.Params, Workflow: w.RuntimeWorkflow, Raw: raw,
+		Timeline: timeline, StepCounts: map[string]int64{}}
 	if ov := w.RuntimeOverview; ov != nil {
 		r.TotalSteps = ov.TotalStepCount
-		for st, v := range ov.StepOverview {
-			r.StepCounts[st] = count(v)
+		for st, sum := range ov.StepOverview {
+			if sum != nil {
+				r.StepCounts[st] = sum.Count
+			}
 		}
 		if ro := ov.RollupOverview; ro != nil {
 			r.Rollup = &Rollup{Total: ro.TotalLeafCount, Counts: map[string]int64{}}
 			for st, c := range ro.Overview {
-				r.Rollup.Counts[st] = c.Count
+				if c != nil {
+					r.Rollup.Counts[st] = c.Count
+				}
 			}
 		}
 	}
 	return r, nil
 }
 
-// count reads a status count: a number, or Maestro's {"cnt": n, ...}.
-func count(v json.RawMessage) int64 {
-	var n int64
-	if json.Unmarshal(v, &n) == nil {
-		return n
+// decodeTimeline reads a run's or a step's timeline, an array of events.
+func decodeTimeline(raw json.RawMessage) ([]wire.TimelineEvent, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
 	}
-	var c struct {
-		Count int64 `json:"cnt"`
+	var evs []wire.TimelineEvent
+	if err := json.Unmarshal(raw, &evs); err != nil {
+		return nil, fmt.Errorf("decode timeline: %w", err)
 	}
-	_ = json.Unmarshal(v, &c) // anything else counts 0
-	return c.Count
-}
-
-// decodeTimeline reads a timeline: an array of events, or Maestro's
-// {"timeline_events": [...]}.
-func decodeTimeline(raw json.RawMessage) []TimelineEvent {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var evs []TimelineEvent
-	if raw[0] == '{' {
-		var w struct {
-			Events []TimelineEvent `json:"timeline_events"`
-		}
-		_ = json.Unmarshal(raw, &w) // a timeline we cannot read shows empty
-		return w.Events
-	}
-	_ = json.Unmarshal(raw, &evs)
-	return evs
+	return evs, nil
 }
 
 // Step is the latest attempt of one step of a run.
@@ -360,65 +277,41 @@ type Step struct {
 	Params     json.RawMessage
 	Outputs    json.RawMessage
 	Retry      json.RawMessage
-	Timeline   []TimelineEvent
+	Timeline   []wire.TimelineEvent
 	Raw        json.RawMessage
 }
 
-type stepWire struct {
-	WorkflowID   string          `json:"workflow_id"`
-	InstanceID   int64           `json:"workflow_instance_id"`
-	RunID        int64           `json:"workflow_run_id"`
-	StepID       string          `json:"step_id"`
-	AttemptID    int64           `json:"step_attempt_id"`
-	Type         string          `json:"step_type"`
-	Status       string          `json:"status"`
-	StartTime    Time            `json:"start_time"`
-	EndTime      Time            `json:"end_time"`
-	Params       json.RawMessage `json:"params"`
-	Outputs      json.RawMessage `json:"outputs"`
-	Retry        json.RawMessage `json:"step_retry"`
-	Timeline     json.RawMessage `json:"timeline"`
-	RuntimeState json.RawMessage `json:"runtime_state"`
-}
-
 func decodeStep(raw json.RawMessage) (*Step, error) {
-	var w stepWire
+	var w wire.StepInstance
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("decode step: %w", err)
 	}
-	s := &Step{WorkflowID: w.WorkflowID, InstanceID: w.InstanceID, RunID: w.RunID, StepID: w.StepID, AttemptID: w.AttemptID,
-		Type: w.Type, Status: w.Status, StartTime: w.StartTime, EndTime: w.EndTime, Params: w.Params, Outputs: w.Outputs,
-		Retry: w.Retry, Timeline: decodeTimeline(w.Timeline), Raw: raw}
-	// Maestro keeps the status and its times in runtime_state.
-	var rs struct {
-		Status    string `json:"status"`
-		StartTime Time   `json:"start_time"`
-		EndTime   Time   `json:"end_time"`
-		Message   string `json:"message"`
+	timeline, err := decodeTimeline(w.Timeline)
+	if err != nil {
+		return nil, fmt.Errorf("decode step %s: %w", w.StepID, err)
 	}
-	if json.Unmarshal(w.RuntimeState, &rs) == nil {
-		if rs.Status != "" {
-			s.Status = rs.Status
+	s := &Step{WorkflowID: w.WorkflowID, InstanceID: w.InstanceID, RunID: w.RunID, StepID: w.StepID, AttemptID: w.AttemptID,
+		Type: w.StepType, Params: w.Params, Outputs: w.Outputs, Timeline: timeline, Raw: raw}
+	if w.StepRetry != nil {
+		if s.Retry, err = json.Marshal(w.StepRetry); err != nil {
+			return nil, fmt.Errorf("decode step %s retry: %w", w.StepID, err)
 		}
-		if !rs.StartTime.IsZero() {
-			s.StartTime = rs.StartTime
-		}
-		if !rs.EndTime.IsZero() {
-			s.EndTime = rs.EndTime
-		}
-		s.Message = rs.Message
+	}
+	// Maestro keeps the status and its times in runtime_state.
+	if rs := w.RuntimeState; rs != nil {
+		s.Status, s.StartTime, s.EndTime, s.Message = rs.Status, millis(rs.StartTime), millis(rs.EndTime), rs.Message
 	}
 	return s, nil
 }
 
-// decodeSteps reads a run's steps: a JSON array (Maestro) or {"steps": [...]}.
-func decodeSteps(raw json.RawMessage) ([]*Step, error) { return decodeList(raw, "steps", decodeStep) }
+// decodeSteps reads a run's steps, a JSON array.
+func decodeSteps(raw json.RawMessage) ([]*Step, error) { return decodeList(raw, decodeStep) }
 
 // decodeList reads a listing's elements (listItems) with decode.
-func decodeList[T any](raw json.RawMessage, key string, decode func(json.RawMessage) (T, error)) ([]T, error) {
-	items, err := listItems(raw, key)
+func decodeList[T any](raw json.RawMessage, decode func(json.RawMessage) (T, error)) ([]T, error) {
+	items, err := listItems(raw)
 	if err != nil {
-		return nil, fmt.Errorf("decode %s: %w", key, err)
+		return nil, fmt.Errorf("decode a listing: %w", err)
 	}
 	out := make([]T, 0, len(items))
 	for _, it := range items {
@@ -431,26 +324,18 @@ func decodeList[T any](raw json.RawMessage, key string, decode func(json.RawMess
 	return out, nil
 }
 
-// listItems reads the elements of a listing: a bare array, Maestro's
-// PaginationResult {"elements": [...]}, or {key: [...]}.
-func listItems(raw json.RawMessage, key string) ([]json.RawMessage, error) {
+// listItems reads the elements of a listing: a bare array, or Maestro's
+// PaginationResult {"elements": [...]}.
+func listItems(raw json.RawMessage) ([]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	var items []json.RawMessage
 	if len(raw) > 0 && raw[0] == '[' {
 		err := json.Unmarshal(raw, &items)
 		return items, err
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
-		return nil, err
-	}
-	for _, k := range []string{key, "elements", "items"} {
-		if v, ok := obj[k]; ok {
-			err := json.Unmarshal(v, &items)
-			return items, err
-		}
-	}
-	return nil, nil
+	var page wire.PaginationResult[json.RawMessage]
+	err := json.Unmarshal(raw, &page)
+	return page.Elements, err
 }
 
 // StartResult is the answer to a start or a restart.
@@ -464,54 +349,26 @@ type StartResult struct {
 	Raw    json.RawMessage
 }
 
-// decodeStart reads a start answer: Maestro's flat
-// WorkflowStartResponse, or {status, workflow_instance}.
+// decodeStart reads a start or restart answer, Maestro's
+// WorkflowStartResponse.
 func decodeStart(raw json.RawMessage) (*StartResult, error) {
-	var w struct {
-		Status           string          `json:"status"`
-		WorkflowInstance json.RawMessage `json:"workflow_instance"`
-		WorkflowID       string          `json:"workflow_id"`
-		VersionID        int64           `json:"workflow_version_id"`
-		InstanceID       int64           `json:"workflow_instance_id"`
-		RunID            int64           `json:"workflow_run_id"`
-	}
+	var w wire.WorkflowStartResponse
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("decode start answer: %w", err)
 	}
-	res := &StartResult{WorkflowID: w.WorkflowID, VersionID: w.VersionID, InstanceID: w.InstanceID, RunID: w.RunID,
-		Status: w.Status, Raw: raw}
-	if len(w.WorkflowInstance) > 0 && string(w.WorkflowInstance) != "null" {
-		r, err := decodeRun(w.WorkflowInstance)
-		if err != nil {
-			return nil, err
-		}
-		res.WorkflowID, res.VersionID, res.InstanceID, res.RunID = r.WorkflowID, r.VersionID, r.InstanceID, r.RunID
-	}
-	return res, nil
+	return &StartResult{WorkflowID: w.WorkflowID, VersionID: w.VersionID, InstanceID: w.InstanceID, RunID: w.RunID,
+		Status: w.Status, Raw: raw}, nil
 }
 
 // decodeRuns reads a listing of instances.
-func decodeRuns(raw json.RawMessage) ([]*Run, error) { return decodeList(raw, "items", decodeRun) }
+func decodeRuns(raw json.RawMessage) ([]*Run, error) { return decodeList(raw, decodeRun) }
 
-// decodeSignal reads a signal announcement's answer: Maestro's flat
-// SignalInstance, or {status, signal_instance}.
+// decodeSignal reads a signal announcement's answer, Maestro's
+// SignalInstance.
 func decodeSignal(raw json.RawMessage) (*SignalResult, error) {
-	type inst struct {
-		Name       string `json:"name"`
-		SeqID      int64  `json:"seq_id"`
-		Duplicated bool   `json:"duplicated"`
-	}
-	var w struct {
-		inst
-		Status string `json:"status"`
-		Inner  *inst  `json:"signal_instance"`
-	}
+	var w wire.SignalInstance
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("decode signal answer: %w", err)
-	}
-	if w.Inner != nil {
-		w.inst = *w.Inner
-		w.Duplicated = w.Status == "DUPLICATED"
 	}
 	return &SignalResult{Name: w.Name, SeqID: w.SeqID, Duplicated: w.Duplicated, Raw: raw}, nil
 }

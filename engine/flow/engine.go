@@ -94,7 +94,7 @@ type Config struct {
 	EventsWritten func()
 	// SignalsAnnounced, when set, is called (and must not block) after a
 	// write that stored a step's output signals committed: the signal
-	// broker's sweeper matches them (engine/signalbroker).
+	// broker's sweeper matches them (engine/trigger/signalbroker).
 	SignalsAnnounced func()
 }
 

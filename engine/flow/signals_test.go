@@ -12,8 +12,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/run"
-	"github.com/maestro-aws/maestro/engine/signal"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 )
 
 // signalDef is a workflow whose step "gated" waits for a signal

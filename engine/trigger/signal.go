@@ -11,14 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // Signal triggers: one signal_trigger row per signal trigger of a
 // workflow's active version, and one signal_subscription row per signal
 // name of each ACTIVE one, kept in step with the definition store like the
-// time triggers (SyncSignals). The signal broker (engine/signalbroker)
+// time triggers (SyncSignals). The signal broker (engine/trigger/signalbroker)
 // reads the subscriptions of the names it announces, and keeps what a
 // multi-signal trigger waits for in signal_trigger_pending.
 

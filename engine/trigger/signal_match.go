@@ -9,7 +9,7 @@ import (
 )
 
 // What the signal broker reads and writes of the signal triggers while it
-// matches new signals (engine/signalbroker), inside its transaction.
+// matches new signals (engine/trigger/signalbroker), inside its transaction.
 
 // Subscription is an ACTIVE signal trigger subscribed to a signal name.
 type Subscription struct {

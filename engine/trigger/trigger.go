@@ -1,10 +1,3 @@
-// Package trigger keeps the time triggers of workflows: one row per time
-// trigger of a workflow's active version, with its state and next fire
-// time. The definition store calls Sync in the transaction of every change
-// of a workflow's active version or properties, so the rows always follow
-// the active version; the scheduler (engine/scheduler) claims due rows
-// (Claim) and advances them (Advance) in the transaction that starts their
-// runs. The SQL is in queries.go; docs/triggers.md draws the states.
 package trigger
 
 import (

@@ -3,10 +3,10 @@ package workflow
 import (
 	"strconv"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 )
 
-// ScheduleTrigger returns the trigger as engine/schedule reads it. A value
+// ScheduleTrigger returns the trigger as engine/trigger/schedule reads it. A value
 // that does not parse (an interval, a fuzzy delay) is left zero; validation
 // reports it.
 func (t *TimeTrigger) ScheduleTrigger() schedule.Trigger {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 )
 
 // reservedParamNames may not be used as parameter names; Maestro keeps them for itself.
@@ -225,7 +225,7 @@ func (s *validation) retryPolicy(rp *RetryPolicy, at *loc) {
 }
 
 // timeTriggers checks each time trigger as the scheduler will read it
-// (engine/schedule): the fields its type allows, its time zone, and its
+// (engine/trigger/schedule): the fields its type allows, its time zone, and its
 // schedule, whose problems name the trigger's field and, within a cron
 // expression, the cron field.
 func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
@@ -288,7 +288,7 @@ func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
 	}
 }
 
-// scheduleProblem reports what engine/schedule refused at the field it
+// scheduleProblem reports what engine/trigger/schedule refused at the field it
 // names.
 func (s *validation) scheduleProblem(t *TimeTrigger, tp *loc, err error) {
 	var fe *schedule.FieldError

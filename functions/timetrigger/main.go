@@ -1,6 +1,6 @@
 // Command timetrigger is the time-trigger Lambda: EventBridge Scheduler
 // invokes it every minute, and it fires the due time triggers
-// (engine/scheduler) until none are due or its deadline nears, writing each
+// (engine/trigger/scheduler) until none are due or its deadline nears, writing each
 // invocation's TriggerLag as an EMF line to stdout.
 package main
 

@@ -1,8 +1,8 @@
 // Package signals is the signals Lambda's handler: it reads a batch of
 // messages from the signals queue (Maestro signal JSON, S3 event
 // notifications, table updates, and these in SNS or EventBridge envelopes:
-// engine/signalmsg), announces all their signals in one transaction
-// (engine/signalbroker: deduplicated, waking waiting steps, starting the
+// engine/trigger/signalmsg), announces all their signals in one transaction
+// (engine/trigger/signalbroker: deduplicated, waking waiting steps, starting the
 // runs of signal triggers they satisfy) and reports the messages that
 // failed as batch item failures. A message that cannot be read, or holds
 // an invalid signal, fails alone and reaches the dead-letter queue after
@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/maestro-aws/maestro/engine/metrics"
-	"github.com/maestro-aws/maestro/engine/signal"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
-	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
 
 // Handler handles batches of signal messages.

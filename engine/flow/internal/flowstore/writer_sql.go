@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/maestro-aws/maestro/engine/event"
-	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
 
 // The Writer's statements: one per kind of write, each writing any number

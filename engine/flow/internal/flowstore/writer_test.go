@@ -15,7 +15,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/run"
-	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
 
 // writerFixture makes groups 0 (generation 5) and 1 (generation 7) owned

@@ -11,8 +11,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/metrics"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
-	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 	"github.com/maestro-aws/maestro/functions/internal/coldstart"
 	"github.com/maestro-aws/maestro/functions/internal/signals"
 )

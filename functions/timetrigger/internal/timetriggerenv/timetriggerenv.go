@@ -11,7 +11,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/metrics"
-	"github.com/maestro-aws/maestro/engine/scheduler"
+	"github.com/maestro-aws/maestro/engine/trigger/scheduler"
 	"github.com/maestro-aws/maestro/functions/internal/coldstart"
 )
 

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
-	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
 
 // Update is a table-update event: table Table got a new snapshot (or

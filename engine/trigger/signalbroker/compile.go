@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/params"
-	"github.com/maestro-aws/maestro/engine/schedule"
-	"github.com/maestro-aws/maestro/engine/signal"
 	"github.com/maestro-aws/maestro/engine/trigger"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"
 )

@@ -31,8 +31,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
-	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
 
 // ErrUnreadable reports a message that is not one of the shapes read here,

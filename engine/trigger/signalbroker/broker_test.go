@@ -13,9 +13,9 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/signal"
-	"github.com/maestro-aws/maestro/engine/signalbroker"
 	"github.com/maestro-aws/maestro/engine/trigger"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 

@@ -27,8 +27,8 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
-	"github.com/maestro-aws/maestro/engine/signal"
 	"github.com/maestro-aws/maestro/engine/trigger"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
 
 // Broker announces signals and matches them.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
 
 // BenchmarkMatch measures what matching costs per signal with 10 and with

@@ -23,8 +23,8 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/metrics"
-	"github.com/maestro-aws/maestro/engine/schedule"
 	"github.com/maestro-aws/maestro/engine/trigger"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maestro-aws/maestro/engine/signal"
-	"github.com/maestro-aws/maestro/engine/signalmsg"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
 
 // rules routes the sales prefix of bucket raw-events (objects with a table

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
-	"github.com/maestro-aws/maestro/engine/signal"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
 
 // insert stores requests in one transaction, as the broker does.

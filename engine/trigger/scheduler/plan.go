@@ -3,7 +3,7 @@ package scheduler
 import (
 	"time"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 )
 
 // maxCount bounds the counting of skipped fire times; beyond it the count

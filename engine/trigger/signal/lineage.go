@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/maestro-aws/maestro/engine/schedule"
+	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 )
 
 // Relation is how a signal instance and a run or step attempt are related.
