@@ -212,7 +212,7 @@ func StartPrivate(t testing.TB, dir string) string {
 	// ministack hands its own AWS_ENDPOINT_URL to the Lambda processes it
 	// runs, so that their SDK clients (Secrets Manager, SQS, SNS) call it.
 	cmd.Env = append(os.Environ(), "GATEWAY_PORT="+strconv.Itoa(port), "MINISTACK_HOST=127.0.0.1",
-		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING", "AWS_ENDPOINT_URL="+url)
+		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING", "AWS_ENDPOINT_URL="+url, "AUTH=true")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so that the Lambda processes it starts stop
 	// with it.
