@@ -11,6 +11,7 @@
 package localstack
 
 import (
+	"bytes"
 	"context"
 	cryptotls "crypto/tls"
 	"crypto/x509"
@@ -306,9 +307,13 @@ func (p Private) HTTPClient(t testing.TB) *http.Client {
 // account's root credentials (allowed everything under AUTH).
 func (p Private) Config(t testing.TB) aws.Config {
 	t.Helper()
+	ca, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(Region),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
-		config.WithBaseEndpoint(p.URL), config.WithHTTPClient(p.HTTPClient(t)))
+		config.WithBaseEndpoint(p.URL), config.WithCustomCABundle(bytes.NewReader(ca)))
 	if err != nil {
 		t.Fatalf("localstack: aws config: %v", err)
 	}
