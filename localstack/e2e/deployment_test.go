@@ -25,6 +25,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/health"
@@ -227,6 +228,9 @@ func (d *Deployment) startEngine(t *testing.T) {
 	}
 	cmd.Env = append(cmd.Env, "MAESTRO_HEALTH_ADDR="+addr, "MAESTRO_METRICS_INTERVAL=10s",
 		awsconf.CallLogEnv+"="+d.Emulator.CallLog, awsconf.PrincipalEnv+"="+enginePrincipal)
+	// As the task role, as on ECS: the emulator evaluates every call the
+	// engine makes against that role's policies.
+	cmd.Env = append(cmd.Env, d.assumeEngineRole(t)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -351,4 +355,22 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// assumeEngineRole returns the environment of a session of the engine
+// stack's task role (its TaskRoleArn output; the emulator target lets the
+// account assume it), for the local maestro engine.
+func (d *Deployment) assumeEngineRole(t *testing.T) []string {
+	t.Helper()
+	out, err := sts.NewFromConfig(d.AWS).AssumeRole(context.Background(), &sts.AssumeRoleInput{
+		RoleArn:         aws.String(d.Output(t, stackEngine, "TaskRoleArn")),
+		RoleSessionName: aws.String("maestro-engine-e2e"),
+		DurationSeconds: aws.Int32(3600),
+	})
+	if err != nil {
+		t.Fatalf("assume the engine task role: %v", err)
+	}
+	c := out.Credentials
+	return []string{"AWS_ACCESS_KEY_ID=" + aws.ToString(c.AccessKeyId), "AWS_SECRET_ACCESS_KEY=" + aws.ToString(c.SecretAccessKey),
+		"AWS_SESSION_TOKEN=" + aws.ToString(c.SessionToken)}
 }

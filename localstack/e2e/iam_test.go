@@ -91,13 +91,9 @@ func checkIAM(t *testing.T, d *Deployment) {
 				Policies: rolePolicies(t, roles, aws.ToString(fn.Role)), Allowances: allow})
 		}
 	}
-	if role := d.Outputs[stackEngine]["TaskRoleArn"]; role != "" {
-		allow := append(append([]iamcheck.Allowance{}, secretReadAllowances...), queueSendAllowances...)
-		principals = append(principals, iamcheck.Principal{Name: enginePrincipal,
-			Policies: rolePolicies(t, roles, role), Allowances: allow})
-	} else {
-		t.Errorf("the engine stack gives no TaskRoleArn output: the engine's calls cannot be checked")
-	}
+	allow := append(append([]iamcheck.Allowance{}, secretReadAllowances...), queueSendAllowances...)
+	principals = append(principals, iamcheck.Principal{Name: enginePrincipal,
+		Policies: rolePolicies(t, roles, d.Output(t, stackEngine, "TaskRoleArn")), Allowances: allow})
 	counts := map[string]int{}
 	for _, c := range calls {
 		counts[c.Principal]++
