@@ -40,6 +40,11 @@ var (
 		{Action: "sqs:GetQueueAttributes", Reason: "the event source mapping reads the queue's attributes"},
 		{Action: "sqs:GetQueueUrl", Reason: "granted with the consume grant; the event source mapping may resolve the queue"},
 	}
+	// infra.EmulatorBatchGrant: the emulator's own name for a batch call.
+	emulatorBatchAllowances = []iamcheck.Allowance{
+		{Action: "sqs:SendMessageBatch", Reason: "emulator target only: AWS authorises SendMessageBatch as sqs:SendMessage, the emulator by the call's name"},
+		{Action: "sns:PublishBatch", Reason: "emulator target only: AWS authorises PublishBatch as sns:Publish, the emulator by the call's name"},
+	}
 	secretReadAllowances = []iamcheck.Allowance{
 		{Action: "secretsmanager:DescribeSecret", Reason: "CDK's secret read grant pairs it with GetSecretValue; the pool reads the secret with GetSecretValue only"},
 		{Action: "kms:Decrypt", Reason: "reading a secret encrypted with a customer key decrypts it as the caller"},
@@ -87,11 +92,12 @@ func checkIAM(t *testing.T, d *Deployment) {
 			allow := append([]iamcheck.Allowance{}, lambdaServiceAllowances...)
 			allow = append(allow, secretReadAllowances...)
 			allow = append(allow, queuePollerAllowances...)
+			allow = append(allow, emulatorBatchAllowances...)
 			principals = append(principals, iamcheck.Principal{Name: name,
 				Policies: rolePolicies(t, roles, aws.ToString(fn.Role)), Allowances: allow})
 		}
 	}
-	allow := append(append([]iamcheck.Allowance{}, secretReadAllowances...), queueSendAllowances...)
+	allow := append(append(append([]iamcheck.Allowance{}, secretReadAllowances...), queueSendAllowances...), emulatorBatchAllowances...)
 	principals = append(principals, iamcheck.Principal{Name: enginePrincipal,
 		Policies: rolePolicies(t, roles, d.Output(t, stackEngine, "TaskRoleArn")), Allowances: allow})
 	counts := map[string]int{}
