@@ -158,6 +158,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ReservedConcurrency: cfg.ReservedConcurrency[FunctionPublisher],
 		SubscriberFilter:    cfg.ExampleSubscriberFilter,
 		AlarmEmail:          cfg.AlarmEmail,
+		Emulator:            cfg.Emulator(),
 	})
 	signals := NewSignalsStack(scope, prefix+"Signals", &SignalsStackProps{
 		StackProps:          props("Maestro signals: signals queue and function"),

@@ -109,6 +109,9 @@ func NewDataStack(scope constructs.Construct, id string, props *DataStackProps) 
 	if props.EmulatorURL != "" {
 		d := newEmulatorData(stack, props.EmulatorURL)
 		d.OwnerSecret, d.Secret = newEmulatorRoleSecrets(stack, props.EmulatorURL)
+		d.MasterSecret = byCompleteARN(d.MasterSecret, "MasterSecretARN")
+		d.OwnerSecret = byCompleteARN(d.OwnerSecret, "OwnerSecretARN")
+		d.Secret = byCompleteARN(d.Secret, "AppSecretARN")
 		if props.MigrateCode != nil {
 			d.Migration = newDataMigration(stack, props, nil, d)
 		}
@@ -279,6 +282,21 @@ func allowPostgres(sg awsec2.ISecurityGroup, clients []awsec2.ISecurityGroup) {
 // RDS shape ({host, port, dbname, username, password}) that points at a
 // PostgreSQL the test runs, in place of Aurora. The password is in the
 // template; that is acceptable only for a throwaway local database.
+// byCompleteARN is the secret as its complete ARN read from CloudFormation's
+// Id attribute, for the emulator target. AWS answers a secret's Ref with the
+// same ARN; the emulator answers it with the secret's name, which no IAM
+// policy resource matches, so with IAM evaluated (make e2e) every grant on
+// the Ref would deny. Grants and DB_SECRET_ARN through this name the secret
+// exactly as they do on AWS.
+func byCompleteARN(secret awssecretsmanager.ISecret, id string) awssecretsmanager.ISecret {
+	s, ok := secret.(awssecretsmanager.Secret)
+	if !ok {
+		return secret
+	}
+	cfn := s.Node().DefaultChild().(awssecretsmanager.CfnSecret)
+	return awssecretsmanager.Secret_FromSecretCompleteArn(s.Stack(), jsii.String(id), cfn.AttrId())
+}
+
 func newEmulatorData(stack awscdk.Stack, dsn string) *DataStack {
 	u, _ := url.Parse(dsn) // Config.Validate checked it
 	password, _ := u.User.Password()

@@ -109,6 +109,10 @@ type EngineStack struct {
 // starts the local `maestro engine` with it, as ECS would start the task.
 const EngineEnvironmentOutput = "Environment"
 
+// EngineTaskRoleOutput is the emulator target's output holding the engine
+// task role's ARN, which the local maestro engine assumes.
+const EngineTaskRoleOutput = "TaskRoleArn"
+
 // EngineEnvironment is the engine container's environment: the database
 // secret, the group count, the event queue, alert links and cluster name,
 // the health endpoint, the region, and the step runtimes' settings from the
@@ -173,9 +177,41 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 	}
 	env := EngineEnvironment(props, stepSG)
 	s := &EngineStack{Stack: stack, LogGroup: logGroup, Environment: env, StepTaskSecurityGroup: stepSG}
+
+	// The role the engine's code runs as, with the same grants on both
+	// targets: on the emulator target the harness runs maestro engine as
+	// this role (the account may assume it there), so the e2e IAM check
+	// holds the engine's calls against what a task would be allowed.
+	taskRole := awsiam.NewRole(stack, jsii.String("TaskRole"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("ecs-tasks.amazonaws.com"), nil),
+		Description: jsii.String("Maestro engine task: the database secret, the internal-events queue and the configured step targets"),
+	})
+	props.DatabaseSecret.GrantRead(taskRole, nil)
+	if props.EventQueue != nil {
+		props.EventQueue.GrantSendMessages(taskRole)
+	}
+	for _, st := range StepRuntimeStatements(stack, props.StepTargets) {
+		taskRole.AddToPrincipalPolicy(st)
+	}
+	if t := props.StepTargets; len(t.LambdaFunctions) > 0 || len(t.EcsClusters) > 0 {
+		nagSuppress(taskRole, "AwsSolutions-IAM5", "step targets (StepRuntimeStatements): a step function's versions and aliases (<fn>:*), "+
+			"every revision of a step task definition family (<family>:*), the tasks of a step cluster (task/<cluster>/*), "+
+			"ecs:ListTasks on * limited by an ecs:cluster condition, and ecs:DescribeTaskDefinition, which takes no resource",
+			`/^Resource::.*:function:[^:*]+:\*$/`, `/^Resource::.*:task-definition\/[^:*]+:\*$/`, `/^Resource::.*:task\/[^/*]+\/\*$/`, `/^Resource::\*$/`)
+	}
+	s.TaskRole = taskRole
 	if props.Emulator {
+		if props.EventQueue != nil {
+			EmulatorBatchGrant(taskRole, "sqs:SendMessageBatch", props.EventQueue.QueueArn())
+		}
+		taskRole.AssumeRolePolicy().AddStatements(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Actions:    jsii.Strings("sts:AssumeRole"),
+			Principals: &[]awsiam.IPrincipal{awsiam.NewAccountRootPrincipal()},
+		}))
 		output(stack, EngineEnvironmentOutput, stack.ToJsonString(env, nil),
 			"the engine's environment, as the ECS task would have it (the emulator target runs maestro engine locally)")
+		output(stack, EngineTaskRoleOutput, taskRole.RoleArn(),
+			"the engine task's role, which the emulator target's local maestro engine runs as")
 		return s
 	}
 
@@ -192,12 +228,9 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 			CpuArchitecture:       awsecs.CpuArchitecture_ARM64(),
 			OperatingSystemFamily: awsecs.OperatingSystemFamily_LINUX(),
 		},
+		TaskRole: taskRole,
 	})
 
-	props.DatabaseSecret.GrantRead(task.TaskRole(), nil)
-	if props.EventQueue != nil {
-		props.EventQueue.GrantSendMessages(task.TaskRole())
-	}
 	task.AddContainer(jsii.String(EngineContainerName), &awsecs.ContainerDefinitionOptions{
 		Image:       props.Image,
 		Command:     jsii.Strings("engine"),
@@ -254,16 +287,18 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 	})
 	nagSuppress(task.ExecutionRole(), "AwsSolutions-IAM5", "ecr:GetAuthorizationToken takes no resource; the image pull actions are scoped to the asset repository", `/^Resource::\*$/`)
 	nagSuppress(task, "AwsSolutions-ECS2", "the environment holds no secret: the database password is read from Secrets Manager (DB_SECRET_ARN) by the engine itself")
-	for _, st := range StepRuntimeStatements(stack, props.StepTargets) {
-		task.AddToTaskRolePolicy(st)
-	}
-	if t := props.StepTargets; len(t.LambdaFunctions) > 0 || len(t.EcsClusters) > 0 {
-		nagSuppress(task.TaskRole(), "AwsSolutions-IAM5", "step targets (StepRuntimeStatements): a step function's versions and aliases (<fn>:*), "+
-			"every revision of a step task definition family (<family>:*), the tasks of a step cluster (task/<cluster>/*), "+
-			"ecs:ListTasks on * limited by an ecs:cluster condition, and ecs:DescribeTaskDefinition, which takes no resource",
-			`/^Resource::.*:function:[^:*]+:\*$/`, `/^Resource::.*:task-definition\/[^:*]+:\*$/`, `/^Resource::.*:task\/[^/*]+\/\*$/`, `/^Resource::\*$/`)
-	}
-
-	s.Cluster, s.Service, s.TaskRole, s.Scaling = cluster, service, task.TaskRole(), scaling
+	s.Cluster, s.Service, s.Scaling = cluster, service, scaling
 	return s
+}
+
+// EmulatorBatchGrant grants action on resources, on the emulator target
+// only. AWS authorises a batch call by its single action (SendMessageBatch
+// is sqs:SendMessage, PublishBatch sns:Publish), which the roles are
+// granted; the emulator, evaluating IAM in make e2e, asks for an action of
+// the batch call's own name, which AWS does not define.
+func EmulatorBatchGrant(role awsiam.IRole, action string, resources ...*string) {
+	role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Actions:   jsii.Strings(action),
+		Resources: &resources,
+	}))
 }

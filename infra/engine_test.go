@@ -159,7 +159,7 @@ func TestEngineStack(t *testing.T) {
 	})
 
 	t.Run("least privilege", func(t *testing.T) {
-		taskRole := logicalID(t, f.stacks.Engine.Stack, "Task", "TaskRole")
+		taskRole := logicalID(t, f.stacks.Engine.Stack, "TaskRole")
 		execRole := logicalID(t, f.stacks.Engine.Stack, "Task", "ExecutionRole")
 		for id, r := range tmpl.ofType("AWS::IAM::Role") {
 			if ps := props(r)["ManagedPolicyArns"]; ps != nil {
@@ -292,8 +292,19 @@ func TestEngineStepEnvironment(t *testing.T) {
 	if env["MAESTRO_PUBLIC_URL"] != "https://maestro.example.com" || env["MAESTRO_CLUSTER_NAME"] != "blue" || env["MAESTRO_GROUP_COUNT"] != "8" {
 		t.Errorf("environment %s", asJSON(env))
 	}
-	if n := len(tmpl.ofType("AWS::ECS::Service")) + len(tmpl.ofType("AWS::ECS::Cluster")) + len(tmpl.ofType("AWS::IAM::Role")); n != 0 {
-		t.Errorf("the emulator target's engine stack holds %d ECS resources or roles", n)
+	if n := len(tmpl.ofType("AWS::ECS::Service")) + len(tmpl.ofType("AWS::ECS::Cluster")); n != 0 {
+		t.Errorf("the emulator target's engine stack holds %d ECS resources", n)
+	}
+	// Only the task role, which the local engine assumes: the account may
+	// assume it on the emulator target.
+	if roles := tmpl.ofType("AWS::IAM::Role"); len(roles) != 1 {
+		t.Errorf("the emulator target's engine stack holds %d roles, want the task role", len(roles))
+	} else {
+		for _, r := range roles {
+			if trust := asJSON(props(r)["AssumeRolePolicyDocument"]); !strings.Contains(trust, "ecs-tasks.amazonaws.com") || !strings.Contains(trust, ":root") {
+				t.Errorf("task role trust %s, want ECS tasks and (emulator target) the account", trust)
+			}
+		}
 	}
 
 	tmpl, env = engineEnvStack(t, StepTargets{EcsClusters: []string{"jobs", "gpu"}, EcsTaskDefinitions: []string{"trainer"},

@@ -37,6 +37,8 @@ type EventsStackProps struct {
 	SubscriberFilter map[string]any
 	// AlarmEmail, when set, is subscribed to the alert topic.
 	AlarmEmail string
+	// Emulator grants what only the emulator asks for (EmulatorBatchGrant).
+	Emulator bool
 }
 
 // EventsStack carries Maestro's events out: the engine hands internal events
@@ -118,6 +120,9 @@ func NewEventsStack(scope constructs.Construct, id string, props *EventsStackPro
 		})
 		events.GrantPublish(fn.Role)
 		alerts.GrantPublish(fn.Role)
+		if props.Emulator {
+			EmulatorBatchGrant(fn.Role, "sns:PublishBatch", events.TopicArn(), alerts.TopicArn())
+		}
 		fn.ConsumeQueue(queue.Queue)
 		s.Publisher = fn
 	}

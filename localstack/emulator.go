@@ -11,7 +11,10 @@
 package localstack
 
 import (
+	"bytes"
 	"context"
+	cryptotls "crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -29,6 +32,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/maestro-aws/maestro/engine/awsconf"
 )
 
 // Region is the region tests use.
@@ -67,7 +72,13 @@ func Endpoint(t testing.TB) string {
 // Config is an AWS config whose clients call the shared emulator.
 func Config(t testing.TB) aws.Config {
 	t.Helper()
-	return ConfigFor(t, Endpoint(t))
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(Region),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
+		config.WithBaseEndpoint(Endpoint(t)))
+	if err != nil {
+		t.Fatalf("localstack: aws config: %v", err)
+	}
+	return cfg
 }
 
 // ministackBinary finds the ministack command: $MAESTRO_MINISTACK, then the
@@ -174,7 +185,10 @@ func startShared() (string, error) {
 }
 
 func healthy(url string) bool {
-	c := http.Client{Timeout: time.Second}
+	return healthyWith(&http.Client{Timeout: time.Second}, url)
+}
+
+func healthyWith(c *http.Client, url string) bool {
 	resp, err := c.Get(url + "/_localstack/health")
 	if err != nil {
 		return false
@@ -183,11 +197,31 @@ func healthy(url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// Private is a ministack of a test's own (StartPrivate).
+type Private struct {
+	// URL is its https endpoint on 127.0.0.1.
+	URL string
+	// CAFile is the PEM of the certificate authority that signed its
+	// certificate: trust it (AWS_CA_BUNDLE, SSL_CERT_FILE,
+	// NODE_EXTRA_CA_CERTS) to call it.
+	CAFile string
+	// CallLog is the file every Lambda it runs records its AWS calls to
+	// (engine/awsconf); give the engine the same MAESTRO_AWS_CALL_LOG.
+	CallLog string
+}
+
 // StartPrivate starts a ministack of the test's own on a free port of
 // 127.0.0.1, with its state under dir, and stops it when the test ends. The
 // end-to-end test deploys into a fresh one rather than the shared emulator
 // other tests use, so that its CloudFormation stacks never meet theirs.
-func StartPrivate(t testing.TB, dir string) string {
+//
+// It runs as AWS does where the shared emulator is lenient: over TLS, with a
+// certificate from a throwaway CA made here, so that the TLS-only resource
+// policies CDK writes (aws:SecureTransport) hold, and with AUTH=true, so
+// that every call a Lambda makes is evaluated against its execution role's
+// policies and every signature is verified. The Lambdas it runs inherit its
+// environment: the CA to trust, and the call log to record to.
+func StartPrivate(t testing.TB, dir string) Private {
 	t.Helper()
 	bin, err := ministackBinary()
 	if err != nil {
@@ -195,6 +229,10 @@ func StartPrivate(t testing.TB, dir string) string {
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	tls, err := writeTLS(filepath.Join(dir, "tls"))
+	if err != nil {
+		t.Fatalf("localstack: %v", err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -206,13 +244,17 @@ func StartPrivate(t testing.TB, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	p := Private{URL: "https://127.0.0.1:" + strconv.Itoa(port), CAFile: tls.caFile,
+		CallLog: filepath.Join(dir, "aws-calls.jsonl")}
 	cmd := exec.Command(bin)
 	cmd.Dir = dir
 	// ministack hands its own AWS_ENDPOINT_URL to the Lambda processes it
 	// runs, so that their SDK clients (Secrets Manager, SQS, SNS) call it.
 	cmd.Env = append(os.Environ(), "GATEWAY_PORT="+strconv.Itoa(port), "MINISTACK_HOST=127.0.0.1",
-		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING", "AWS_ENDPOINT_URL="+url)
+		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING", "AWS_ENDPOINT_URL="+p.URL,
+		"AUTH=true", "USE_SSL=1", "MINISTACK_SSL_CERT="+tls.chainFile, "MINISTACK_SSL_KEY="+tls.keyFile,
+		"SSL_CERT_FILE="+tls.caFile, "AWS_CA_BUNDLE="+tls.caFile, "NODE_EXTRA_CA_CERTS="+tls.caFile,
+		awsconf.CallLogEnv+"="+p.CallLog)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so that the Lambda processes it starts stop
 	// with it.
@@ -233,23 +275,45 @@ func StartPrivate(t testing.TB, dir string) string {
 		}
 		logf.Close()
 	})
+	client := p.HTTPClient(t)
 	deadline := time.Now().Add(60 * time.Second)
-	for !healthy(url) {
+	for !healthyWith(client, p.URL) {
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(dir, "ministack.log"))
-			t.Fatalf("ministack did not become healthy on %s: %s", url, log)
+			t.Fatalf("ministack did not become healthy on %s: %s", p.URL, log)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return url
+	return p
 }
 
-// ConfigFor is an AWS config whose clients call the emulator at endpoint.
-func ConfigFor(t testing.TB, endpoint string) aws.Config {
+// HTTPClient is an HTTP client that trusts the emulator's certificate.
+func (p Private) HTTPClient(t testing.TB) *http.Client {
 	t.Helper()
+	pem, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", p.CAFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &cryptotls.Config{RootCAs: pool, MinVersion: cryptotls.VersionTLS12}
+	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+}
+
+// Config is an AWS config whose clients call the emulator with the
+// account's root credentials (allowed everything under AUTH).
+func (p Private) Config(t testing.TB) aws.Config {
+	t.Helper()
+	ca, err := os.ReadFile(p.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(Region),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
-		config.WithBaseEndpoint(endpoint))
+		config.WithBaseEndpoint(p.URL), config.WithCustomCABundle(bytes.NewReader(ca)))
 	if err != nil {
 		t.Fatalf("localstack: aws config: %v", err)
 	}

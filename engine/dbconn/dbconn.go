@@ -32,12 +32,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/dbconn/rdsca"
 )
 
@@ -257,7 +257,7 @@ func Open(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, err
 // SecretsManager is the SecretFetcher that reads the secret from AWS Secrets
 // Manager with the default credential chain.
 func SecretsManager(ctx context.Context, arn string) (string, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconf.Load(ctx)
 	if err != nil {
 		return "", fmt.Errorf("load aws config: %w", err)
 	}

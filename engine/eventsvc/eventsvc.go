@@ -20,11 +20,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/alert"
+	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/event/sqssink"
 )
@@ -81,7 +81,7 @@ func Start(ctx context.Context, db *pgxpool.Pool, o Options) (*Services, error) 
 		sinks["webhook"] = event.NewWebhook(u, cluster, nil)
 	}
 	if q := env("MAESTRO_EVENT_QUEUE_URL"); q != "" {
-		awsCfg, err := config.LoadDefaultConfig(ctx)
+		awsCfg, err := awsconf.Load(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("aws config for the event queue: %w", err)
 		}

@@ -12,9 +12,9 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
+	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/metrics"
 	"github.com/maestro-aws/maestro/functions/internal/publisher"
 )
@@ -22,7 +22,7 @@ import (
 func main() {
 	ctx := context.Background()
 	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := awsconf.Load(ctx)
 	if err != nil {
 		logger.Error("cold start failed: aws config", "error", err.Error())
 		os.Exit(1)

@@ -25,7 +25,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
+	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/health"
 	"github.com/maestro-aws/maestro/localstack"
 )
@@ -47,7 +49,9 @@ type Deployment struct {
 	Root string
 	// Dir holds the run's logs, cdk.out and outputs (MAESTRO_E2E_DIR).
 	Dir string
-	// Endpoint is the emulator's URL; AWS is a config whose clients call it.
+	// Emulator is the private ministack (TLS, IAM evaluated); Endpoint its
+	// URL; AWS a config whose clients call it as the account's root.
+	Emulator localstack.Private
 	Endpoint string
 	AWS      aws.Config
 	// DatabaseURL is the PostgreSQL the master secret points at: empty
@@ -108,8 +112,14 @@ func deploy(t *testing.T) *Deployment {
 	}
 
 	d := &Deployment{Root: root, Dir: dir, DatabaseURL: emptyDatabase(t)}
-	d.Endpoint = localstack.StartPrivate(t, filepath.Join(dir, "ministack"))
-	d.AWS = localstack.ConfigFor(t, d.Endpoint)
+	d.Emulator = localstack.StartPrivate(t, filepath.Join(dir, "ministack"))
+	d.Endpoint, d.AWS = d.Emulator.URL, d.Emulator.Config(t)
+	// This process's own HTTPS clients (the CLI's, the UI proxy's, the
+	// signed API calls) trust the emulator's CA too: Go reads SSL_CERT_FILE
+	// once, at its first certificate check, which is still to come.
+	if err := os.Setenv("SSL_CERT_FILE", d.Emulator.CAFile); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("emulator %s, state and logs in %s", d.Endpoint, dir)
 
 	// The one context switch (infra/config.go Config.Target): what the
@@ -151,7 +161,10 @@ func (d *Deployment) awsEnv() []string {
 		}
 	}
 	return append(env, "AWS_ENDPOINT_URL="+d.Endpoint, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"AWS_REGION="+localstack.Region, "AWS_DEFAULT_REGION="+localstack.Region)
+		"AWS_REGION="+localstack.Region, "AWS_DEFAULT_REGION="+localstack.Region,
+		// The emulator's CA, for Go (SSL_CERT_FILE), the CDK CLI's SDK
+		// (AWS_CA_BUNDLE) and Node itself.
+		"SSL_CERT_FILE="+d.Emulator.CAFile, "AWS_CA_BUNDLE="+d.Emulator.CAFile, "NODE_EXTRA_CA_CERTS="+d.Emulator.CAFile)
 }
 
 // cdk runs the pinned CDK CLI from the repository root (cdk.json) against
@@ -213,7 +226,11 @@ func (d *Deployment) startEngine(t *testing.T) {
 			cmd.Env = append(cmd.Env, k+"="+taskEnv[k])
 		}
 	}
-	cmd.Env = append(cmd.Env, "MAESTRO_HEALTH_ADDR="+addr, "MAESTRO_METRICS_INTERVAL=10s")
+	cmd.Env = append(cmd.Env, "MAESTRO_HEALTH_ADDR="+addr, "MAESTRO_METRICS_INTERVAL=10s",
+		awsconf.CallLogEnv+"="+d.Emulator.CallLog, awsconf.PrincipalEnv+"="+enginePrincipal)
+	// As the task role, as on ECS: the emulator evaluates every call the
+	// engine makes against that role's policies.
+	cmd.Env = append(cmd.Env, d.assumeEngineRole(t)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -338,4 +355,22 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// assumeEngineRole returns the environment of a session of the engine
+// stack's task role (its TaskRoleArn output; the emulator target lets the
+// account assume it), for the local maestro engine.
+func (d *Deployment) assumeEngineRole(t *testing.T) []string {
+	t.Helper()
+	out, err := sts.NewFromConfig(d.AWS).AssumeRole(context.Background(), &sts.AssumeRoleInput{
+		RoleArn:         aws.String(d.Output(t, stackEngine, "TaskRoleArn")),
+		RoleSessionName: aws.String("maestro-engine-e2e"),
+		DurationSeconds: aws.Int32(3600),
+	})
+	if err != nil {
+		t.Fatalf("assume the engine task role: %v", err)
+	}
+	c := out.Credentials
+	return []string{"AWS_ACCESS_KEY_ID=" + aws.ToString(c.AccessKeyId), "AWS_SECRET_ACCESS_KEY=" + aws.ToString(c.SecretAccessKey),
+		"AWS_SESSION_TOKEN=" + aws.ToString(c.SessionToken)}
 }

@@ -49,6 +49,10 @@ func TestEndToEnd(t *testing.T) {
 			})
 		}
 	})
+	// After every scenario, so that their calls are all recorded.
+	t.Run("iam: every AWS call the Lambdas and the engine made is granted by their deployed roles, and every grant is used or reasoned", func(t *testing.T) {
+		checkIAM(t, d)
+	})
 	t.Logf("end to end in %s", time.Since(start).Round(time.Second))
 }
 

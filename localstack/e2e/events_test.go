@@ -82,8 +82,21 @@ func probeQueue(t *testing.T, d *Deployment) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(d.Output(t, stackEvents, "EventTopicArn")),
-		Protocol: aws.String("sqs"), Endpoint: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]),
+	topic, queueARN := d.Output(t, stackEvents, "EventTopicArn"), attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	// As on AWS, SNS delivers to a queue only when the queue's policy lets
+	// the topic send (the emulator evaluates it, AUTH=true).
+	policy, err := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": []any{map[string]any{
+		"Effect": "Allow", "Principal": map[string]any{"Service": "sns.amazonaws.com"}, "Action": "sqs:SendMessage",
+		"Resource": queueARN, "Condition": map[string]any{"ArnEquals": map[string]any{"aws:SourceArn": topic}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: created.QueueUrl,
+		Attributes: map[string]string{string(sqstypes.QueueAttributeNamePolicy): string(policy)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Subscribe(ctx, &sns.SubscribeInput{TopicArn: aws.String(topic),
+		Protocol: aws.String("sqs"), Endpoint: aws.String(queueARN),
 		Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
 		t.Fatal(err)
 	}

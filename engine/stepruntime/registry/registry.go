@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
@@ -82,7 +83,7 @@ func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger)
 	if cfg.AWSEndpoint != "" {
 		opts = append(opts, config.WithBaseEndpoint(cfg.AWSEndpoint))
 	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	awsCfg, err := awsconf.Load(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
