@@ -22,27 +22,15 @@ type group struct {
 	id  int32
 	gen int64
 	ctx context.Context
-	// handingOver reads the lease's hand-over flag.
-	handingOver handOverFlag
-	eng         *Engine
+	eng *Engine
 
 	mu    sync.Mutex
 	flows map[run.Ref]*flowActor
 }
 
-// handOverFlag is a lease's HandingOver as a flag to Load.
-type handOverFlag struct{ l *membership.Lease }
-
-// Load reports whether the group is being handed over to another node.
-func (f handOverFlag) Load() bool { return f.l.HandingOver() }
-
 func newGroup(e *Engine, l *membership.Lease) *group {
-	return &group{Lease: l, id: l.Group, gen: l.Generation, ctx: l.Context(), handingOver: handOverFlag{l},
-		eng: e, flows: map[run.Ref]*flowActor{}}
+	return &group{Lease: l, id: l.Group, gen: l.Generation, ctx: l.Context(), eng: e, flows: map[run.Ref]*flowActor{}}
 }
-
-// leaseHeldNow is the lease's HeldNow (stepruntime.Attempt.LeaseHeld).
-func (g *group) leaseHeldNow() bool { return g.HeldNow() }
 
 func (g *group) remove(f *flowActor) {
 	g.mu.Lock()

@@ -17,7 +17,7 @@ var _ composite.Starter = localStarter{}
 // handing over, with its lease not yet due by the node's own clock.
 func (s localStarter) Held(id int32) (int64, bool) {
 	g := s.e.group(id)
-	if g == nil || g.handingOver.Load() || !g.leaseHeldNow() {
+	if g == nil || g.HandingOver() || !g.HeldNow() {
 		return 0, false
 	}
 	return g.gen, true
