@@ -67,6 +67,7 @@ type alarmFunc func(id, description string, metric awscloudwatch.IMetric, thresh
 // duration, API latency, a silent schedule, and the engine's readiness and
 // backlog.
 func addOperationalAlarms(props *MonitoringStackProps, alarm alarmFunc) {
+	ns := props.namespace()
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	atLeast := awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD
@@ -139,12 +140,12 @@ func addOperationalAlarms(props *MonitoringStackProps, alarm alarmFunc) {
 	}
 	alarm("EngineNotReady",
 		"An engine task has reported itself not ready (database unreachable, lease rounds failing, or no flow group while some are free) for 5 minutes. ECS does not replace it for this (its liveness check asks only the process); see its log.",
-		EngineMetric(metrics.Ready, "Minimum", minute),
+		EngineMetric(ns, metrics.Ready, "Minimum", minute),
 		1, below, EngineNotReadyMinutes, notBreaching)
 	if props.EngineBacklogSeconds > 0 {
 		alarm("EngineBacklog",
 			"The outbox's oldest due message has been older than maestro:engineScaleQueueAgeSeconds for 5 minutes: the engines fall behind (docs/scaling.md).",
-			EngineMetric(metrics.QueueAge, "Maximum", minute),
+			EngineMetric(ns, metrics.QueueAge, "Maximum", minute),
 			float64(props.EngineBacklogSeconds), atLeast, EngineBacklogMinutes, notBreaching)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 // StackPrefix starts the id (and CloudFormation name) of every stack;
@@ -141,14 +143,15 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		nagSuppress(data.Cluster, "AwsSolutions-RDS10", "deletion protection was turned off for this deployment (maestro:dbDeletionProtection=false)")
 	}
 	functions := FunctionBase{
-		Vpc:            network.Vpc,
-		SecurityGroup:  network.FunctionSecurityGroup,
-		DatabaseSecret: data.Secret,
-		ProxyEndpoint:  data.ProxyEndpoint(),
-		GroupCount:     cfg.GroupCount,
-		ClusterName:    cfg.ClusterName,
-		Architecture:   arch,
-		LogRetention:   retention,
+		Vpc:              network.Vpc,
+		SecurityGroup:    network.FunctionSecurityGroup,
+		DatabaseSecret:   data.Secret,
+		ProxyEndpoint:    data.ProxyEndpoint(),
+		GroupCount:       cfg.GroupCount,
+		ClusterName:      cfg.ClusterName,
+		MetricsNamespace: metrics.NamespaceOf(cfg.Stage),
+		Architecture:     arch,
+		LogRetention:     retention,
 	}
 
 	events := NewEventsStack(scope, prefix+"Events", &EventsStackProps{
@@ -192,21 +195,22 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		publicURL = jsii.String(cfg.PublicURL)
 	}
 	engineProps := &EngineStackProps{
-		StackProps:     props("Maestro engine: ECS Fargate service"),
-		Vpc:            network.Vpc,
-		SecurityGroup:  network.EngineSecurityGroup,
-		DatabaseSecret: data.Secret,
-		EventQueue:     events.Queue.Queue,
-		Image:          assets.EngineImage,
-		DesiredCount:   cfg.EngineDesiredCount,
-		MaxCount:       cfg.EngineMaxCount,
-		GroupCount:     cfg.GroupCount,
-		CPU:            cfg.EngineCPU,
-		MemoryMiB:      cfg.EngineMemoryMiB,
-		LogRetention:   retention,
-		StepTargets:    cfg.StepTargets,
-		PublicURL:      publicURL,
-		ClusterName:    cfg.ClusterName,
+		StackProps:       props("Maestro engine: ECS Fargate service"),
+		Vpc:              network.Vpc,
+		SecurityGroup:    network.EngineSecurityGroup,
+		DatabaseSecret:   data.Secret,
+		EventQueue:       events.Queue.Queue,
+		Image:            assets.EngineImage,
+		DesiredCount:     cfg.EngineDesiredCount,
+		MaxCount:         cfg.EngineMaxCount,
+		GroupCount:       cfg.GroupCount,
+		CPU:              cfg.EngineCPU,
+		MemoryMiB:        cfg.EngineMemoryMiB,
+		LogRetention:     retention,
+		StepTargets:      cfg.StepTargets,
+		PublicURL:        publicURL,
+		ClusterName:      cfg.ClusterName,
+		MetricsNamespace: metrics.NamespaceOf(cfg.Stage),
 	}
 	if cfg.Emulator() {
 		engineProps.StackProps = props("Maestro engine: its environment, for maestro engine run locally (emulator target)")
@@ -249,6 +253,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		DBMaxCapacity:              cfg.DBMaxCapacity,
 		ProxyMaxConnectionsPercent: cfg.DBProxyMaxConnectionsPercent,
 		EngineBacklogSeconds:       cfg.EngineScaleQueueAgeSeconds,
+		MetricsNamespace:           metrics.NamespaceOf(cfg.Stage),
 	})
 
 	awscdk.Aspects_Of(scope).Add(&internalLogRetention{retention: retention}, nil)

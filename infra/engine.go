@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 // EngineContainerName is the name of the engine's container in its task.
@@ -71,6 +73,9 @@ type EngineStackProps struct {
 	PublicURL *string
 	// ClusterName is the events' cluster_name (MAESTRO_CLUSTER_NAME).
 	ClusterName string
+	// MetricsNamespace is the deployment's metrics namespace
+	// (MAESTRO_METRICS_NAMESPACE when not the default).
+	MetricsNamespace string
 	// Emulator builds only what a local `maestro engine` needs of the stack
 	// (the emulator cannot run ECS tasks): the task's environment, as the
 	// Environment output, and the step tasks' security group; no cluster,
@@ -131,6 +136,9 @@ func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) ma
 	}
 	if props.PublicURL != nil {
 		env["MAESTRO_PUBLIC_URL"] = props.PublicURL
+	}
+	if ns := props.MetricsNamespace; ns != "" && ns != metrics.Namespace {
+		env[metrics.NamespaceEnv] = jsii.String(ns)
 	}
 	if props.EventQueue != nil {
 		env["MAESTRO_EVENT_QUEUE_URL"] = props.EventQueue.QueueUrl()

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 // Names of Maestro's Lambda functions: the directory under functions/, the
@@ -57,6 +59,10 @@ type FunctionBase struct {
 	// API's event feed and the publisher's messages); it must equal the
 	// engine's.
 	ClusterName string
+	// MetricsNamespace is the deployment's metrics namespace
+	// (metrics.NamespaceOf its stage), set as MAESTRO_METRICS_NAMESPACE
+	// when it is not the default.
+	MetricsNamespace string
 	// Architecture is the packages' architecture; arm64 when nil.
 	Architecture awslambda.Architecture
 	// LogRetention applies to the function's log group.
@@ -164,6 +170,9 @@ func NewFunction(scope constructs.Construct, id string, props *FunctionProps) *F
 	}
 	if props.ClusterName != "" {
 		env["MAESTRO_CLUSTER_NAME"] = jsii.String(props.ClusterName)
+	}
+	if ns := props.MetricsNamespace; ns != "" && ns != metrics.Namespace {
+		env[metrics.NamespaceEnv] = jsii.String(ns)
 	}
 	fnProps := &awslambda.FunctionProps{
 		Description:  jsii.String(props.Description),

@@ -48,6 +48,17 @@ type MonitoringStackProps struct {
 	// EngineBacklogSeconds is the outbox age the EngineBacklog alarm fires
 	// above; 0 leaves it out.
 	EngineBacklogSeconds int
+	// MetricsNamespace is where the deployment's processes write their
+	// metrics (metrics.NamespaceOf its stage); empty is metrics.Namespace.
+	MetricsNamespace string
+}
+
+// namespace is the namespace the alarms and the dashboard read.
+func (p *MonitoringStackProps) namespace() string {
+	if p.MetricsNamespace == "" {
+		return metrics.Namespace
+	}
+	return p.MetricsNamespace
 }
 
 // MonitoringStack holds the alarms and the one dashboard. Every alarm
@@ -60,10 +71,11 @@ type MonitoringStack struct {
 	Dashboard awscloudwatch.Dashboard
 }
 
-// Metric is a Maestro metric (engine/metrics) of one service.
-func Metric(service, name, statistic string, period awscdk.Duration) awscloudwatch.Metric {
+// Metric is a Maestro metric (engine/metrics) of one service in a
+// deployment's namespace.
+func Metric(namespace, service, name, statistic string, period awscdk.Duration) awscloudwatch.Metric {
 	return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
-		Namespace:     jsii.String(metrics.Namespace),
+		Namespace:     jsii.String(namespace),
 		MetricName:    jsii.String(name),
 		DimensionsMap: &map[string]*string{metrics.DimensionService: jsii.String(service)},
 		Statistic:     jsii.String(statistic),
@@ -72,14 +84,15 @@ func Metric(service, name, statistic string, period awscdk.Duration) awscloudwat
 }
 
 // EngineMetric is a metric the engine emits.
-func EngineMetric(name, statistic string, period awscdk.Duration) awscloudwatch.Metric {
-	return Metric(metrics.ServiceEngine, name, statistic, period)
+func EngineMetric(namespace, name, statistic string, period awscdk.Duration) awscloudwatch.Metric {
+	return Metric(namespace, metrics.ServiceEngine, name, statistic, period)
 }
 
 // NewMonitoringStack builds the alarms and the dashboard.
 func NewMonitoringStack(scope constructs.Construct, id string, props *MonitoringStackProps) *MonitoringStack {
 	stack := awscdk.NewStack(scope, &id, &props.StackProps)
 	s := &MonitoringStack{Stack: stack, Alarms: map[string]awscloudwatch.Alarm{}}
+	ns := props.namespace()
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	five := awscdk.Duration_Minutes(jsii.Number(5))
 	action := awscloudwatchactions.NewSnsAction(props.AlertTopic)
@@ -119,15 +132,15 @@ func NewMonitoringStack(scope constructs.Construct, id string, props *Monitoring
 	}
 	alarm("TriggerLag",
 		"Time triggers fire more than 60 s late: the time-trigger function is failing, throttled or too slow for the due triggers.",
-		Metric(metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute),
+		Metric(ns, metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute),
 		TriggerLagThresholdSeconds, above, 1, notBreaching)
 	alarm("PublishFailures",
 		"Events failed to publish in two 5-minute periods in a row (SNS refusing or throttling, a topic or permission missing): they are retried and, after 5 receives, moved to the internal-events dead-letter queue.",
-		Metric(metrics.ServicePublisher, metrics.PublishFailures, "Sum", five),
+		Metric(ns, metrics.ServicePublisher, metrics.PublishFailures, "Sum", five),
 		1, atLeast, 2, notBreaching)
 	alarm("EngineUnownedGroups",
 		"Flow groups held by no live engine for 3 minutes, or no engine reporting at all: runs in those groups make no progress.",
-		EngineMetric(metrics.UnownedGroups, "Maximum", minute),
+		EngineMetric(ns, metrics.UnownedGroups, "Maximum", minute),
 		0, above, 3, awscloudwatch.TreatMissingData_BREACHING)
 	if props.RestAPI != nil {
 		alarm("Api5xx",
@@ -159,6 +172,7 @@ func NewMonitoringStack(scope constructs.Construct, id string, props *Monitoring
 
 // newDashboard charts what an operator looks at first.
 func newDashboard(stack awscdk.Stack, props *MonitoringStackProps, alarms map[string]awscloudwatch.Alarm) awscloudwatch.Dashboard {
+	ns := props.namespace()
 	minute := awscdk.Duration_Minutes(jsii.Number(1))
 	graph := func(title string, left []awscloudwatch.IMetric, right ...awscloudwatch.IMetric) awscloudwatch.IWidget {
 		p := &awscloudwatch.GraphWidgetProps{Title: jsii.String(title), Left: &left, Width: jsii.Number(8), Height: jsii.Number(6)}
@@ -172,33 +186,33 @@ func newDashboard(stack awscdk.Stack, props *MonitoringStackProps, alarms map[st
 	}
 	steps := awscloudwatch.NewMathExpression(&awscloudwatch.MathExpressionProps{
 		Expression:   jsii.String("steps / PERIOD(steps)"),
-		UsingMetrics: &map[string]awscloudwatch.IMetric{"steps": EngineMetric(metrics.StepsEnded, "Sum", minute)},
+		UsingMetrics: &map[string]awscloudwatch.IMetric{"steps": EngineMetric(ns, metrics.StepsEnded, "Sum", minute)},
 		Label:        jsii.String("steps/s"),
 		Period:       minute,
 	})
 	rows := [][]awscloudwatch.IWidget{{
 		graph("Engine: steps per second", []awscloudwatch.IMetric{steps}),
 		graph("Engine: step launch latency (ms)", []awscloudwatch.IMetric{
-			labelled(EngineMetric(metrics.StepLaunchLatency, "p50", minute), "p50"),
-			labelled(EngineMetric(metrics.StepLaunchLatency, "p99", minute), "p99"),
+			labelled(EngineMetric(ns, metrics.StepLaunchLatency, "p50", minute), "p50"),
+			labelled(EngineMetric(ns, metrics.StepLaunchLatency, "p99", minute), "p99"),
 		}),
 		graph("Engine: outbox queue", []awscloudwatch.IMetric{
-			labelled(EngineMetric(metrics.QueueDepth, "Maximum", minute), "depth"),
-		}, labelled(EngineMetric(metrics.QueueAge, "Maximum", minute), "oldest due (s)")),
+			labelled(EngineMetric(ns, metrics.QueueDepth, "Maximum", minute), "depth"),
+		}, labelled(EngineMetric(ns, metrics.QueueAge, "Maximum", minute), "oldest due (s)")),
 	}, {
 		graph("Engine: flow groups", []awscloudwatch.IMetric{
-			labelled(EngineMetric(metrics.OwnedGroups, "Sum", minute), "owned (all nodes)"),
-			labelled(EngineMetric(metrics.UnownedGroups, "Maximum", minute), "unowned"),
-		}, labelled(EngineMetric(metrics.GroupTakeovers, "Sum", minute), "takeovers")),
+			labelled(EngineMetric(ns, metrics.OwnedGroups, "Sum", minute), "owned (all nodes)"),
+			labelled(EngineMetric(ns, metrics.UnownedGroups, "Maximum", minute), "unowned"),
+		}, labelled(EngineMetric(ns, metrics.GroupTakeovers, "Sum", minute), "takeovers")),
 		graph("API", []awscloudwatch.IMetric{
-			labelled(Metric(metrics.ServiceAPI, metrics.APIRequests, "Sum", minute), "requests"),
-			labelled(Metric(metrics.ServiceAPI, metrics.APIServerErrors, "Sum", minute), "5xx"),
-		}, labelled(Metric(metrics.ServiceAPI, metrics.APILatency, "p99", minute), "p99 latency (ms)")),
+			labelled(Metric(ns, metrics.ServiceAPI, metrics.APIRequests, "Sum", minute), "requests"),
+			labelled(Metric(ns, metrics.ServiceAPI, metrics.APIServerErrors, "Sum", minute), "5xx"),
+		}, labelled(Metric(ns, metrics.ServiceAPI, metrics.APILatency, "p99", minute), "p99 latency (ms)")),
 		graph("Triggers, signals, events", []awscloudwatch.IMetric{
-			labelled(Metric(metrics.ServiceSignals, metrics.SignalsReceived, "Sum", minute), "signals in"),
-			labelled(Metric(metrics.ServiceSignals, metrics.SignalsMatched, "Sum", minute), "signals out"),
-			labelled(Metric(metrics.ServicePublisher, metrics.PublishFailures, "Sum", minute), "publish failures"),
-		}, labelled(Metric(metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute), "trigger lag (s)")),
+			labelled(Metric(ns, metrics.ServiceSignals, metrics.SignalsReceived, "Sum", minute), "signals in"),
+			labelled(Metric(ns, metrics.ServiceSignals, metrics.SignalsMatched, "Sum", minute), "signals out"),
+			labelled(Metric(ns, metrics.ServicePublisher, metrics.PublishFailures, "Sum", minute), "publish failures"),
+		}, labelled(Metric(ns, metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute), "trigger lag (s)")),
 	}}
 
 	var invocations, errs []awscloudwatch.IMetric
@@ -242,10 +256,10 @@ func newDashboard(stack awscdk.Stack, props *MonitoringStackProps, alarms map[st
 		lastRow = append(lastRow, graph("Engine tasks: CPU and memory (%), readiness", []awscloudwatch.IMetric{
 			e.Service.MetricCpuUtilization(&awscloudwatch.MetricOptions{Period: minute}),
 			e.Service.MetricMemoryUtilization(&awscloudwatch.MetricOptions{Period: minute}),
-		}, labelled(EngineMetric(metrics.Ready, "Minimum", minute), "ready (min over tasks)")))
+		}, labelled(EngineMetric(ns, metrics.Ready, "Minimum", minute), "ready (min over tasks)")))
 	} else {
 		lastRow = append(lastRow, graph("Engine readiness", []awscloudwatch.IMetric{
-			labelled(EngineMetric(metrics.Ready, "Minimum", minute), "ready (min over tasks)"),
+			labelled(EngineMetric(ns, metrics.Ready, "Minimum", minute), "ready (min over tasks)"),
 		}))
 	}
 	if d := props.Data; d != nil && d.Cluster != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/maestro-aws/maestro/engine/metrics"
 )
 
 // ec2Description is what EC2 accepts in a security group's description and
@@ -422,6 +424,42 @@ func TestStagesSideBySide(t *testing.T) {
 	}
 	if len(names["dev"]) < 9 {
 		t.Errorf("only %d names checked: %v", len(names["dev"]), slices.Sorted(maps.Keys(names["dev"])))
+	}
+
+	// Metrics too: each stage's processes write to, and its alarms read,
+	// a namespace of its own, so dev's alarms never read prod's metrics.
+	for stage, f := range built {
+		want := metrics.NamespaceOf(stage)
+		alarms := 0
+		for _, s := range f.all() {
+			tmpl, err := newStackTemplate(s.stack)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for id, r := range tmpl.ofType("AWS::CloudWatch::Alarm") {
+				if ns, ok := props(r)["Namespace"].(string); ok && strings.HasPrefix(ns, metrics.Namespace) {
+					alarms++
+					if ns != want {
+						t.Errorf("stage %s: alarm %s reads namespace %s, want %s", stage, id, ns, want)
+					}
+				}
+			}
+			for id, r := range tmpl.ofType("AWS::Lambda::Function") {
+				if props(r)["Handler"] != "bootstrap" {
+					continue
+				}
+				vars, _ := props(r)["Environment"].(map[string]any)["Variables"].(map[string]any)
+				if vars[metrics.NamespaceEnv] != want {
+					t.Errorf("stage %s: function %s writes metrics to %v, want %s", stage, id, vars[metrics.NamespaceEnv], want)
+				}
+			}
+		}
+		if env := f.stacks.Engine.Environment[metrics.NamespaceEnv]; env == nil || *env != want {
+			t.Errorf("stage %s: the engine writes metrics to %v, want %s", stage, env, want)
+		}
+		if alarms < 5 {
+			t.Errorf("stage %s: only %d alarms on Maestro metrics", stage, alarms)
+		}
 	}
 
 	t.Run("no stage keeps today's names", func(t *testing.T) {

@@ -4,7 +4,9 @@
 // awslogs driver and every Lambda's log group carry them, so neither needs
 // cloudwatch:PutMetricData.
 //
-// Every metric is in Namespace with the one dimension Service (the process
+// Every metric is in the deployment's namespace (Namespace, or
+// Maestro/<stage> for a staged deployment: NamespaceOf) with the one
+// dimension Service (the process
 // kind: engine, api, timetrigger, signals, publisher); the metric names are
 // constants here so that the CDK app's alarms and dashboard name exactly what
 // the code emits. A Lambda emits once per invocation with Emitter.Emit; the
@@ -19,13 +21,30 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
 )
 
-// Namespace is the CloudWatch namespace of every Maestro metric.
+// Namespace is the CloudWatch namespace of a deployment's Maestro metrics
+// when it has no stage.
 const Namespace = "Maestro"
+
+// NamespaceEnv names the environment variable that sets a process's
+// namespace; the CDK app sets it to NamespaceOf(stage) for the engine and
+// every function, and the alarms read the same namespace. Unset, Namespace.
+const NamespaceEnv = "MAESTRO_METRICS_NAMESPACE"
+
+// NamespaceOf is the namespace of a deployment's metrics: Namespace, or
+// Maestro/<stage>, so that two stages in one account and region never read
+// each other's metrics.
+func NamespaceOf(stage string) string {
+	if stage == "" {
+		return Namespace
+	}
+	return Namespace + "/" + stage
+}
 
 // DimensionService is the one dimension every metric carries.
 const DimensionService = "Service"
@@ -157,8 +176,9 @@ func Milliseconds(name string, d time.Duration) Value {
 // Emitter writes EMF lines for one service. It is safe for concurrent use;
 // each Emit is one Write of one line.
 type Emitter struct {
-	service string
-	now     func() time.Time
+	namespace string
+	service   string
+	now       func() time.Time
 
 	mu sync.Mutex
 	w  io.Writer
@@ -166,8 +186,14 @@ type Emitter struct {
 
 // New returns an Emitter writing to w (a Lambda's or the engine's stdout)
 // with DimensionService set to service.
+//
+// Its namespace is the process's: MAESTRO_METRICS_NAMESPACE, else Namespace.
 func New(w io.Writer, service string) *Emitter {
-	return &Emitter{w: w, service: service, now: time.Now}
+	ns := os.Getenv(NamespaceEnv)
+	if ns == "" {
+		ns = Namespace
+	}
+	return &Emitter{w: w, namespace: ns, service: service, now: time.Now}
 }
 
 // Service is the emitter's DimensionService value.
@@ -221,7 +247,7 @@ const maxValues = 100
 
 func (e *Emitter) encode(values []Value) ([]byte, error) {
 	doc := map[string]any{DimensionService: e.service}
-	dir := directive{Namespace: Namespace, Dimensions: [][]string{{DimensionService}}}
+	dir := directive{Namespace: e.namespace, Dimensions: [][]string{{DimensionService}}}
 	for _, v := range values {
 		if len(v.Values) == 0 {
 			continue

@@ -328,3 +328,22 @@ func TestHTTP(t *testing.T) {
 		t.Errorf("latency/service: %v", docs[1])
 	}
 }
+
+// A staged deployment's processes write to its own namespace, which the
+// CDK app's alarms read (NamespaceOf): two stages never mix their metrics.
+func TestEmitterNamespaceFollowsTheDeployment(t *testing.T) {
+	if NamespaceOf("") != Namespace || NamespaceOf("dev") != "Maestro/dev" {
+		t.Fatalf("NamespaceOf: %q, %q", NamespaceOf(""), NamespaceOf("dev"))
+	}
+	for _, tc := range []struct{ env, want string }{{"", Namespace}, {NamespaceOf("dev"), "Maestro/dev"}} {
+		t.Setenv(NamespaceEnv, tc.env)
+		var buf bytes.Buffer
+		if err := New(&buf, ServiceAPI).Emit(Value{Name: APIRequests, Unit: UnitCount, Values: []float64{1}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Parse(buf.Bytes())
+		if err != nil || len(got) != 1 || got[0].Namespace != tc.want {
+			t.Errorf("%s=%q: parsed %+v (%v), want namespace %q", NamespaceEnv, tc.env, got, err, tc.want)
+		}
+	}
+}
