@@ -6,8 +6,6 @@ package functions_test
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +18,7 @@ func goList(t *testing.T, args ...string) []string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the go command is not on PATH: %v", err)
 	}
 	out, err := exec.Command(gobin, append([]string{"list"}, args...)...).Output()
 	if err != nil {
