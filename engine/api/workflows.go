@@ -421,13 +421,7 @@ func (s *Server) workflowTimeline(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	out := wire.WorkflowTimeline{WorkflowID: r.PathValue("id"), TimelineEvents: make([]wire.WorkflowTimelineEvent, 0, len(page.Items)),
-		NextCursor: page.Next}
-	for _, e := range page.Items {
-		out.TimelineEvents = append(out.TimelineEvents, wire.WorkflowTimelineEvent{Author: e.Author, Log: e.Message,
-			Timestamp: wire.Millis(e.CreateTime), EventID: e.ID, Type: e.Type, VersionID: e.Version,
-			SnapshotVersion: e.SnapshotVersion, Details: e.Details})
-	}
+	out := wire.WorkflowTimeline{WorkflowID: r.PathValue("id"), TimelineEvents: page.Items, NextCursor: page.Next}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

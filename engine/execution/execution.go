@@ -79,10 +79,10 @@ type StartRequest struct {
 	WorkflowID string
 	// Version is active, latest, default or a number.
 	Version   string
-	RunParams workflow.Params `json:"run_params"`
+	RunParams workflow.Params
 	// RequestID makes the start idempotent: a repeat returns the first run.
-	RequestID string         `json:"request_id"`
-	Initiator map[string]any `json:"initiator"`
+	RequestID string
+	Initiator map[string]any
 }
 
 // StartResult is the run a start created, or found for a repeated request.
