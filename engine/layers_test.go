@@ -60,6 +60,8 @@ var layers = map[string]int{
 	"engine/definition":                      store,
 	"engine/execution":                       store,
 	"engine/jobtemplate":                     store,
+	"engine/tagpermit":                       store,
+	"engine/breakpoint":                      store,
 	"engine/trigger":                         store,
 	"engine/trigger/signal":                  store,
 	"engine/stepruntime/completion":          store,

@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/jobtemplate"
+	"github.com/maestro-aws/maestro/engine/tagpermit"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -192,12 +191,6 @@ func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
 		target, r = t, r2
 	}
 	if err := s.policy.Decide(caller, a.role, target); err != nil {
-		switch {
-		case errors.Is(err, authz.ErrUnauthenticated):
-			return r, unauthorized(message(err, authz.ErrUnauthenticated))
-		case errors.Is(err, authz.ErrForbidden):
-			return r, forbidden(message(err, authz.ErrForbidden))
-		}
 		return r, err
 	}
 	return r, nil
@@ -277,19 +270,14 @@ func pushed(r *http.Request, decode func([]byte) (*workflow.Definition, error)) 
 	return decodeDefinition(r, decode)
 }
 
-const sqlTagPermitOwner = `SELECT COALESCE(created_by, '') FROM tag_permit WHERE tag = $1`
-
 // tagPermitTarget looks up who created a tag permit: its owner.
 func (s *Server) tagPermitTarget(ctx context.Context, tag string) (authz.Target, error) {
 	t := authz.Target{Kind: "tag permit", ID: tag}
-	err := s.cfg.DB.QueryRow(ctx, sqlTagPermitOwner, tag).Scan(&t.Owner)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return t, nil
-	case err != nil:
-		return t, fmt.Errorf("read tag permit %q: %w", tag, err)
+	owner, ok, err := tagpermit.NewStore(s.cfg.DB).Owner(ctx, tag)
+	if err != nil || !ok {
+		return t, err
 	}
-	t.Exists = true
+	t.Exists, t.Owner = true, owner
 	return t, nil
 }
 

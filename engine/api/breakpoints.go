@@ -1,40 +1,17 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/breakpoint"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/wire"
 )
-
-// A breakpoint pauses the attempts of a step that match it when they
-// reach INITIALIZED. An unset version, instance, run or attempt matches
-// all (Maestro's breakpoints set only the workflow and the step; the rest
-// is this API's own). The step may be inside a foreach or while step: its
-// iterations' attempts match by the run of the workflow they belong to
-// (docs/params.md).
-
-const breakpointColumns = `breakpoint_id, workflow_id, step_id, workflow_version, instance_id, run_id, attempt_id,
-    COALESCE(created_by, ''), create_time`
-
-func scanBreakpoint(r pgx.CollectableRow) (wire.StepBreakpoint, error) {
-	var b wire.StepBreakpoint
-	var created time.Time
-	err := r.Scan(&b.BreakpointID, &b.WorkflowID, &b.StepID, &b.VersionID, &b.InstanceID, &b.RunID, &b.AttemptID, &b.CreatedBy, &created)
-	b.CreateTime = wire.Millis(created)
-	return b, err
-}
 
 // breakpointBody is Maestro's StepBreakpointCreateRequest:
 // workflow_version may be a number or latest, active or default;
@@ -96,9 +73,9 @@ func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error 
 	if (version < 0) || (run < 0) || (len(body.WorkflowVersion) > 0 && version == 0 && versionName == "") {
 		return badRequest("workflow_version and workflow_run must be positive numbers")
 	}
-	ok, err := s.exists(r.Context(), `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`, body.WorkflowID)
+	ok, err := s.cfg.Definitions.Exists(r.Context(), body.WorkflowID)
 	if err != nil {
-		return fmt.Errorf("read workflow: %w", err)
+		return err
 	}
 	if !ok {
 		return notFound(fmt.Sprintf("workflow %s not found", body.WorkflowID))
@@ -108,7 +85,7 @@ func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error 
 	case versionName != "":
 		v, err := s.cfg.Definitions.Get(r.Context(), body.WorkflowID, versionName)
 		if err != nil {
-			return definitionError(err)
+			return err
 		}
 		versionID = &v.Version
 	case version > 0:
@@ -120,7 +97,7 @@ func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error 
 	case runName == "latest":
 		inst, err := s.cfg.Runs.Run(r.Context(), body.WorkflowID, *body.InstanceID, 0)
 		if err != nil {
-			return runError(err)
+			return err
 		}
 		runID = &inst.RunID
 	case runName != "":
@@ -128,24 +105,10 @@ func (s *Server) createBreakpoint(w http.ResponseWriter, r *http.Request) error 
 	case run > 0:
 		runID = &run
 	}
-	rows, err := s.cfg.DB.Query(r.Context(), `WITH ins AS (
-            INSERT INTO step_breakpoint (workflow_id, step_id, workflow_version, instance_id, run_id, attempt_id, created_by)
-            VALUES ($1, $2, $3, $4, $5, $6, NULLIF($7, ''))
-            ON CONFLICT (workflow_id, step_id, workflow_version, instance_id, run_id, attempt_id) DO NOTHING
-            RETURNING `+breakpointColumns+`)
-        SELECT * FROM ins
-        UNION ALL
-        SELECT `+breakpointColumns+` FROM step_breakpoint
-        WHERE workflow_id = $1 AND step_id = $2 AND workflow_version IS NOT DISTINCT FROM $3
-          AND instance_id IS NOT DISTINCT FROM $4 AND run_id IS NOT DISTINCT FROM $5 AND attempt_id IS NOT DISTINCT FROM $6
-        LIMIT 1`,
-		body.WorkflowID, body.StepID, versionID, body.InstanceID, runID, body.AttemptID, CallerFrom(r.Context()))
+	b, err := breakpoint.NewStore(s.cfg.DB).Create(r.Context(), breakpoint.Spec{WorkflowID: body.WorkflowID, StepID: body.StepID,
+		Version: versionID, InstanceID: body.InstanceID, RunID: runID, AttemptID: body.AttemptID}, CallerFrom(r.Context()))
 	if err != nil {
-		return fmt.Errorf("create breakpoint: %w", err)
-	}
-	b, err := pgx.CollectExactlyOneRow(rows, scanBreakpoint)
-	if err != nil {
-		return fmt.Errorf("create breakpoint: %w", err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, b)
 	return nil
@@ -173,17 +136,9 @@ func (s *Server) listBreakpoints(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.cfg.DB.Query(r.Context(), `SELECT `+breakpointColumns+` FROM step_breakpoint
-        WHERE workflow_id = $1 AND step_id = $2 ORDER BY breakpoint_id`, wf, step)
+	bs, err := breakpoint.NewStore(s.cfg.DB).List(r.Context(), wf, step)
 	if err != nil {
-		return fmt.Errorf("list breakpoints: %w", err)
-	}
-	bs, err := pgx.CollectRows(rows, scanBreakpoint)
-	if err != nil {
-		return fmt.Errorf("list breakpoints: %w", err)
-	}
-	if bs == nil {
-		bs = []wire.StepBreakpoint{}
+		return err
 	}
 	writeJSON(w, http.StatusOK, bs)
 	return nil
@@ -194,29 +149,9 @@ func (s *Server) listPausedAttempts(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	rows, err := s.cfg.DB.Query(r.Context(), `SELECT p.workflow_id, coalesce(i.workflow_version, 0), p.instance_id, p.run_id,
-            p.step_id, p.attempt_id, p.paused_at
-        FROM step_paused p
-        LEFT JOIN workflow_instance i ON i.workflow_id = p.workflow_id AND i.instance_id = p.instance_id AND i.run_id = p.run_id
-        WHERE `+strings.ReplaceAll(instance.OfWorkflowSQL, "workflow_id", "p.workflow_id")+` AND p.step_id = $2 AND NOT p.resumed
-          AND EXISTS (SELECT 1 FROM step_instance s WHERE s.workflow_id = p.workflow_id AND s.instance_id = p.instance_id
-              AND s.run_id = p.run_id AND s.step_id = p.step_id AND s.attempt_id = p.attempt_id AND s.status = 'PAUSED')
-        ORDER BY p.workflow_id, p.instance_id, p.run_id, p.attempt_id`, wf, step)
+	ps, err := breakpoint.NewStore(s.cfg.DB).Paused(r.Context(), wf, step)
 	if err != nil {
-		return fmt.Errorf("list paused attempts: %w", err)
-	}
-	ps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (wire.PausedStepAttempt, error) {
-		var p wire.PausedStepAttempt
-		var paused time.Time
-		err := r.Scan(&p.WorkflowID, &p.VersionID, &p.InstanceID, &p.RunID, &p.StepID, &p.AttemptID, &paused)
-		p.CreateTime = wire.Millis(paused)
-		return p, err
-	})
-	if err != nil {
-		return fmt.Errorf("list paused attempts: %w", err)
-	}
-	if ps == nil {
-		ps = []wire.PausedStepAttempt{}
+		return err
 	}
 	writeJSON(w, http.StatusOK, ps)
 	return nil
@@ -237,44 +172,7 @@ func (s *Server) deleteBreakpoints(w http.ResponseWriter, r *http.Request) error
 		// matches it; leaving it paused is not offered.
 		return badRequest("resume=false is not supported: deleting a step's breakpoints resumes the attempts they paused")
 	}
-	var deleted int64
-	resumed := 0
-	err = pgx.BeginFunc(r.Context(), s.cfg.DB, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(r.Context(), `DELETE FROM step_breakpoint WHERE workflow_id = $1 AND step_id = $2`, wf, step)
-		if err != nil {
-			return fmt.Errorf("delete breakpoints: %w", err)
-		}
-		deleted = tag.RowsAffected()
-		if deleted == 0 {
-			return notFound(fmt.Sprintf("no breakpoint on step %s of workflow %s", step, wf))
-		}
-		// The breakpoints of a workflow also paused its iterations' attempts.
-		rows, err := tx.Query(r.Context(), `UPDATE step_paused p SET resumed = true, resumed_at = now(), resumed_by = $3
-            WHERE `+instance.OfWorkflowSQL+` AND step_id = $2 AND NOT resumed
-            RETURNING workflow_id, instance_id, run_id, group_id`, wf, step, CallerFrom(r.Context()))
-		if err != nil {
-			return fmt.Errorf("resume paused attempts: %w", err)
-		}
-		type paused struct {
-			ref   run.Ref
-			group int32
-		}
-		all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (paused, error) {
-			var p paused
-			err := r.Scan(&p.ref.WorkflowID, &p.ref.InstanceID, &p.ref.RunID, &p.group)
-			return p, err
-		})
-		if err != nil {
-			return fmt.Errorf("resume paused attempts: %w", err)
-		}
-		for _, p := range all {
-			if err := wakeStep(r.Context(), tx, p.ref, p.group, step); err != nil {
-				return err
-			}
-		}
-		resumed = len(all)
-		return nil
-	})
+	deleted, resumed, err := breakpoint.NewStore(s.cfg.DB).DeleteAll(r.Context(), wf, step, CallerFrom(r.Context()))
 	if err != nil {
 		return err
 	}
@@ -296,7 +194,7 @@ func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) err
 	if r.PathValue("run") == "latest" {
 		latest, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
 		if err != nil {
-			return runError(err)
+			return err
 		}
 		runID = latest.RunID
 	} else if runID, err = pathInt(r, "run"); err != nil {
@@ -308,33 +206,11 @@ func (s *Server) resumePausedAttempt(w http.ResponseWriter, r *http.Request) err
 	}
 	ref := run.Ref{WorkflowID: r.PathValue("id"), InstanceID: iid, RunID: runID}
 	step := r.PathValue("step")
-	err = pgx.BeginFunc(r.Context(), s.cfg.DB, func(tx pgx.Tx) error {
-		var group int32
-		err := tx.QueryRow(r.Context(), `UPDATE step_paused SET resumed = true, resumed_at = now(), resumed_by = $6
-            WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5 AND NOT resumed
-              AND EXISTS (SELECT 1 FROM step_instance s WHERE s.workflow_id = $1 AND s.instance_id = $2 AND s.run_id = $3
-                  AND s.step_id = $4 AND s.attempt_id = $5 AND s.status = 'PAUSED')
-            RETURNING group_id`, ref.WorkflowID, ref.InstanceID, ref.RunID, step, attempt, CallerFrom(r.Context())).Scan(&group)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound(fmt.Sprintf("step %s attempt %d of %s is not paused", step, attempt, ref))
-		}
-		if err != nil {
-			return fmt.Errorf("resume step attempt: %w", err)
-		}
-		return wakeStep(r.Context(), tx, ref, group, step)
-	})
-	if err != nil {
+	if err := breakpoint.NewStore(s.cfg.DB).Resume(r.Context(), ref, step, attempt, CallerFrom(r.Context())); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, wire.StepInstanceActionResponse{WorkflowID: ref.WorkflowID, InstanceID: ref.InstanceID,
 		RunID: ref.RunID, StepID: step, AttemptID: &attempt,
 		TimelineEvent: wire.LogEvent("User [%s] take action [RESUME] on the step [%s]", CallerFrom(r.Context()), step)})
 	return nil
-}
-
-// wakeStep tells the engine node owning the run, through the outbox, that
-// a step's attempt changed outside it.
-func wakeStep(ctx context.Context, tx pgx.Tx, ref run.Ref, group int32, step string) error {
-	_, err := queue.Enqueue(ctx, tx, queue.StepUpdate, group, run.StepUpdateMessage{Ref: ref, Group: group, StepID: step})
-	return err
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -44,14 +43,7 @@ func (s *Server) putStepCompletion(w http.ResponseWriter, r *http.Request) error
 		return badRequest("invalid step completion", problems...)
 	}
 	got, err := completion.NewStore(s.cfg.DB).Complete(r.Context(), body)
-	switch {
-	case errors.Is(err, completion.ErrNotFound):
-		return notFound(err.Error())
-	case errors.Is(err, completion.ErrForbidden):
-		return forbidden(err.Error())
-	case errors.Is(err, completion.ErrConflict):
-		return conflict(err.Error())
-	case err != nil:
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

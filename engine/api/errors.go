@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,7 +13,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
+
+	"github.com/maestro-aws/maestro/engine/authz"
+	"github.com/maestro-aws/maestro/engine/breakpoint"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/jobtemplate"
 	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
+	"github.com/maestro-aws/maestro/engine/tagpermit"
+	"github.com/maestro-aws/maestro/engine/trigger/signal"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // ErrorBody is the JSON body of every error response, shaped like Maestro's:
@@ -47,18 +59,6 @@ func notFound(msg string) *Error {
 	return &Error{HTTPStatus: http.StatusNotFound, Code: "NOT_FOUND", Message: msg}
 }
 
-func conflict(msg string) *Error {
-	return &Error{HTTPStatus: http.StatusConflict, Code: "CONFLICT", Message: msg}
-}
-
-func unauthorized(msg string) *Error {
-	return &Error{HTTPStatus: http.StatusUnauthorized, Code: "UNAUTHORIZED", Message: msg}
-}
-
-func forbidden(msg string) *Error {
-	return &Error{HTTPStatus: http.StatusForbidden, Code: "FORBIDDEN", Message: msg}
-}
-
 func tooLarge(msg string) *Error {
 	return &Error{HTTPStatus: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: msg}
 }
@@ -86,13 +86,28 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, e.HTTPStatus, ErrorBody{Status: e.Code, Message: e.Message, Errors: details, Retryable: e.Retryable})
 }
 
-// asError maps any error to its response.
+// asError maps any error to its response, in one place: an *Error as it
+// is, then the stores' sentinels (sentinels), a definition that does not
+// validate, a body over the limit, a value the database cannot store, a
+// transient cause (503); anything else is an internal error.
 func asError(err error) *Error {
 	var e *Error
+	var ve *workflow.ValidationError
+	var tooBig *http.MaxBytesError
 	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &e):
+	if errors.As(err, &e) {
 		return e
+	}
+	for _, m := range sentinels {
+		if errors.Is(err, m.err) {
+			return m.response(err)
+		}
+	}
+	switch {
+	case errors.As(err, &ve):
+		return invalidDefinition(ve)
+	case errors.As(err, &tooBig):
+		return tooLarge(fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
 	case errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")):
 		// A data exception (bad encoding, a number out of range, ...) or a
 		// program limit (a key too long for its index, ...) means the
@@ -103,6 +118,65 @@ func asError(err error) *Error {
 		return unavailable("the service is temporarily unavailable (database unreachable or busy); retry the request")
 	}
 	return internal()
+}
+
+// sentinel is how one store error answers.
+type sentinel struct {
+	err       error
+	status    int
+	code      string
+	retryable bool
+	// trim drops ": <sentinel>" from the message: those stores word their
+	// errors to read well without it.
+	trim bool
+	// internal hides the message (the client can do nothing with it).
+	internal bool
+}
+
+func (m sentinel) response(err error) *Error {
+	if m.internal {
+		return internal()
+	}
+	msg := err.Error()
+	if m.trim {
+		msg = strings.TrimSuffix(msg, ": "+m.err.Error())
+	}
+	return &Error{HTTPStatus: m.status, Code: m.code, Message: msg, Retryable: m.retryable}
+}
+
+// sentinels maps the errors of the packages the API calls to responses,
+// first match wins. execution.ErrConflict is an action the run's or step's
+// status does not allow: Maestro answers its invalid status with 400.
+var sentinels = []sentinel{
+	{err: authz.ErrUnauthenticated, status: http.StatusUnauthorized, code: "UNAUTHORIZED", trim: true},
+	{err: authz.ErrForbidden, status: http.StatusForbidden, code: "FORBIDDEN", trim: true},
+
+	{err: definition.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
+	{err: definition.ErrInvalidSelector, status: http.StatusBadRequest, code: "BAD_REQUEST", trim: true},
+	{err: definition.ErrForbidden, status: http.StatusForbidden, code: "FORBIDDEN", trim: true},
+	{err: definition.ErrDeleting, status: http.StatusConflict, code: "CONFLICT", trim: true, retryable: true},
+	{err: definition.ErrConflict, status: http.StatusConflict, code: "CONFLICT", trim: true},
+
+	{err: execution.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
+	{err: execution.ErrInvalid, status: http.StatusBadRequest, code: "BAD_REQUEST"},
+	{err: execution.ErrConflict, status: http.StatusBadRequest, code: "BAD_REQUEST"},
+
+	{err: jobtemplate.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
+	{err: jobtemplate.ErrInvalid, status: http.StatusBadRequest, code: "BAD_REQUEST"},
+
+	{err: signal.ErrInvalid, status: http.StatusBadRequest, code: "BAD_REQUEST"},
+	{err: signal.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
+
+	{err: completion.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
+	{err: completion.ErrForbidden, status: http.StatusForbidden, code: "FORBIDDEN"},
+	{err: completion.ErrConflict, status: http.StatusConflict, code: "CONFLICT"},
+	{err: completion.ErrNotRunning, status: http.StatusConflict, code: "CONFLICT"},
+	{err: completion.ErrOutputsTooLarge, status: http.StatusBadRequest, code: "BAD_REQUEST", trim: true},
+
+	{err: tagpermit.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
+	{err: breakpoint.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
+
+	{err: event.ErrNoStream, internal: true},
 }
 
 // transient reports whether err comes from a cause that goes away by

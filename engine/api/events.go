@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -72,11 +71,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		}
 		// The stream outlives the server's write timeout.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		err := s.cfg.Events.Stream(r.Context(), w, f, pos, resume)
-		if errors.Is(err, event.ErrNoStream) {
-			return internal()
-		}
-		return err
+		return s.cfg.Events.Stream(r.Context(), w, f, pos, resume)
 	}
 	limit := defaultEventPage
 	if l := q.Get("limit"); l != "" {

@@ -34,7 +34,7 @@ func (s *Server) stepIterations(r *http.Request) ([]flatten.Iteration, error) {
 	}
 	inst, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, run)
 	if err != nil {
-		return nil, runError(err)
+		return nil, err
 	}
 	wf := decodeRuntime(inst.Definition)
 	if wf == nil {

@@ -35,7 +35,7 @@ func (s *Server) inlinePath(w http.ResponseWriter, r *http.Request) error {
 	}
 	inst, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
 	if err != nil {
-		return runError(err)
+		return err
 	}
 	var ini struct {
 		Type string `json:"type"`
@@ -58,7 +58,7 @@ func (s *Server) inlinePath(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		if cur, err = s.cfg.Runs.Run(r.Context(), p.WorkflowID, p.InstanceID, p.RunID); err != nil {
-			return runError(err)
+			return err
 		}
 	}
 	return fmt.Errorf("the ancestors of %s/%d are more than %d deep", inst.WorkflowID, iid, maxInlineDepth)
@@ -83,7 +83,7 @@ func (s *Server) inlineWorkflowID(w http.ResponseWriter, r *http.Request) error 
 	}
 	inst, err := s.cfg.Runs.Run(r.Context(), instance.RootWorkflowID(root.WorkflowID), root.InstanceID, 0)
 	if err != nil {
-		return runError(err)
+		return err
 	}
 	wf := decodeRuntime(inst.Definition)
 	if wf == nil {

@@ -118,7 +118,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 		RunParams: body.RunParams, RequestID: body.RequestID, Initiator: initiator,
 	})
 	if err != nil {
-		return runError(err)
+		return err
 	}
 	status := wire.RunCreated
 	if res.Duplicated {
@@ -180,7 +180,7 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	}
 	inst, err := s.cfg.Runs.Detail(r.Context(), r.PathValue("id"), iid, run)
 	if err != nil {
-		return runError(err)
+		return err
 	}
 	if !aggregated {
 		inst.AggregatedInfo = nil
@@ -294,7 +294,7 @@ func (s *Server) stepViews(r *http.Request, attempts []*execution.StepAttempt) (
 		if !ok {
 			run, err := s.cfg.Runs.Run(r.Context(), a.WorkflowID, a.InstanceID, a.RunID)
 			if err != nil {
-				return nil, runError(err)
+				return nil, err
 			}
 			c = newStepContext(run, owner)
 			runs[a.RunID] = c
@@ -329,11 +329,11 @@ func (s *Server) listSteps(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) answerSteps(w http.ResponseWriter, r *http.Request, iid, runID int64,
 	load func(context.Context) ([]*execution.StepAttempt, error)) error {
 	if _, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, runID); err != nil {
-		return runError(err)
+		return err
 	}
 	steps, err := load(r.Context())
 	if err != nil {
-		return runError(err)
+		return err
 	}
 	views, err := s.stepViews(r, steps)
 	if err != nil {
@@ -391,7 +391,7 @@ func (s *Server) getAttempt(w http.ResponseWriter, r *http.Request) error {
 	}
 	a, err := s.cfg.Runs.Attempt(r.Context(), r.PathValue("id"), iid, run, r.PathValue("step"), attempt)
 	if err != nil {
-		return runError(err)
+		return err
 	}
 	views, err := s.stepViews(r, []*execution.StepAttempt{a})
 	if err != nil {
@@ -429,7 +429,7 @@ func (s *Server) actOn(action run.Action) handlerFunc {
 		}
 		inst, err := s.cfg.Runs.Act(r.Context(), r.PathValue("id"), iid, latest.RunID, action)
 		if err != nil {
-			return controlError(err)
+			return err
 		}
 		resp.InstanceStatus, resp.Info = string(inst.Status), wire.InfoAccepted
 		writeJSON(w, http.StatusOK, resp)
@@ -442,11 +442,11 @@ func (s *Server) actOn(action run.Action) handlerFunc {
 func (s *Server) actOnAll(action run.Action) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if _, err := s.cfg.Definitions.Get(r.Context(), r.PathValue("id"), "latest"); err != nil {
-			return runError(err)
+			return err
 		}
 		n, err := s.cfg.Runs.ActOnAll(r.Context(), r.PathValue("id"), action)
 		if err != nil {
-			return runError(err)
+			return err
 		}
 		count := int64(n)
 		ev := wire.ActionEvent(strings.ToUpper(string(action)), CallerFrom(r.Context()),
@@ -489,19 +489,4 @@ func pathRun(r *http.Request) (iid, runID int64, err error) {
 		return 0, 0, err
 	}
 	return iid, runID, nil
-}
-
-// runError maps execution and definition errors to responses.
-func runError(err error) error {
-	switch {
-	case errors.Is(err, execution.ErrNotFound), errors.Is(err, definition.ErrNotFound):
-		return notFound(err.Error())
-	case errors.Is(err, execution.ErrInvalid):
-		return badRequest(err.Error())
-	case errors.Is(err, definition.ErrInvalidSelector):
-		return badRequest(err.Error())
-	case errors.Is(err, execution.ErrConflict):
-		return conflict(err.Error())
-	}
-	return err
 }

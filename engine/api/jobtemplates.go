@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -90,7 +89,7 @@ func (s *Server) upsertJobTemplate(decode func([]byte) (*jobtemplate.Template, e
 		}
 		out, err := jobtemplate.NewStore(s.cfg.DB).Upsert(r.Context(), t, s.actor(r).Who())
 		if err != nil {
-			return jobTemplateError(err)
+			return err
 		}
 		writeJSON(w, http.StatusOK, out)
 		return nil
@@ -108,7 +107,7 @@ func versionQuery(r *http.Request, def string) string {
 func (s *Server) getJobTemplate(w http.ResponseWriter, r *http.Request) error {
 	t, err := jobtemplate.NewStore(s.cfg.DB).Get(r.Context(), r.PathValue("type"), versionQuery(r, jobtemplate.DefaultVersion))
 	if err != nil {
-		return jobTemplateError(err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, t)
 	return nil
@@ -140,15 +139,4 @@ func (s *Server) deleteJobTemplate(w http.ResponseWriter, r *http.Request) error
 	}
 	writeJSON(w, http.StatusOK, fmt.Sprintf("Removed [%d] job template versions for job type: [%s][%s]", n, r.PathValue("type"), shown))
 	return nil
-}
-
-// jobTemplateError maps the store's errors.
-func jobTemplateError(err error) error {
-	switch {
-	case errors.Is(err, jobtemplate.ErrNotFound):
-		return notFound(message(err, jobtemplate.ErrNotFound))
-	case errors.Is(err, jobtemplate.ErrInvalid):
-		return badRequest(err.Error())
-	}
-	return err
 }

@@ -2,9 +2,7 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,10 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -125,43 +121,9 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var merged []byte
-	err = pgx.BeginFunc(r.Context(), s.cfg.DB, func(tx pgx.Tx) error {
-		var uuid string
-		var status instance.StepStatus
-		err := tx.QueryRow(r.Context(), `SELECT uuid::text, status FROM step_instance
-            WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = $4 AND attempt_id = $5 FOR SHARE`,
-			body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID).Scan(&uuid, &status)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound(fmt.Sprintf("step attempt %s/%d/%d/%s/%d not found", body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID))
-		}
-		if err != nil {
-			return fmt.Errorf("read step attempt: %w", err)
-		}
-		if uuid != body.UUID {
-			return forbidden("step_instance_uuid does not match the step attempt")
-		}
-		// Outputs come from the job a RUNNING attempt waits for; the engine
-		// reads them when that attempt ends (and only then).
-		if status != instance.StepRunning {
-			return conflict(fmt.Sprintf("step attempt is %s; output params can be set only while it is RUNNING", status))
-		}
-		// Output data set by several requests merges; the merged params
-		// stay within params.MaxBytes too.
-		err = tx.QueryRow(r.Context(), `INSERT INTO step_output_data (step_uuid, workflow_id, instance_id, run_id, step_id, attempt_id,
-                params, artifacts)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $9)
-            ON CONFLICT (step_uuid) DO UPDATE SET params = step_output_data.params || EXCLUDED.params,
-                artifacts = step_output_data.artifacts || EXCLUDED.artifacts, modify_time = now()
-                WHERE octet_length((step_output_data.params || EXCLUDED.params)::text)
-                    + octet_length((step_output_data.artifacts || EXCLUDED.artifacts)::text) <= $8
-            RETURNING params`, body.UUID, body.WorkflowID, body.InstanceID, body.RunID, body.StepID, body.AttemptID, encoded,
-			params.MaxBytes, artifacts).Scan(&merged)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return badRequest(fmt.Sprintf("invalid output data: the attempt's output params and artifacts would be more than %d bytes", params.MaxBytes))
-		}
-		return err
-	})
+	merged, err := completion.NewStore(s.cfg.DB).SetOutputs(r.Context(), completion.Outputs{WorkflowID: body.WorkflowID,
+		InstanceID: body.InstanceID, RunID: body.RunID, StepID: body.StepID, AttemptID: body.AttemptID, UUID: body.UUID,
+		Params: encoded, Artifacts: artifacts, MaxBytes: params.MaxBytes})
 	if err != nil {
 		return err
 	}
@@ -174,15 +136,6 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 
 // outputName is the shape of a param name.
 var outputName = regexp.MustCompile(`^[_a-zA-Z][.\-_a-zA-Z0-9]{0,127}$`)
-
-// exists runs a query that selects one boolean.
-func (s *Server) exists(ctx context.Context, sql string, args ...any) (bool, error) {
-	var ok bool
-	if err := s.cfg.DB.QueryRow(ctx, sql, args...).Scan(&ok); err != nil {
-		return false, err
-	}
-	return ok, nil
-}
 
 // orEmptyRaw is m, or an empty map when m is nil.
 func orEmptyRaw(m map[string]json.RawMessage) map[string]json.RawMessage {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -143,7 +142,7 @@ func (s *Server) restartInstance(w http.ResponseWriter, r *http.Request) error {
 		RunParams: runParams, StepRunParams: stepParams, Initiator: initiator,
 	})
 	if err != nil {
-		return controlError(err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, startResponse(inst, wire.RunCreated,
 		wire.LogEvent("Manually restart the workflow instance by a user [%s]", CallerFrom(r.Context()))))
@@ -156,7 +155,7 @@ func (s *Server) restartInstance(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) unblockWorkflow(w http.ResponseWriter, r *http.Request) error {
 	n, err := s.cfg.Runs.Unblock(r.Context(), r.PathValue("id"), 0)
 	if err != nil {
-		return controlError(err)
+		return err
 	}
 	count := int64(n)
 	ev := wire.ActionEvent("UNBLOCK", CallerFrom(r.Context()), "Unblocked [%d] failed workflow instances of workflow [%s]", n, r.PathValue("id"))
@@ -183,7 +182,7 @@ func (s *Server) unblockInstance(w http.ResponseWriter, r *http.Request) error {
 	}
 	n, err := s.cfg.Runs.Unblock(r.Context(), r.PathValue("id"), iid)
 	if err != nil {
-		return controlError(err)
+		return err
 	}
 	ev := wire.ActionEvent("UNBLOCK", CallerFrom(r.Context()), "Unblocked the workflow instance.")
 	ev.Reason = "[API] call to UNBLOCK a failed workflow instance run."
@@ -236,7 +235,7 @@ func (s *Server) restartStep(w http.ResponseWriter, r *http.Request) error {
 	prev, _ := s.cfg.Runs.Attempt(r.Context(), r.PathValue("id"), iid, runID, r.PathValue("step"), 0)
 	res, err := s.cfg.Runs.RestartStep(r.Context(), r.PathValue("id"), iid, runID, r.PathValue("step"), body.StepRunParams)
 	if err != nil {
-		return controlError(err)
+		return err
 	}
 	resp := wire.StepInstanceRestartResponse{WorkflowID: res.WorkflowID, InstanceID: res.InstanceID, RunID: res.RunID,
 		StepID: res.StepID, Status: wire.RunCreated,
@@ -281,7 +280,7 @@ func (s *Server) stepAction(action run.Action) handlerFunc {
 			res, err = s.cfg.Runs.StepAct(r.Context(), r.PathValue("id"), iid, runID, r.PathValue("step"), action)
 		}
 		if err != nil {
-			return controlError(err)
+			return err
 		}
 		resp := wire.StepInstanceActionResponse{WorkflowID: res.WorkflowID, InstanceID: res.InstanceID, RunID: res.RunID,
 			StepID: res.StepID, TimelineEvent: wire.LogEvent("User [%s] take action [%s] on the step",
@@ -323,24 +322,13 @@ func (s *Server) stepActionMap(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// controlError maps run-control errors: an action the run's or step's
-// status does not allow is a 400, as Maestro's invalid status; the rest as
-// runError does.
-func controlError(err error) error {
-	switch {
-	case errors.Is(err, execution.ErrInvalid), errors.Is(err, execution.ErrConflict):
-		return badRequest(err.Error())
-	}
-	return runError(err)
-}
-
 // latestRunToAct reads the latest run of instance iid for an action (verb
 // in Maestro's words); a run named in the path must be that run, as
 // Maestro acts only on an instance's latest run.
 func (s *Server) latestRunToAct(r *http.Request, iid int64, verb string) (*execution.Instance, error) {
 	latest, err := s.cfg.Runs.Run(r.Context(), r.PathValue("id"), iid, 0)
 	if err != nil {
-		return nil, runError(err)
+		return nil, err
 	}
 	if r.PathValue("run") == "" {
 		return latest, nil

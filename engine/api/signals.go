@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -89,7 +88,7 @@ func (s *Server) announceSignal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if res[0].Err != nil {
-		return signalError(res[0].Err)
+		return res[0].Err
 	}
 	writeJSON(w, http.StatusOK, announcedJSON(res[0]))
 	return nil
@@ -198,7 +197,7 @@ func parseFilter(f string) (signal.Match, error) {
 func (s *Server) latestSignal(w http.ResponseWriter, r *http.Request) error {
 	sig, err := signal.NewStore(s.cfg.DB).Latest(r.Context(), r.PathValue("name"))
 	if err != nil {
-		return signalError(err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, signalView(sig))
 	return nil
@@ -211,7 +210,7 @@ func (s *Server) getSignal(w http.ResponseWriter, r *http.Request) error {
 	}
 	sig, err := signal.NewStore(s.cfg.DB).Get(r.Context(), r.PathValue("name"), seq)
 	if err != nil {
-		return signalError(err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, signalView(sig))
 	return nil
@@ -228,7 +227,7 @@ func (s *Server) signalLineage(w http.ResponseWriter, r *http.Request) error {
 	st := signal.NewStore(s.cfg.DB)
 	sig, err := st.Get(r.Context(), r.PathValue("name"), seq)
 	if err != nil {
-		return signalError(err)
+		return err
 	}
 	ls, err := st.LineageOfSignal(r.Context(), seq)
 	if err != nil {
@@ -248,7 +247,7 @@ func (s *Server) runSignals(w http.ResponseWriter, r *http.Request) error {
 	}
 	id, step := r.PathValue("id"), r.PathValue("step")
 	if _, err := s.cfg.Runs.Detail(r.Context(), id, iid, run); err != nil {
-		return runError(err)
+		return err
 	}
 	ls, err := signal.NewStore(s.cfg.DB).LineageOfRun(r.Context(), id, iid, run, step)
 	if err != nil {
@@ -266,15 +265,4 @@ func (s *Server) runSignals(w http.ResponseWriter, r *http.Request) error {
 // active version) with their states and what they matched.
 func (s *Server) listSignalTriggers(w http.ResponseWriter, r *http.Request) error {
 	return listWorkflowTriggers(s, w, r, "signal_triggers", trigger.ListSignals)
-}
-
-// signalError maps signal errors; the rest as runError does.
-func signalError(err error) error {
-	switch {
-	case errors.Is(err, signal.ErrInvalid):
-		return badRequest(err.Error())
-	case errors.Is(err, signal.ErrNotFound):
-		return notFound(err.Error())
-	}
-	return runError(err)
 }

@@ -31,7 +31,7 @@ func (s *Server) listTimeTriggers(w http.ResponseWriter, r *http.Request) error 
 func listWorkflowTriggers[T any](s *Server, w http.ResponseWriter, r *http.Request, key string,
 	list func(ctx context.Context, db trigger.Querier, workflowID string) ([]T, error)) error {
 	id := r.PathValue("id")
-	ok, err := s.exists(r.Context(), `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`, id)
+	ok, err := s.cfg.Definitions.Exists(r.Context(), id)
 	if err != nil {
 		return err
 	}

@@ -63,38 +63,6 @@ var definitionValidator = workflow.Validator{
 	CheckParams:     params.Check,
 }
 
-// definitionError maps engine/definition and engine/workflow errors to
-// responses, in one place. Errors it does not know stay internal errors.
-func definitionError(err error) error {
-	var ve *workflow.ValidationError
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &ve):
-		return invalidDefinition(ve)
-	case errors.As(err, &tooBig):
-		return tooLarge(fmt.Sprintf("request body is larger than %d bytes", MaxBodyBytes))
-	case errors.Is(err, definition.ErrNotFound):
-		return notFound(message(err, definition.ErrNotFound))
-	case errors.Is(err, definition.ErrInvalidSelector):
-		return badRequest(message(err, definition.ErrInvalidSelector))
-	case errors.Is(err, definition.ErrForbidden):
-		return forbidden(message(err, definition.ErrForbidden))
-	case errors.Is(err, definition.ErrDeleting):
-		e := conflict(message(err, definition.ErrDeleting))
-		e.Retryable = true
-		return e
-	case errors.Is(err, definition.ErrConflict):
-		return conflict(message(err, definition.ErrConflict))
-	}
-	return err
-}
-
-// message is err's text without the sentinel's name at its end: the store
-// words its errors to read well on their own.
-func message(err, sentinel error) string {
-	return strings.TrimSuffix(err.Error(), ": "+sentinel.Error())
-}
-
 // invalidDefinition lists every problem as "path: message".
 func invalidDefinition(ve *workflow.ValidationError) *Error {
 	details := make([]string, 0, len(ve.Problems))
@@ -125,10 +93,10 @@ func decodeDefinition(r *http.Request, decode func([]byte) (*workflow.Definition
 	}
 	d, err := decode(data)
 	if err != nil {
-		return nil, definitionError(err)
+		return nil, err
 	}
 	if err := definitionValidator.Validate(d); err != nil {
-		return nil, definitionError(err)
+		return nil, err
 	}
 	if err := params.DryRun(r.Context(), &d.Workflow); err != nil {
 		return nil, dryRunError(err)
@@ -165,7 +133,7 @@ func (s *Server) createWorkflow(decode func([]byte) (*workflow.Definition, error
 		}
 		c, err := s.cfg.Definitions.CreateAs(r.Context(), d, s.actor(r))
 		if err != nil {
-			return definitionError(err)
+			return err
 		}
 		view, err := definitionView(c.Version)
 		if err != nil {
@@ -193,7 +161,7 @@ func (s *Server) validateWorkflow(decode func([]byte) (*workflow.Definition, err
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.cfg.Definitions.Get(r.Context(), r.PathValue("id"), r.PathValue("version"))
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	view, err := definitionView(v)
 	if err != nil {
@@ -303,7 +271,7 @@ func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) error {
 	}
 	page, err := s.cfg.Definitions.Versions(r.Context(), r.PathValue("id"), cursor, limit)
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	out := versionsPage{WorkflowID: r.PathValue("id"), Items: make([]versionSummary, 0, len(page.Items)), Next: page.Next}
 	for _, v := range page.Items {
@@ -327,12 +295,12 @@ func (s *Server) paginateVersions(w http.ResponseWriter, r *http.Request) error 
 		return nil
 	}
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	low, high := pg.rangeOf(1, latest.LatestVersion)
 	versions, err := s.cfg.Definitions.VersionRange(r.Context(), r.PathValue("id"), low, high)
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	views := make([]*wire.WorkflowDefinition, 0, len(versions))
 	for _, v := range versions {
@@ -352,7 +320,7 @@ func (s *Server) activateVersion(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	a, err := s.cfg.Definitions.Activate(r.Context(), id, r.PathValue("version"), s.actor(r))
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	prev := "none"
 	if a.PreviousActiveVersion != nil {
@@ -371,7 +339,7 @@ func (s *Server) deactivateWorkflow(w http.ResponseWriter, r *http.Request) erro
 	id := r.PathValue("id")
 	a, err := s.cfg.Definitions.Deactivate(r.Context(), id, s.actor(r))
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	last := "none"
 	if a.PreviousActiveVersion != nil {
@@ -401,7 +369,7 @@ type instanceStats struct {
 func (s *Server) workflowOverview(w http.ResponseWriter, r *http.Request) error {
 	o, err := s.cfg.Definitions.Overview(r.Context(), r.PathValue("id"))
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	snap, err := snapshotView(o.PropertiesSnapshot)
 	if err != nil {
@@ -451,15 +419,9 @@ func (s *Server) workflowTimeline(w http.ResponseWriter, r *http.Request) error 
 	}
 	page, err := s.cfg.Definitions.Timeline(r.Context(), r.PathValue("id"), cursor, limit)
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
-	out := wire.WorkflowTimeline{WorkflowID: r.PathValue("id"), TimelineEvents: make([]wire.WorkflowTimelineEvent, 0, len(page.Items)),
-		NextCursor: page.Next}
-	for _, e := range page.Items {
-		out.TimelineEvents = append(out.TimelineEvents, wire.WorkflowTimelineEvent{Author: e.Author, Log: e.Message,
-			Timestamp: wire.Millis(e.CreateTime), EventID: e.ID, Type: e.Type, VersionID: e.Version,
-			SnapshotVersion: e.SnapshotVersion, Details: e.Details})
-	}
+	out := wire.WorkflowTimeline{WorkflowID: r.PathValue("id"), TimelineEvents: page.Items, NextCursor: page.Next}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -510,10 +472,10 @@ func (s *Server) updateProperties(w http.ResponseWriter, r *http.Request) error 
 	}
 	set, err := workflow.DecodeProperties(rest)
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	if err := definitionValidator.ValidateProperties(set); err != nil {
-		return definitionError(err)
+		return err
 	}
 	change := workflow.PropertiesChange{Set: set,
 		ResetRunStrategyRule:     resets.ResetRunStrategyRule != nil && *resets.ResetRunStrategyRule,
@@ -529,7 +491,7 @@ func (s *Server) updateProperties(w http.ResponseWriter, r *http.Request) error 
 func (s *Server) changeProperties(w http.ResponseWriter, r *http.Request, change workflow.PropertiesChange) error {
 	u, err := s.cfg.Definitions.UpdateProperties(r.Context(), r.PathValue("id"), change, s.actor(r))
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	if u.New {
 		// A new run strategy applies to runs already queued at once.
@@ -561,10 +523,10 @@ func (s *Server) addWorkflowTag(w http.ResponseWriter, r *http.Request) error {
 	}
 	p, err := workflow.DecodeProperties(wrapped)
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	if err := definitionValidator.ValidateProperties(p); err != nil {
-		return definitionError(err)
+		return err
 	}
 	if len(p.Tags) != 1 {
 		return badRequest("the body must be one tag: a name or {\"name\": ...}")
@@ -587,7 +549,7 @@ func (s *Server) deleteWorkflowTag(w http.ResponseWriter, r *http.Request) error
 func (s *Server) getPropertiesSnapshot(w http.ResponseWriter, r *http.Request) error {
 	snap, err := s.cfg.Definitions.GetSnapshot(r.Context(), r.PathValue("id"), r.PathValue("snapshot"))
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	view, err := snapshotView(snap)
 	if err != nil {
@@ -613,7 +575,7 @@ type deletionEvent struct {
 func (s *Server) deleteWorkflow(w http.ResponseWriter, r *http.Request) error {
 	d, err := s.cfg.Definitions.Delete(r.Context(), r.PathValue("id"), s.actor(r))
 	if err != nil {
-		return definitionError(err)
+		return err
 	}
 	who := s.actor(r).Who()
 	msg := "Workflow [%s] and all its data have been deleted by the user [%s]"

@@ -77,7 +77,7 @@ func (s *Store) UpdateProperties(ctx context.Context, workflowID string, change 
 			Owner: m.owner(st.createdBy)}
 		b := &pgx.Batch{}
 		queueSnapshot(b, snap, m.owner(st.createdBy))
-		queueTimeline(b, workflowID, TimelineEvent{Type: EventUpdateProperties, Author: actor.Who(), SnapshotVersion: snap.Version,
+		queueTimeline(b, workflowID, timelineEntry{Type: EventUpdateProperties, Author: actor.Who(), SnapshotVersion: snap.Version,
 			Message: fmt.Sprintf("added properties snapshot %d", snap.Version)})
 		queuePropertiesEvent(b, workflowID, actor.Who(), snap.Version)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -155,7 +155,7 @@ func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor
 		if err := addActivationEvent(ctx, tx, workflowID, actor.Who(), &version, st.active); err != nil {
 			return err
 		}
-		return addTimeline(ctx, tx, workflowID, TimelineEvent{Type: EventActivate, Author: actor.Who(), Version: version,
+		return addTimeline(ctx, tx, workflowID, timelineEntry{Type: EventActivate, Author: actor.Who(), Version: version,
 			Message: fmt.Sprintf("activated version %d", version)})
 	})
 	if err != nil {
@@ -187,7 +187,7 @@ func (s *Store) Deactivate(ctx context.Context, workflowID string, actor Actor) 
 		if err := addActivationEvent(ctx, tx, workflowID, actor.Who(), nil, st.active); err != nil {
 			return err
 		}
-		return addTimeline(ctx, tx, workflowID, TimelineEvent{Type: EventDeactivate, Author: actor.Who(), Version: *st.active,
+		return addTimeline(ctx, tx, workflowID, timelineEntry{Type: EventDeactivate, Author: actor.Who(), Version: *st.active,
 			Message: fmt.Sprintf("deactivated the workflow (version %d was active)", *st.active)})
 	})
 	if err != nil {

@@ -71,7 +71,7 @@ func (s *Store) Delete(ctx context.Context, workflowID string, actor Actor) (*De
 			return fmt.Errorf("count workflow %s runs: %w", workflowID, err)
 		}
 		out = &Deletion{WorkflowID: workflowID, Status: StatusDeleted}
-		event := TimelineEvent{Type: EventDelete, Author: actor.Who(), Details: map[string]any{}}
+		event := timelineEntry{Type: EventDelete, Author: actor.Who(), Details: map[string]any{}}
 		if runs <= int64(s.inlineDeleteLimit) {
 			if err := tx.QueryRow(ctx, sqlDeleteInstances, workflowID).Scan(&out.DeletedRuns); err != nil {
 				return fmt.Errorf("delete workflow %s instances: %w", workflowID, err)
@@ -143,7 +143,7 @@ func (s *Store) ProcessDelete(ctx context.Context, payload []byte) error {
 		if tag.RowsAffected() == 0 {
 			return nil // a concurrent delivery finished it
 		}
-		return addTimeline(ctx, tx, p.WorkflowID, TimelineEvent{Type: EventDeleteCompleted, Author: "maestro",
+		return addTimeline(ctx, tx, p.WorkflowID, timelineEntry{Type: EventDeleteCompleted, Author: "maestro",
 			Message: "deleted the workflow's remaining instance runs",
 			Details: map[string]any{"deletion_id": p.DeletionID, "deleted_instance_runs": total}})
 	})

@@ -183,6 +183,15 @@ func (s *Store) Owner(ctx context.Context, workflowID string) (string, error) {
 	return owner, nil
 }
 
+// Exists reports whether the workflow exists (any version, active or not).
+func (s *Store) Exists(ctx context.Context, workflowID string) (bool, error) {
+	var ok bool
+	if err := s.db.QueryRow(ctx, sqlExists, workflowID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("read workflow %s: %w", workflowID, err)
+	}
+	return ok, nil
+}
+
 // VersionRange returns the workflow's versions from low to high
 // (inclusive), newest first, each with the workflow's current state as Get
 // returns it. ErrNotFound when the workflow does not exist.

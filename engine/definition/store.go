@@ -283,7 +283,7 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 			snap = &Snapshot{WorkflowID: id, Version: st.propsVersion + 1, Properties: props.json, Author: author,
 				Owner: props.owner(st.createdBy)}
 			queueSnapshot(b, snap, props.owner(st.createdBy))
-			queueTimeline(b, id, TimelineEvent{Type: EventUpdateProperties, Author: author, SnapshotVersion: snap.Version,
+			queueTimeline(b, id, timelineEntry{Type: EventUpdateProperties, Author: author, SnapshotVersion: snap.Version,
 				Message: fmt.Sprintf("added properties snapshot %d", snap.Version)})
 		} else if c.New {
 			b.Queue(sqlSnapshotMeta, id, st.propsVersion).QueryRow(func(r pgx.Row) error {
@@ -297,10 +297,10 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 			if c.Activated {
 				msg += " and activated it"
 			}
-			queueTimeline(b, id, TimelineEvent{Type: EventCreateVersion, Author: author, Message: msg, Version: version,
+			queueTimeline(b, id, timelineEntry{Type: EventCreateVersion, Author: author, Message: msg, Version: version,
 				Details: map[string]any{"is_active": c.Activated}})
 		} else if c.Activated {
-			queueTimeline(b, id, TimelineEvent{Type: EventActivate, Author: author, Version: version,
+			queueTimeline(b, id, timelineEntry{Type: EventActivate, Author: author, Version: version,
 				Message: fmt.Sprintf("activated version %d (pushed unchanged with is_active)", version)})
 		}
 		if c.New || c.Activated {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/maestro-aws/maestro/engine/wire"
 )
 
 // Workflow timeline event types.
@@ -20,23 +21,12 @@ const (
 	EventDeleteCompleted  = "DELETE_COMPLETED"
 )
 
-// TimelineEvent is one workflow-level change: a version created or
-// activated, the workflow deactivated, properties changed, the workflow
-// deleted. The timeline outlives the workflow, so a deletion stays visible.
-type TimelineEvent struct {
-	ID              int64          `json:"event_id"`
-	Type            string         `json:"type"`
-	Author          string         `json:"author"`
-	Message         string         `json:"message"`
-	Version         int64          `json:"workflow_version_id,omitempty"`
-	SnapshotVersion int64          `json:"snapshot_version,omitempty"`
-	Details         map[string]any `json:"details,omitempty"`
-	CreateTime      time.Time      `json:"create_time"`
-}
-
-// storedEvent is the event column: the event without what the row itself
-// records (id and time).
-type storedEvent struct {
+// timelineEntry is one workflow-level change as the event column holds
+// it (the row adds its id and time): a version created or activated, the
+// workflow deactivated, properties changed, the workflow deleted. The
+// timeline outlives the workflow, so a deletion stays visible. Read back,
+// an entry is Maestro's wire.WorkflowTimelineEvent.
+type timelineEntry struct {
 	Type            string         `json:"type"`
 	Author          string         `json:"author"`
 	Message         string         `json:"message"`
@@ -45,17 +35,12 @@ type storedEvent struct {
 	Details         map[string]any `json:"details,omitempty"`
 }
 
-func (e TimelineEvent) stored() storedEvent {
-	return storedEvent{Type: e.Type, Author: e.Author, Message: e.Message, Version: e.Version,
-		SnapshotVersion: e.SnapshotVersion, Details: e.Details}
+func queueTimeline(b *pgx.Batch, workflowID string, e timelineEntry) {
+	b.Queue(sqlInsertTimeline, workflowID, e)
 }
 
-func queueTimeline(b *pgx.Batch, workflowID string, e TimelineEvent) {
-	b.Queue(sqlInsertTimeline, workflowID, e.stored())
-}
-
-func addTimeline(ctx context.Context, tx pgx.Tx, workflowID string, e TimelineEvent) error {
-	if _, err := tx.Exec(ctx, sqlInsertTimeline, workflowID, e.stored()); err != nil {
+func addTimeline(ctx context.Context, tx pgx.Tx, workflowID string, e timelineEntry) error {
+	if _, err := tx.Exec(ctx, sqlInsertTimeline, workflowID, e); err != nil {
 		return fmt.Errorf("append workflow %s timeline: %w", workflowID, err)
 	}
 	return nil
@@ -86,7 +71,7 @@ func pageSize(limit int) int {
 // Timeline returns a page of the workflow's timeline, newest first, below
 // cursor (0 for the first page). It is readable after the workflow was
 // deleted; ErrNotFound means the workflow never existed.
-func (s *Store) Timeline(ctx context.Context, workflowID string, cursor int64, limit int) (*Page[TimelineEvent], error) {
+func (s *Store) Timeline(ctx context.Context, workflowID string, cursor int64, limit int) (*Page[wire.WorkflowTimelineEvent], error) {
 	if limit <= 0 || limit > MaxTimelinePage {
 		limit = MaxTimelinePage
 	}
@@ -94,21 +79,23 @@ func (s *Store) Timeline(ctx context.Context, workflowID string, cursor int64, l
 	if err != nil {
 		return nil, fmt.Errorf("read workflow %s timeline: %w", workflowID, err)
 	}
-	page := &Page[TimelineEvent]{Items: []TimelineEvent{}}
+	page := &Page[wire.WorkflowTimelineEvent]{Items: []wire.WorkflowTimelineEvent{}}
 	for rows.Next() {
-		var e TimelineEvent
+		var e wire.WorkflowTimelineEvent
 		var raw []byte
-		if err := rows.Scan(&e.ID, &raw, &e.CreateTime); err != nil {
+		var created time.Time
+		if err := rows.Scan(&e.EventID, &raw, &created); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read workflow %s timeline: %w", workflowID, err)
 		}
-		var se storedEvent
-		if err := json.Unmarshal(raw, &se); err != nil {
+		var te timelineEntry
+		if err := json.Unmarshal(raw, &te); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("decode workflow %s timeline event %d: %w", workflowID, e.ID, err)
+			return nil, fmt.Errorf("decode workflow %s timeline event %d: %w", workflowID, e.EventID, err)
 		}
-		e.Type, e.Author, e.Message, e.Version, e.SnapshotVersion, e.Details =
-			se.Type, se.Author, se.Message, se.Version, se.SnapshotVersion, se.Details
+		e.Timestamp = wire.Millis(created)
+		e.Type, e.Author, e.Log, e.VersionID, e.SnapshotVersion, e.Details =
+			te.Type, te.Author, te.Message, te.Version, te.SnapshotVersion, te.Details
 		page.Items = append(page.Items, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -119,7 +106,7 @@ func (s *Store) Timeline(ctx context.Context, workflowID string, cursor int64, l
 	}
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
-		next := page.Items[limit-1].ID
+		next := page.Items[limit-1].EventID
 		page.Next = &next
 	}
 	return page, nil

@@ -15,21 +15,21 @@ import (
 // that did the work; a step the latest run has not reached keeps its
 // status from an earlier run.
 type AggregatedInfo struct {
-	StepAggregatedViews map[string]StepAggregatedView `json:"step_aggregated_views"`
+	StepAggregatedViews map[string]StepAggregatedView
 	// WorkflowInstanceStatus is the instance's status derived from the
 	// view: the latest run's while it is live; once it ended, SUCCEEDED
 	// when every step completed, FAILED when a step failed, STOPPED when
 	// steps were only stopped, else the latest run's.
-	WorkflowInstanceStatus instance.WorkflowStatus `json:"workflow_instance_status"`
+	WorkflowInstanceStatus instance.WorkflowStatus
 }
 
 // StepAggregatedView is one step in the aggregated view.
 type StepAggregatedView struct {
-	Status        instance.StepStatus `json:"status"`
-	WorkflowRunID int64               `json:"workflow_run_id,omitempty"`
-	StepAttemptID int64               `json:"step_attempt_id,omitempty"`
-	StartTime     *time.Time          `json:"start_time,omitempty"`
-	EndTime       *time.Time          `json:"end_time,omitempty"`
+	Status        instance.StepStatus
+	WorkflowRunID int64
+	StepAttemptID int64
+	StartTime     *time.Time
+	EndTime       *time.Time
 }
 
 const aggregatedStepsSQL = `

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -85,6 +83,7 @@ type batchVersion struct {
 }
 
 const batchVersionsSQL = `
+
 SELECT v.workflow_id, v.version, v.definition - 'steps' - 'signal_triggers'
 FROM unnest($1::text[], $2::bigint[]) AS k(id, version)
 JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
@@ -92,6 +91,7 @@ JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 // batchLockSQL locks the workflows of a batch, in id order so that batches
 // of overlapping workflows cannot deadlock, and reads their properties.
 const batchLockSQL = `
+
 SELECT workflow_id, properties FROM workflow WHERE workflow_id = ANY($1::text[])
 ORDER BY workflow_id FOR NO KEY UPDATE`
 
@@ -191,37 +191,6 @@ func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchSt
 	return out, nil
 }
 
-// startInputs checks a start's run params against the version's param
-// modes (a refusal is ErrInvalid, before anything is written rather than
-// failing the run later) and fills in what the run row stores: the encoded
-// run params, the initiator (MANUAL when none), the CREATED event and the
-// timeout in seconds (the workflow's, else DefaultTimeout).
-func startInputs(n *run.New, runParams workflow.Params, initiator map[string]any) error {
-	wf := n.Workflow
-	if _, err := params.WorkflowDefs(params.WorkflowInput{Workflow: wf, RunParams: runParams, Phase: params.PhaseStart}); err != nil {
-		return fmt.Errorf("%w: run params: %w", ErrInvalid, err)
-	}
-	encoded, err := json.Marshal(orEmptyParams(runParams))
-	if err != nil {
-		return fmt.Errorf("encode run params: %w", err)
-	}
-	if initiator == nil {
-		initiator = map[string]any{"type": "MANUAL"}
-	}
-	if n.Initiator, err = json.Marshal(initiator); err != nil {
-		return fmt.Errorf("encode initiator: %w", err)
-	}
-	timeout := DefaultTimeout
-	if wf.Timeout != nil {
-		if d, err := wf.Timeout.Resolve(); err == nil && d > 0 {
-			timeout = d
-		}
-	}
-	n.RunParams, n.TimeoutSeconds = encoded, int64(timeout/time.Second)
-	n.Timeline = []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated), createdReason(initiator))}
-	return nil
-}
-
 // lockBatch locks the batch's workflows and returns their properties; a
 // workflow that does not exist is absent.
 func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string][]byte, error) {
@@ -249,16 +218,4 @@ func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string]
 		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
 	}
 	return out, nil
-}
-
-// createdReason is the reason on a new run's CREATED event: for a run a
-// trigger started, the initiator's own line, as Maestro writes it.
-func createdReason(initiator map[string]any) string {
-	typ, _ := initiator["type"].(string)
-	if typ == "TIME" || typ == "SIGNAL" {
-		if id, ok := initiator["trigger_uuid"].(string); ok {
-			return fmt.Sprintf("%s-based trigger runs a new workflow instance by trigger uuid [%s]", typ, id)
-		}
-	}
-	return "run requested"
 }

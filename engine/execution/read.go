@@ -12,38 +12,41 @@ import (
 	"github.com/maestro-aws/maestro/engine/instance"
 )
 
-// Instance is the API view of a workflow instance run.
+// Instance is a workflow instance run as the store reads it, with what
+// the engine keeps beside Maestro's shape (group, parent, definition);
+// engine/api renders it as wire.WorkflowInstance, the one declaration of
+// that JSON shape.
 type Instance struct {
-	WorkflowID      string                  `json:"workflow_id"`
-	InstanceID      int64                   `json:"workflow_instance_id"`
-	RunID           int64                   `json:"workflow_run_id"`
-	Version         int64                   `json:"workflow_version_id"`
-	UUID            string                  `json:"workflow_uuid"`
-	RequestID       *string                 `json:"request_id,omitempty"`
-	Status          instance.WorkflowStatus `json:"status"`
-	Initiator       json.RawMessage         `json:"initiator"`
-	RunParams       json.RawMessage         `json:"run_params"`
-	Params          json.RawMessage         `json:"params"`
-	Timeline        json.RawMessage         `json:"timeline"`
-	RuntimeOverview *RuntimeOverview        `json:"runtime_overview,omitempty"`
-	CreateTime      time.Time               `json:"create_time"`
-	StartTime       *time.Time              `json:"start_time,omitempty"`
-	EndTime         *time.Time              `json:"end_time,omitempty"`
-	ModifyTime      time.Time               `json:"modify_time"`
-	Definition      json.RawMessage         `json:"runtime_workflow,omitempty"`
+	WorkflowID      string
+	InstanceID      int64
+	RunID           int64
+	Version         int64
+	UUID            string
+	RequestID       *string
+	Status          instance.WorkflowStatus
+	Initiator       json.RawMessage
+	RunParams       json.RawMessage
+	Params          json.RawMessage
+	Timeline        json.RawMessage
+	RuntimeOverview *RuntimeOverview
+	CreateTime      time.Time
+	StartTime       *time.Time
+	EndTime         *time.Time
+	ModifyTime      time.Time
+	Definition      json.RawMessage
 	// Queued is true while the run waits for its workflow's run strategy
 	// to admit it.
-	Queued bool `json:"queued,omitempty"`
+	Queued bool
 	// RunConfig says how the run was started (START or a restart policy).
-	RunConfig      json.RawMessage `json:"run_config,omitempty"`
-	AggregatedInfo *AggregatedInfo `json:"aggregated_info,omitempty"`
+	RunConfig      json.RawMessage
+	AggregatedInfo *AggregatedInfo
 	// GroupID is the run's flow group.
-	GroupID int32 `json:"-"`
+	GroupID int32
 	// TimeoutSeconds is the run's timeout (0: none).
-	TimeoutSeconds int64 `json:"-"`
+	TimeoutSeconds int64
 	// Parent is the run's parent (a subworkflow, foreach or while step)
 	// as the engine records it; nil for a top-level run.
-	Parent json.RawMessage `json:"-"`
+	Parent json.RawMessage
 
 	groupID int32
 }
@@ -51,14 +54,14 @@ type Instance struct {
 // RuntimeOverview counts a run's steps by the status of their latest
 // attempt.
 type RuntimeOverview struct {
-	TotalStepCount int                           `json:"total_step_count"`
-	StepOverview   map[instance.StepStatus]int64 `json:"step_overview"`
+	TotalStepCount int
+	StepOverview   map[instance.StepStatus]int64
 	// RollupOverview counts leaf steps across nested child runs and
 	// earlier runs (docs/rollup.md); only Detail fills it.
-	RollupOverview *RollupOverview `json:"rollup_overview,omitempty"`
+	RollupOverview *RollupOverview
 	// Steps are the run's steps with the status and times of their latest
 	// attempt, in step id order.
-	Steps []StepSummary `json:"-"`
+	Steps []StepSummary
 }
 
 // StepSummary is the latest attempt of one step of a run.
@@ -168,29 +171,29 @@ func (i *Instance) size() int {
 
 // StepAttempt is the API view of one step attempt.
 type StepAttempt struct {
-	WorkflowID   string              `json:"workflow_id"`
-	InstanceID   int64               `json:"workflow_instance_id"`
-	RunID        int64               `json:"workflow_run_id"`
-	StepID       string              `json:"step_id"`
-	AttemptID    int64               `json:"step_attempt_id"`
-	UUID         string              `json:"step_instance_uuid"`
-	Type         string              `json:"step_type"`
-	Status       instance.StepStatus `json:"status"`
-	Params       json.RawMessage     `json:"params"`
-	Outputs      json.RawMessage     `json:"outputs"`
-	RuntimeState json.RawMessage     `json:"runtime_state"`
-	RetryInfo    json.RawMessage     `json:"step_retry"`
-	Timeline     json.RawMessage     `json:"timeline"`
-	CreateTime   time.Time           `json:"create_time"`
-	StartTime    *time.Time          `json:"start_time,omitempty"`
-	EndTime      *time.Time          `json:"end_time,omitempty"`
-	ModifyTime   time.Time           `json:"modify_time"`
+	WorkflowID   string
+	InstanceID   int64
+	RunID        int64
+	StepID       string
+	AttemptID    int64
+	UUID         string
+	Type         string
+	Status       instance.StepStatus
+	Params       json.RawMessage
+	Outputs      json.RawMessage
+	RuntimeState json.RawMessage
+	RetryInfo    json.RawMessage
+	Timeline     json.RawMessage
+	CreateTime   time.Time
+	StartTime    *time.Time
+	EndTime      *time.Time
+	ModifyTime   time.Time
 	// Artifacts are those an external job sent with its output data.
-	Artifacts json.RawMessage `json:"artifacts,omitempty"`
+	Artifacts json.RawMessage
 	// DetailOmitted is set in a step list once the list holds MaxListBytes:
 	// this attempt's params, outputs, runtime state and timeline are left
 	// out (null); read the attempt itself for them.
-	DetailOmitted bool `json:"detail_omitted,omitempty"`
+	DetailOmitted bool
 }
 
 // omitDetail drops the attempt's large fields.

@@ -25,25 +25,25 @@ import (
 // RollupOverview is the leaf-step summary of a run and its nested child
 // runs.
 type RollupOverview struct {
-	TotalLeafCount int64                                `json:"total_leaf_count"`
-	Overview       map[instance.StepStatus]*RollupCount `json:"overview"`
+	TotalLeafCount int64
+	Overview       map[instance.StepStatus]*RollupCount
 }
 
 // RollupCount is the number of leaf steps in one status and, for a status
 // that is not successful, references to at most MaxRollupRefs of them.
 type RollupCount struct {
-	Count int64           `json:"cnt"`
-	Refs  []StepReference `json:"ref,omitempty"`
+	Count int64
+	Refs  []StepReference
 }
 
 // StepReference names the step attempt that did a leaf step's work (for a
 // carried-over step, the attempt of the earlier run).
 type StepReference struct {
-	WorkflowID string `json:"workflow_id"`
-	InstanceID int64  `json:"instance_id"`
-	RunID      int64  `json:"run_id"`
-	StepID     string `json:"step_id"`
-	AttemptID  int64  `json:"attempt_id"`
+	WorkflowID string
+	InstanceID int64
+	RunID      int64
+	StepID     string
+	AttemptID  int64
 }
 
 // MaxRollupRefs caps the references kept per status; the count stays exact.

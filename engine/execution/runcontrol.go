@@ -387,15 +387,15 @@ func (s *Service) Unblock(ctx context.Context, workflowID string, instanceID int
 
 // StepActionResult is what a step action did.
 type StepActionResult struct {
-	WorkflowID string     `json:"workflow_id"`
-	InstanceID int64      `json:"workflow_instance_id"`
-	RunID      int64      `json:"workflow_run_id"`
-	StepID     string     `json:"step_id"`
-	Action     run.Action `json:"action"`
+	WorkflowID string
+	InstanceID int64
+	RunID      int64
+	StepID     string
+	Action     run.Action
 	// Status is ACCEPTED when the engine applies the action to the live
 	// run, RESTARTED when the action started a new run (Restarted).
-	Status    string    `json:"status"`
-	Restarted *Instance `json:"workflow_instance,omitempty"`
+	Status    string
+	Restarted *Instance
 }
 
 // StepAct applies a step action. On a live run it is checked against the

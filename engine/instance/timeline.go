@@ -1,25 +1,25 @@
 package instance
 
-import "time"
+import (
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/wire"
+)
 
 // TimelineEvent is one entry of a workflow instance's or step attempt's
-// timeline: a status change with its reason, or a log line.
-type TimelineEvent struct {
-	Type      string `json:"type"` // STATUS or LOG
-	Timestamp int64  `json:"timestamp"`
-	Status    string `json:"status,omitempty"`
-	Level     string `json:"level,omitempty"`
-	Message   string `json:"message,omitempty"`
-}
+// timeline as stored and served: Maestro's TimelineEvent, declared once in
+// engine/wire. The engine writes STATUS (a status change with its reason)
+// and LOG events.
+type TimelineEvent = wire.TimelineEvent
 
 // StatusEvent records entering status, with why.
 func StatusEvent(status, reason string) TimelineEvent {
-	return TimelineEvent{Type: "STATUS", Timestamp: time.Now().UnixMilli(), Status: status, Message: reason}
+	return TimelineEvent{Type: wire.EventStatus, Timestamp: time.Now().UnixMilli(), Status: status, Message: reason}
 }
 
 // LogEvent records a message.
 func LogEvent(level, msg string) TimelineEvent {
-	return TimelineEvent{Type: "LOG", Timestamp: time.Now().UnixMilli(), Level: level, Message: msg}
+	return TimelineEvent{Type: wire.EventLog, Timestamp: time.Now().UnixMilli(), Level: level, Message: msg}
 }
 
 // RetryInfo counts an attempt's retries against its limits, as Maestro's

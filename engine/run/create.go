@@ -488,14 +488,17 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 	if n != len(round) && !opt.SkipExisting {
 		return fmt.Errorf("insert %d runs: %d inserted", len(round), n)
 	}
-	var evs []event.Record
-	for _, i := range dropped {
-		if out[i].Inserted {
-			evs = append(evs, droppedEvent(&runs[i], out[i]))
+	if len(dropped) > 0 {
+		// The dropped runs end as they are created: their events.
+		var evs []event.Record
+		for _, i := range dropped {
+			if out[i].Inserted {
+				evs = append(evs, droppedEvent(&runs[i], out[i]))
+			}
 		}
-	}
-	if err := event.Insert(ctx, tx, evs...); err != nil {
-		return err
+		if err := event.Insert(ctx, tx, evs...); err != nil {
+			return err
+		}
 	}
 	var groups []int32
 	var msgs []StartMessage
@@ -604,3 +607,88 @@ func IsDuplicate(err error) bool {
 	var pgErr interface{ SQLState() string }
 	return errors.As(err, &pgErr) && pgErr.SQLState() == "23505"
 }
+
+// The SQL of Create.
+
+// lockWorkflowsSQL locks workflows in id order, so that creations of
+// overlapping workflows cannot deadlock, and reads their properties.
+const lockWorkflowsSQL = `
+SELECT workflow_id, properties FROM workflow WHERE workflow_id = ANY($1::text[])
+ORDER BY workflow_id FOR NO KEY UPDATE`
+
+// dedupSQL finds the first runs already started with request ids.
+const dedupSQL = `
+SELECT i.workflow_id, i.request_id, i.instance_id, i.uuid::text, i.group_id, i.status, i.queued
+FROM unnest($1::text[], $2::text[]) AS k(id, request_id)
+JOIN workflow_instance i ON i.workflow_id = k.id AND i.request_id = k.request_id AND i.run_id = 1`
+
+// allocateSQL allocates n instance ids per workflow in one statement.
+const allocateSQL = `
+UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
+FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
+WHERE w.workflow_id = c.id
+RETURNING w.workflow_id, w.latest_instance_id`
+
+// insertRunsSQL is the one INSERT INTO workflow_instance. A run's
+// definition is $2[def] (definitions shared by many runs are sent once),
+// or, with def 0, copied from its version row. A run whose generation
+// ($19) names the one under which node $1 holds its group is created
+// IN_PROGRESS under it (a local start), with its evaluated params ($20),
+// the pick-up entries ($3) on its timeline and its start event ($26,
+// written with the row's seq); the group rows are share-locked so that a
+// takeover waits for this transaction and then adopts the run. Every
+// other run is created with its status ($12: CREATED or, dropped,
+// STOPPED).
+const insertRunsSQL = `
+WITH owned AS (
+    SELECT group_id, generation FROM flow_group
+    WHERE $1::text <> '' AND owner = $1
+      AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
+    FOR SHARE),
+ins AS (
+INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
+    group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
+    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id, end_time)
+SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, r.group_count, r.group_id,
+    CASE WHEN o.group_id IS NULL THEN r.status ELSE 'IN_PROGRESS' END,
+    COALESCE(o.generation, 0),
+    CASE WHEN o.group_id IS NULL THEN 0 ELSE 1 END,
+    CASE WHEN o.group_id IS NOT NULL THEN now() END,
+    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb ELSE r.params END,
+    COALESCE(($2::jsonb[])[r.def], v.definition),
+    r.run_params, r.initiator,
+    CASE WHEN o.group_id IS NULL THEN r.timeline ELSE r.timeline || $3::jsonb END,
+    r.timeout, r.queued, r.run_config, r.parent, r.parent_key, r.depth, r.correlation,
+    CASE WHEN r.status = 'STOPPED' THEN now() END
+FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
+        $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
+        $18::boolean[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
+        $25::text[])
+    AS r(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
+        run_params, initiator, timeline, timeout, queued, gen, params, run_config, parent, parent_key, depth,
+        correlation)
+LEFT JOIN owned o ON o.group_id = r.group_id AND o.generation = r.gen
+LEFT JOIN workflow_version v ON r.def = 0 AND v.workflow_id = r.workflow_id AND v.version = r.version
+%s
+RETURNING workflow_id, instance_id, run_id, status, seq, start_time),
+ev AS (
+    ` + event.InsertSQL + `
+    SELECT $27::smallint, ins.workflow_id, ins.seq, e.event
+    FROM ins JOIN unnest($4::text[], $5::bigint[], $6::bigint[], $26::json[]) AS e(workflow_id, instance_id, run_id, event)
+      ON e.workflow_id = ins.workflow_id AND e.instance_id = ins.instance_id AND e.run_id = ins.run_id
+    WHERE ins.status = 'IN_PROGRESS' AND e.event IS NOT NULL)
+SELECT workflow_id, instance_id, run_id, status, start_time FROM ins`
+
+// insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
+// exists already is left out rather than failing the statement.
+func insertRunsStatement(skipExisting bool) string {
+	if skipExisting {
+		return insertRunsSkipSQL
+	}
+	return insertRunsFailSQL
+}
+
+var (
+	insertRunsFailSQL = fmt.Sprintf(insertRunsSQL, "")
+	insertRunsSkipSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING")
+)
