@@ -11,16 +11,22 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/functions/timetrigger/internal/timetriggerenv"
 )
 
 func main() {
 	ctx := context.Background()
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	logger := tracing.NewLogger(slog.NewJSONHandler(os.Stdout, nil))
+	tp, err := tracing.Setup(ctx, tracing.ServiceTimeTrigger, tracing.Options{})
+	if err != nil {
+		logger.Error("cold start failed: tracing", "error", err.Error())
+		os.Exit(1)
+	}
 	s, err := timetriggerenv.Scheduler(ctx, logger, os.Stdout)
 	if err != nil {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(s.HandleScheduled)
+	lambda.Start(tracing.Lambda(tp, "time-trigger", s.HandleScheduled))
 }
