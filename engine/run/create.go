@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -460,7 +461,7 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting), node, c.defs, opt.PickedUp,
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
 		c.statuses, c.defIdx, c.runParams, c.initiators, c.timelines, c.timeouts, c.queued, c.gens, c.params,
-		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind)
+		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind, tracing.Traceparent(ctx))
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(round), err)
 	}
