@@ -93,6 +93,8 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 			ThrottlingRateLimit:  jsii.Number(props.ThrottlingRateLimit),
 			ThrottlingBurstLimit: jsii.Number(props.ThrottlingBurstLimit),
 			MetricsEnabled:       jsii.Bool(true),
+			// X-Ray: the stage starts the trace the API Lambda continues.
+			TracingEnabled: jsii.Bool(true),
 			// Execution logs of errors only; request and response bodies
 			// (workflow definitions, params) stay out of the logs.
 			LoggingLevel:         awsapigateway.MethodLoggingLevel_ERROR,
