@@ -123,13 +123,16 @@ func (a *awsEnv) drain(q string) []sqstypes.Message {
 
 // publish is the publisher Lambda's event source mapping: it hands the
 // internal queue's messages to the handler in batches of ten and deletes
-// those not reported as failures.
+// those not reported as failures. Like Lambda's, it gives the handler each
+// message's attributes (messageAttributes, and the AWSTraceHeader system
+// attribute under attributes), which carry the run's trace.
 func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 	a.t.Helper()
 	ctx := context.Background()
 	for {
 		res, err := a.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(a.internal), MaxNumberOfMessages: 10,
-			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAWSTraceHeader}})
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAWSTraceHeader},
+			MessageAttributeNames:       []string{"All"}})
 		if err != nil {
 			a.t.Fatal(err)
 		}
@@ -139,7 +142,8 @@ func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 		in := events.SQSEvent{}
 		for _, m := range res.Messages {
 			in.Records = append(in.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), Body: aws.ToString(m.Body),
-				ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSource: "aws:sqs", Attributes: m.Attributes})
+				ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSource: "aws:sqs", Attributes: m.Attributes,
+				MessageAttributes: lambdaAttributes(m.MessageAttributes)})
 		}
 		out, err := h.Handle(ctx, in)
 		if err != nil {
@@ -160,6 +164,16 @@ func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 		}
 		published += len(res.Messages)
 	}
+}
+
+// lambdaAttributes are SQS message attributes as Lambda's SQS event
+// source hands them to a function.
+func lambdaAttributes(in map[string]sqstypes.MessageAttributeValue) map[string]events.SQSMessageAttribute {
+	out := map[string]events.SQSMessageAttribute{}
+	for k, v := range in {
+		out[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+	}
+	return out
 }
 
 // The AWS path end to end, with the real clients against the emulator: the
