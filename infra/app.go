@@ -140,6 +140,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 	if data.Cluster != nil && !cfg.DBDeletionProtection {
 		nagSuppress(data.Cluster, "AwsSolutions-RDS10", "deletion protection was turned off for this deployment (maestro:dbDeletionProtection=false)")
 	}
+	traces := TraceExport{Endpoint: cfg.OTLPEndpoint, Stage: cfg.Stage}
 	functions := FunctionBase{
 		Vpc:            network.Vpc,
 		SecurityGroup:  network.FunctionSecurityGroup,
@@ -147,6 +148,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ProxyEndpoint:  data.ProxyEndpoint(),
 		GroupCount:     cfg.GroupCount,
 		ClusterName:    cfg.ClusterName,
+		Traces:         traces,
 		Architecture:   arch,
 		LogRetention:   retention,
 	}
@@ -207,6 +209,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		StepTargets:    cfg.StepTargets,
 		PublicURL:      publicURL,
 		ClusterName:    cfg.ClusterName,
+		Traces:         traces,
 	}
 	if cfg.Emulator() {
 		engineProps.StackProps = props("Maestro engine: its environment, for maestro engine run locally (emulator target)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
@@ -57,6 +58,9 @@ type FunctionBase struct {
 	// API's event feed and the publisher's messages); it must equal the
 	// engine's.
 	ClusterName string
+	// Traces is where the function exports its spans (OTEL_* variables;
+	// none when unset).
+	Traces TraceExport
 	// Architecture is the packages' architecture; arm64 when nil.
 	Architecture awslambda.Architecture
 	// LogRetention applies to the function's log group.
@@ -164,6 +168,13 @@ func NewFunction(scope constructs.Construct, id string, props *FunctionProps) *F
 	}
 	if props.ClusterName != "" {
 		env["MAESTRO_CLUSTER_NAME"] = jsii.String(props.ClusterName)
+	}
+	// The service name is engine/tracing's for the function
+	// ("maestro-timetrigger" for TimeTrigger). Active tracing (below)
+	// already grants the role xray:PutTraceSegments, which X-Ray's OTLP
+	// endpoint authorizes.
+	for k, v := range props.Traces.Environment("maestro-" + strings.ToLower(id)) {
+		env[k] = v
 	}
 	fnProps := &awslambda.FunctionProps{
 		Description:  jsii.String(props.Description),

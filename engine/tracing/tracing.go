@@ -27,6 +27,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/maestro-aws/maestro/engine/awsconf"
 )
 
 // Service names, the resource's service.name per process.
@@ -73,6 +75,9 @@ func Setup(ctx context.Context, service string, opt Options) (*sdktrace.TracerPr
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	if name := getenv("OTEL_SERVICE_NAME"); name != "" {
+		service = name // the deployment's name for the process (infra: the stage's)
+	}
 	res := resource.NewSchemaless(attribute.String("service.name", service))
 	tpOpts := []sdktrace.TracerProviderOption{
 		sdktrace.WithIDGenerator(xray.NewIDGenerator()),
@@ -116,7 +121,7 @@ func otlpExporter(ctx context.Context, getenv func(string) string) (sdktrace.Spa
 	}
 	var opts []otlptracehttp.Option // the exporter reads the rest of OTEL_EXPORTER_OTLP_* itself
 	if region, ok := xrayRegion(u.Host); ok {
-		cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
+		cfg, err := awsconf.Load(ctx, config.WithRegion(region))
 		if err != nil {
 			return nil, fmt.Errorf("tracing: aws config for signing OTLP: %w", err)
 		}
@@ -129,6 +134,18 @@ func otlpExporter(ctx context.Context, getenv func(string) string) (sdktrace.Spa
 		return nil, fmt.Errorf("tracing: OTLP exporter for %s: %w", endpoint, err)
 	}
 	return exp, nil
+}
+
+// XRayEndpoint reports whether an OTLP traces endpoint is X-Ray's
+// (https://xray.REGION.amazonaws.com/v1/traces): its requests are signed
+// with the process's credentials and authorized as xray:PutTraceSegments.
+func XRayEndpoint(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	_, ok := xrayRegion(u.Host)
+	return ok
 }
 
 // xrayRegion reports the region of X-Ray's OTLP endpoint host

@@ -165,3 +165,39 @@ func TestSigV4TransportSignsForXRay(t *testing.T) {
 		t.Fatalf("body %q", body)
 	}
 }
+
+// OTEL_SERVICE_NAME (what the CDK app sets, with the stage) names the
+// process instead of its default service name.
+func TestSetupTakesTheServiceNameFromTheEnvironment(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	env := map[string]string{"OTEL_SERVICE_NAME": "maestro-engine-dev"}
+	tp, err := tracing.Setup(context.Background(), tracing.ServiceEngine, tracing.Options{Exporter: exp, Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tracing.Shutdown(context.Background(), tp) }()
+	_, span := tracing.Tracer().Start(context.Background(), "root")
+	span.End()
+	if err := tp.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if spans := exp.GetSpans(); len(spans) != 1 || !strings.Contains(spans[0].Resource.String(), "service.name=maestro-engine-dev") {
+		t.Errorf("spans %v, want one of the service maestro-engine-dev", spans)
+	}
+}
+
+// X-Ray's OTLP endpoint is recognised in every region and nothing else is.
+func TestXRayEndpoint(t *testing.T) {
+	for endpoint, want := range map[string]bool{
+		"https://xray.eu-west-1.amazonaws.com/v1/traces":     true,
+		"https://xray.us-east-1.amazonaws.com:443/v1/traces": true,
+		"http://localhost:4318/v1/traces":                    false,
+		"https://xray.eu-west-1.example.com/v1/traces":       false,
+		"https://collector.internal:4318":                    false,
+		"::not a url":                                        false,
+	} {
+		if got := tracing.XRayEndpoint(endpoint); got != want {
+			t.Errorf("XRayEndpoint(%q) = %v, want %v", endpoint, got, want)
+		}
+	}
+}
