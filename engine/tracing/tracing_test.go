@@ -201,3 +201,20 @@ func TestXRayEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStepSpan is what a step runtime call's span costs the engine
+// (engine/flow/stepcall.go): a child of the run's stored traceparent, with
+// the provider Setup installs and no exporter (ids, never sampled).
+func BenchmarkStepSpan(b *testing.B) {
+	tp, err := tracing.Setup(context.Background(), tracing.ServiceEngine, tracing.Options{Getenv: func(string) string { return "" }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tracing.Shutdown(context.Background(), tp) }()
+	ctx := tracing.WithTraceparent(context.Background(), "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01")
+	b.ReportAllocs()
+	for b.Loop() {
+		_, span := tracing.Tracer().Start(ctx, "step execute")
+		span.End()
+	}
+}
