@@ -42,6 +42,7 @@ var layers = map[string]int{
 	"engine/authz":                           base,
 	"engine/dbconn":                          base,
 	"engine/awsconf":                         base,
+	"engine/tracing":                         base,
 	"engine/dbconn/rdsca":                    base,
 	"engine/localpg":                         base,
 	"engine/dbtest":                          base,

@@ -93,6 +93,8 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 			ThrottlingRateLimit:  jsii.Number(props.ThrottlingRateLimit),
 			ThrottlingBurstLimit: jsii.Number(props.ThrottlingBurstLimit),
 			MetricsEnabled:       jsii.Bool(true),
+			// X-Ray: the stage starts the trace the API Lambda continues.
+			TracingEnabled: jsii.Bool(true),
 			// Execution logs of errors only; request and response bodies
 			// (workflow definitions, params) stay out of the logs.
 			LoggingLevel:         awsapigateway.MethodLoggingLevel_ERROR,
@@ -122,7 +124,6 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 		nagSuppress(api, "AwsSolutions-IAM4", "the account-wide role API Gateway writes execution and access logs with; AmazonAPIGatewayPushToCloudWatchLogs is the policy AWS documents for it",
 			`/^Policy::arn:<AWS::Partition>:iam::aws:policy\/service-role\/AmazonAPIGatewayPushToCloudWatchLogs$/`)
 	}
-	nagSuppress(api, "Serverless-APIGWXrayEnabled", "X-Ray is not on yet: tracing is planned across API, engine and publisher as one trace per run (issue 25)")
 	nagSuppress(api, "AwsSolutions-APIG3", "no WAF web ACL: every method requires IAM (SigV4) authorization and the stage is throttled; attach an account WAF if the API is exposed beyond IAM principals")
 	nagSuppress(api, "AwsSolutions-COG4", "the API authorizes with IAM (SigV4), as Maestro's CLI and AWS clients sign requests; there is no Cognito user pool")
 	output(stack, "ApiUrl", api.Url(), "REST API base URL (append api/v3/...)")

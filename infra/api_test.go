@@ -41,6 +41,17 @@ func TestAPIStack(t *testing.T) {
 		})
 	})
 
+	t.Run("traced: stage and function (docs/tracing.md)", func(t *testing.T) {
+		check(t, func() {
+			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::Function"), map[string]any{
+				"TracingConfig": map[string]any{"Mode": "Active"},
+			})
+			tmpl.HasResourceProperties(jsii.String("AWS::ApiGateway::Stage"), map[string]any{
+				"TracingEnabled": true,
+			})
+		})
+	})
+
 	t.Run("lambda in the vpc with the function group", func(t *testing.T) {
 		functionSG := logicalID(t, f.stacks.Network.Stack, "FunctionSecurityGroup")
 		_, p := tmpl.one(t, "AWS::Lambda::Function")
@@ -154,6 +165,8 @@ func TestAPIStack(t *testing.T) {
 				switch {
 				case res == "*" && asJSON(st["Action"]) == asJSON(VpcNetworkInterfaceActions):
 					granted = append(granted, "eni")
+				case res == "*" && asJSON(st["Action"]) == `["xray:PutTelemetryRecords","xray:PutTraceSegments"]`:
+					// Active tracing; X-Ray has no resource-level permissions.
 				case res == "*":
 					t.Errorf("policy %s grants %s on *", id, asJSON(st["Action"]))
 				case importsFrom(res, dataStack, secretAttachment):

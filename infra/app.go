@@ -142,6 +142,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 	if data.Cluster != nil && !cfg.DBDeletionProtection {
 		nagSuppress(data.Cluster, "AwsSolutions-RDS10", "deletion protection was turned off for this deployment (maestro:dbDeletionProtection=false)")
 	}
+	traces := TraceExport{Endpoint: cfg.OTLPEndpoint, Stage: cfg.Stage}
 	functions := FunctionBase{
 		Vpc:              network.Vpc,
 		SecurityGroup:    network.FunctionSecurityGroup,
@@ -150,6 +151,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		GroupCount:       cfg.GroupCount,
 		ClusterName:      cfg.ClusterName,
 		MetricsNamespace: metrics.NamespaceOf(cfg.Stage),
+		Traces:           traces,
 		Architecture:     arch,
 		LogRetention:     retention,
 	}
@@ -211,6 +213,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		PublicURL:        publicURL,
 		ClusterName:      cfg.ClusterName,
 		MetricsNamespace: metrics.NamespaceOf(cfg.Stage),
+		Traces:           traces,
 	}
 	if cfg.Emulator() {
 		engineProps.StackProps = props("Maestro engine: its environment, for maestro engine run locally (emulator target)")

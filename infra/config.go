@@ -19,6 +19,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
 
@@ -191,6 +192,15 @@ type Config struct {
 	// the API. Empty (the default) uses the REST API's stage URL. Context
 	// key maestro:publicUrl.
 	PublicURL string
+
+	// OTLPEndpoint is where the engine and the functions export their spans
+	// (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, docs/tracing.md): X-Ray's
+	// https://xray.REGION.amazonaws.com/v1/traces (CloudWatch Transaction
+	// Search on in the account; the engine task role is then granted
+	// xray:PutTraceSegments, the action that endpoint authorizes), or an
+	// OTLP/HTTP collector's traces URL. Empty (the default) exports nothing.
+	// Context key maestro:otlpEndpoint.
+	OTLPEndpoint string
 }
 
 // DefaultConfig returns the configuration used for every key the context
@@ -343,6 +353,7 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	str("clusterName", &c.ClusterName)
 	str("publicUrl", &c.PublicURL)
 	str("stage", &c.Stage)
+	str("otlpEndpoint", &c.OTLPEndpoint)
 	integer("natGateways", &c.NatGateways)
 	boolean("vpcEndpoints", &c.VpcEndpoints)
 
@@ -450,6 +461,13 @@ func (c Config) Validate() error {
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("publicUrl %q: want the API's base URL, https://host[/path]", c.PublicURL))
+		}
+	}
+	if c.OTLPEndpoint != "" {
+		if u, err := url.Parse(c.OTLPEndpoint); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("otlpEndpoint %q: want an OTLP/HTTP traces URL, e.g. https://xray.REGION.amazonaws.com/v1/traces", c.OTLPEndpoint))
+		} else if tracing.XRayEndpoint(c.OTLPEndpoint) && (u.Scheme != "https" || u.Path != "/v1/traces") {
+			errs = append(errs, fmt.Errorf("otlpEndpoint %q: X-Ray's OTLP endpoint is https://%s/v1/traces", c.OTLPEndpoint, u.Host))
 		}
 	}
 	if c.Stage != "" && !stagePattern.MatchString(c.Stage) {

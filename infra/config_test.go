@@ -88,6 +88,11 @@ func TestConfigFromContext(t *testing.T) {
 		{name: "stage with capitals", ctx: map[string]any{"maestro:stage": "Prod"}, wantErr: `stage "Prod"`},
 		{name: "nat per az at most", ctx: map[string]any{"maestro:natGateways": 3.0}, wantErr: "natGateways 3"},
 		{name: "empty lambda dir", ctx: map[string]any{"maestro:lambdaDir": " "}, wantErr: "lambdaDir"},
+		{name: "otlp endpoint", ctx: map[string]any{"maestro:otlpEndpoint": "https://xray.eu-west-1.amazonaws.com/v1/traces"},
+			want: func(c *Config) { c.OTLPEndpoint = "https://xray.eu-west-1.amazonaws.com/v1/traces" }},
+		{name: "otlp endpoint not a url", ctx: map[string]any{"maestro:otlpEndpoint": "xray"}, wantErr: `otlpEndpoint "xray"`},
+		{name: "x-ray otlp endpoint without its path", ctx: map[string]any{"maestro:otlpEndpoint": "https://xray.eu-west-1.amazonaws.com"},
+			wantErr: "https://xray.eu-west-1.amazonaws.com/v1/traces"},
 		{
 			name: "step targets as lists and as -c strings",
 			ctx: map[string]any{

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/tracing"
 )
 
 // EngineContainerName is the name of the engine's container in its task.
@@ -68,6 +69,9 @@ type EngineStackProps struct {
 	// exactly those permissions (StepRuntimeStatements), and the engine's
 	// step settings follow them (EcsTask defaults, Http allowed hosts).
 	StepTargets StepTargets
+	// Traces is where the engine exports its spans (OTEL_* variables and,
+	// for X-Ray's endpoint, xray:PutTraceSegments on the task role).
+	Traces TraceExport
 	// PublicURL is the base of alert links (MAESTRO_PUBLIC_URL): the API's
 	// URL.
 	PublicURL *string
@@ -140,6 +144,9 @@ func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) ma
 	if ns := props.MetricsNamespace; ns != "" && ns != metrics.Namespace {
 		env[metrics.NamespaceEnv] = jsii.String(ns)
 	}
+	for k, v := range props.Traces.Environment(tracing.ServiceEngine) {
+		env[k] = v
+	}
 	if props.EventQueue != nil {
 		env["MAESTRO_EVENT_QUEUE_URL"] = props.EventQueue.QueueUrl()
 	}
@@ -201,6 +208,7 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 	for _, st := range StepRuntimeStatements(stack, props.StepTargets) {
 		taskRole.AddToPrincipalPolicy(st)
 	}
+	props.Traces.Grant(taskRole)
 	if t := props.StepTargets; len(t.LambdaFunctions) > 0 || len(t.EcsClusters) > 0 {
 		nagSuppress(taskRole, "AwsSolutions-IAM5", "step targets (StepRuntimeStatements): a step function's versions and aliases (<fn>:*), "+
 			"every revision of a step task definition family (<family>:*), the tasks of a step cluster (task/<cluster>/*), "+

@@ -158,6 +158,7 @@ var allContext = map[string]any{
 	ContextPrefix + "publicUrl":                      "https://maestro.example.com/",
 	ContextPrefix + "natGateways":                    "1",
 	ContextPrefix + "vpcEndpoints":                   "true",
+	ContextPrefix + "otlpEndpoint":                   "https://xray.us-east-1.amazonaws.com/v1/traces",
 }
 
 // loadAllContextFixture returns the app with every context value set

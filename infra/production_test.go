@@ -474,3 +474,78 @@ func TestStagesSideBySide(t *testing.T) {
 		})
 	})
 }
+
+// TestTraceExport: with maestro:otlpEndpoint set to X-Ray's OTLP endpoint,
+// the engine task and every function get the OTEL_* environment (service
+// names with the stage) and the engine task role may call
+// xray:PutTraceSegments, the action that endpoint authorizes (functions
+// have it from active tracing); without it, neither the environment nor
+// the grant exists.
+func TestTraceExport(t *testing.T) {
+	const endpoint = "https://xray.us-east-1.amazonaws.com/v1/traces"
+	taskRoleGrants := func(f *fixture) bool {
+		role := *f.engine.stack.GetLogicalId(f.stacks.Engine.TaskRole.Node().DefaultChild().(awscdk.CfnElement))
+		for _, r := range f.engine.ofType("AWS::IAM::Policy") {
+			p := props(r)
+			if !strings.Contains(asJSON(p["Roles"]), role) {
+				continue
+			}
+			for _, st := range p["PolicyDocument"].(map[string]any)["Statement"].([]any) {
+				st := st.(map[string]any)
+				if asJSON(st["Action"]) == `"xray:PutTraceSegments"` && st["Resource"] == "*" && st["Effect"] == "Allow" {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	functionEnv := func(f *fixture) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, tmpl := range []*stackTemplate{f.api, f.events, f.signals, f.triggers} {
+			for id, r := range tmpl.ofType("AWS::Lambda::Function") {
+				if props(r)["Handler"] != "bootstrap" {
+					continue
+				}
+				env, _ := props(r)["Environment"].(map[string]any)
+				vars, _ := env["Variables"].(map[string]any)
+				out[id] = vars
+			}
+		}
+		return out
+	}
+
+	on := loadAllContextFixture(t)
+	if env := on.stacks.Engine.Environment; env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] == nil ||
+		*env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != endpoint || *env["OTEL_SERVICE_NAME"] != "maestro-engine-qa" {
+		t.Errorf("engine environment %s, want the endpoint and service maestro-engine-qa", asJSON(env))
+	}
+	if !taskRoleGrants(on) {
+		t.Error("the engine task role may not call xray:PutTraceSegments")
+	}
+	services := map[string]bool{}
+	fns := functionEnv(on)
+	for id, vars := range fns {
+		if vars["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] != endpoint {
+			t.Errorf("function %s environment %s, want the OTLP endpoint", id, asJSON(vars))
+		}
+		services[asJSON(vars["OTEL_SERVICE_NAME"])] = true
+	}
+	for _, want := range []string{"maestro-api-qa", "maestro-publisher-qa", "maestro-signals-qa", "maestro-timetrigger-qa"} {
+		if !services[`"`+want+`"`] {
+			t.Errorf("no function exports as %s (services %v)", want, services)
+		}
+	}
+
+	off := loadFixture(t)
+	if _, ok := off.stacks.Engine.Environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]; ok || taskRoleGrants(off) {
+		t.Errorf("no endpoint set, yet the engine exports (environment %s) or may call X-Ray (%v)", asJSON(off.stacks.Engine.Environment), taskRoleGrants(off))
+	}
+	for id, vars := range functionEnv(off) {
+		if _, ok := vars["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]; ok {
+			t.Errorf("no endpoint set, yet function %s exports", id)
+		}
+	}
+	if len(fns) < 4 {
+		t.Errorf("%d functions checked, want the four", len(fns))
+	}
+}

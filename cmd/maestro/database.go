@@ -12,6 +12,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/localpg"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/migrations"
 )
 
@@ -91,7 +92,7 @@ func migrate(ctx context.Context, dsn string, logger *slog.Logger) error {
 
 func newLogger(json bool) *slog.Logger {
 	if json || os.Getenv("LOG_FORMAT") == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		return tracing.NewLogger(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	return tracing.NewLogger(slog.NewTextHandler(os.Stderr, nil))
 }

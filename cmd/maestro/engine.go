@@ -24,6 +24,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/queue"
 	enginerun "github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 )
 
@@ -45,6 +46,11 @@ func runEngine(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 func engineMain(ctx context.Context, logger *slog.Logger) error {
+	tp, err := tracing.Setup(ctx, tracing.ServiceEngine, tracing.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tracing.Shutdown(context.WithoutCancel(ctx), tp) }()
 	dsn, _, err := resolveDSN(ctx, logger, false)
 	if err != nil {
 		return err

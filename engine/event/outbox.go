@@ -30,10 +30,17 @@ const eventColumns = `tx, event_id, kind, workflow_id, created_at, COALESCE(seq,
 // readSQL reads the events after a position, below the oldest transaction
 // still running: a transaction that commits later has a larger id than any
 // row read here, so it can never add a row behind the reader.
+// Each event comes with its run's trace_context (docs/tracing.md): the
+// row the run was created with holds it, so the writers of events, in the
+// engine's hot path, need not carry it.
 const readSQL = `
-SELECT ` + eventColumns + ` FROM maestro_event
-WHERE (tx, event_id) > ($1::xid8, $2::bigint) AND tx < pg_snapshot_xmin(pg_current_snapshot())
-ORDER BY tx, event_id LIMIT $3`
+SELECT e.tx, e.event_id, e.kind, e.workflow_id, e.created_at, COALESCE(e.seq, 0), e.payload, COALESCE(i.trace_context, '')
+FROM maestro_event e
+LEFT JOIN workflow_instance i ON i.workflow_id = e.workflow_id
+    AND i.instance_id = COALESCE(e.payload->>'i', e.payload->>'workflow_instance_id')::bigint
+    AND i.run_id = COALESCE(e.payload->>'r', e.payload->>'workflow_run_id')::bigint
+WHERE (e.tx, e.event_id) > ($1::xid8, $2::bigint) AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY e.tx, e.event_id LIMIT $3`
 
 // readFilteredSQL reads up to $4 events matching the filters among the
 // next $3 after a position, then the last of those $3 with how many there
@@ -146,6 +153,9 @@ type Event struct {
 	// external event without event_id, cluster_name and send_time (Expand
 	// gives the external shape).
 	Payload json.RawMessage
+	// TraceContext is the W3C traceparent of the event's run (ReadAfter
+	// fills it), or "": the SQS sink passes it on.
+	TraceContext string
 }
 
 // EventID is the event's id, which consumers deduplicate on.
@@ -295,7 +305,13 @@ func ReadAfter(ctx context.Context, q querier, p Position, limit int) ([]Event, 
 	if err != nil {
 		return nil, fmt.Errorf("read events after %s: %w", p, err)
 	}
-	evs, err := pgx.CollectRows(rows, scanEvent)
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
+		var e Event
+		var payload []byte
+		err := r.Scan(&e.TX, &e.ID, &e.Kind, &e.WorkflowID, &e.CreatedAt, &e.Seq, &payload, &e.TraceContext)
+		e.Payload = payload
+		return e, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read events after %s: %w", p, err)
 	}

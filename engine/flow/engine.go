@@ -21,6 +21,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/tracing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -395,6 +396,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	if !ok {
 		return nil
 	}
+	ctx = tracing.WithRun(ctx, tracing.Run{WorkflowID: msg.Ref.WorkflowID, InstanceID: msg.Ref.InstanceID, RunID: msg.Ref.RunID})
 	g := e.group(msg.Group)
 	if g == nil {
 		return fmt.Errorf("group %d is not owned here", msg.Group)

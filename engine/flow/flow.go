@@ -15,6 +15,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"
 )
@@ -114,6 +115,11 @@ func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64, val
 	}
 	wf, dag := def.wf, def.dag
 	ctx, cancel := context.WithCancel(grp.ctx)
+	// The flow's work (step calls, the runs and messages it creates)
+	// continues the trace the run was created in, on whichever node
+	// adopts it (docs/tracing.md), and its log lines name the run.
+	ctx = tracing.WithRun(tracing.WithTraceparent(ctx, row.TraceContext),
+		tracing.Run{WorkflowID: row.WorkflowID, InstanceID: row.InstanceID, RunID: row.RunID})
 	f := &flowActor{
 		eng: eng, grp: grp, ref: row.Ref, gen: grp.gen, ctx: ctx, cancel: cancel,
 		wf: wf, dag: dag, nodes: map[string]*workflow.StepNode{}, conditions: map[string]*sel.Program{},

@@ -4,8 +4,12 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/tracing"
 )
 
 // An attempt's runtime calls: Start, Execute and Terminate run on the
@@ -35,6 +39,25 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data, UUID: a.uuid,
 		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.HeldNow,
 	}
+}
+
+// spanNames name a runtime call's span by phase.
+var spanNames = [...]string{phaseStart: "step start", phaseExecute: "step execute", phaseTerminate: "step terminate"}
+
+// startSpan starts the span of one runtime call, a child of the run's
+// trace (the flow's context); what the runtime does (an AWS call, a child
+// run) joins it. Attributes are set only on a span that is recorded: an
+// unexported span costs its ids alone.
+func (a *stepActor) startSpan(ctx context.Context, p phase) (context.Context, trace.Span) {
+	ctx, span := tracing.Tracer().Start(ctx, spanNames[p])
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("maestro.workflow_id", a.f.ref.WorkflowID),
+			attribute.Int64("maestro.workflow_instance_id", a.f.ref.InstanceID),
+			attribute.Int64("maestro.workflow_run_id", a.f.ref.RunID),
+			attribute.String("maestro.step_id", a.id), attribute.Int64("maestro.step_attempt_id", int64(a.attempt)),
+			attribute.String("maestro.step_type", string(a.node.Type())))
+	}
+	return ctx, span
 }
 
 // composite reports a step whose runtime runs child runs on the engine
@@ -93,6 +116,8 @@ func (a *stepActor) call(ctx context.Context, p phase) error {
 	}
 	if a.inline() {
 		res := safeCall(func() stepruntime.Result {
+			ctx, span := a.startSpan(ctx, p)
+			defer span.End()
 			att := a.runtimeAttempt()
 			switch p {
 			case phaseStart:
@@ -120,6 +145,8 @@ func (a *stepActor) call(ctx context.Context, p phase) error {
 	callCtx, cancel := a.callContext(ctx, p)
 	a.calls.cancel = cancel
 	a.f.eng.pool.submit(callCtx, func() { cancel(); grp.CallDone() }, func(ctx context.Context) stepruntime.Result {
+		ctx, span := a.startSpan(ctx, p)
+		defer span.End()
 		switch p {
 		case phaseStart:
 			return rt.Start(ctx, att)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/maestro-aws/maestro/engine/tracing"
 )
 
 // ID partitions messages by kind, as Maestro's queue ids do.
@@ -57,6 +59,9 @@ type Message struct {
 	// Group is the flow group the message targets, or -1 for any node.
 	Group   int32           `json:"g"`
 	Payload json.RawMessage `json:"-"`
+	// TraceContext is the W3C traceparent of the span that enqueued the
+	// message, or "" (engine/tracing): the worker continues that trace.
+	TraceContext string `json:"-"`
 }
 
 // AnyGroup marks a message that any engine node may process.
@@ -69,8 +74,8 @@ type Execer interface {
 }
 
 const enqueueSQL = `
-INSERT INTO maestro_queue (queue_id, group_id, payload)
-VALUES ($1, NULLIF($2::integer, -1), $3)
+INSERT INTO maestro_queue (queue_id, group_id, payload, trace_context)
+VALUES ($1, NULLIF($2::integer, -1), $3, NULLIF($4::text, ''))
 RETURNING message_id`
 
 // Enqueue inserts a message and notifies the engine, inside tx. The message
@@ -80,8 +85,8 @@ func Enqueue(ctx context.Context, tx Execer, q ID, group int32, payload any) (Me
 	if err != nil {
 		return Message{}, fmt.Errorf("encode %s message: %w", q, err)
 	}
-	m := Message{Queue: q, Group: group, Payload: body}
-	if err := tx.QueryRow(ctx, enqueueSQL, q, group, body).Scan(&m.ID); err != nil {
+	m := Message{Queue: q, Group: group, Payload: body, TraceContext: tracing.Traceparent(ctx)}
+	if err := tx.QueryRow(ctx, enqueueSQL, q, group, body, m.TraceContext).Scan(&m.ID); err != nil {
 		return Message{}, fmt.Errorf("enqueue %s message: %w", q, err)
 	}
 	note, _ := json.Marshal(m)
@@ -92,8 +97,8 @@ func Enqueue(ctx context.Context, tx Execer, q ID, group int32, payload any) (Me
 }
 
 const enqueueBatchSQL = `
-INSERT INTO maestro_queue (queue_id, group_id, payload)
-SELECT $1, NULLIF(g, -1), p FROM unnest($2::integer[], $3::jsonb[]) AS m(g, p)
+INSERT INTO maestro_queue (queue_id, group_id, payload, trace_context)
+SELECT $1, NULLIF(g, -1), p, NULLIF($4::text, '') FROM unnest($2::integer[], $3::jsonb[]) AS m(g, p)
 RETURNING message_id, coalesce(group_id, -1) AS g`
 
 // EnqueueBatch inserts one message per payload, groups[i] targeting
@@ -119,7 +124,7 @@ func EnqueueBatch[P any](ctx context.Context, tx Execer, q ID, groups []int32, p
 	// Execer has no Query: the ids come back as one aggregated row.
 	var ids, gs []int64
 	err := tx.QueryRow(ctx, `WITH m AS (`+enqueueBatchSQL+`) SELECT array_agg(message_id), array_agg(g::bigint) FROM m`,
-		q, groups, bodies).Scan(&ids, &gs)
+		q, groups, bodies, tracing.Traceparent(ctx)).Scan(&ids, &gs)
 	if err != nil {
 		return fmt.Errorf("enqueue %s batch: %w", q, err)
 	}
@@ -162,13 +167,13 @@ func NewStore(db Querier) *Store { return &Store{db: db} }
 const claimSQL = `
 UPDATE maestro_queue SET owned_by = $3, owned_until = now() + $4::interval
 WHERE queue_id = $1 AND message_id = $2 AND (owned_until IS NULL OR owned_until < now())
-RETURNING COALESCE(group_id, -1), payload`
+RETURNING COALESCE(group_id, -1), payload, COALESCE(trace_context, '')`
 
 // Claim takes ownership of one message for ttl. ok is false when the message
 // is gone or another worker holds a live claim.
 func (s *Store) Claim(ctx context.Context, q ID, id int64, node string, ttl time.Duration) (Message, bool, error) {
 	m := Message{Queue: q, ID: id}
-	err := s.db.QueryRow(ctx, claimSQL, q, id, node, ttl).Scan(&m.Group, &m.Payload)
+	err := s.db.QueryRow(ctx, claimSQL, q, id, node, ttl).Scan(&m.Group, &m.Payload, &m.TraceContext)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Message{}, false, nil
 	}
@@ -223,7 +228,7 @@ WHERE (queue_id, message_id) IN (
     ORDER BY message_id
     LIMIT $4
     FOR UPDATE SKIP LOCKED)
-RETURNING queue_id, message_id, COALESCE(group_id, -1), payload`
+RETURNING queue_id, message_id, COALESCE(group_id, -1), payload, COALESCE(trace_context, '')`
 
 // ClaimDue claims up to limit messages of the given queues that nobody
 // holds, for the given groups and for any-node messages. The sweeper uses it to pick up messages
@@ -235,7 +240,7 @@ func (s *Store) ClaimDue(ctx context.Context, queues []ID, groups []int32, node 
 	}
 	msgs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Message, error) {
 		var m Message
-		err := r.Scan(&m.Queue, &m.ID, &m.Group, &m.Payload)
+		err := r.Scan(&m.Queue, &m.ID, &m.Group, &m.Payload, &m.TraceContext)
 		return m, err
 	})
 	if err != nil {

@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/maestro-aws/maestro/engine/tracing"
 )
 
 // Handler processes one claimed message. Returning nil deletes the message;
@@ -187,7 +191,14 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 		}
 		m = claimed
 	}
+	// Each message is a span, the child of the one that enqueued it: a
+	// run's start continues the API request's trace, and what its handler
+	// enqueues continues the run's.
+	ctx, span := tracing.Tracer().Start(tracing.WithTraceparent(ctx, m.TraceContext), "queue "+m.Queue.String(),
+		trace.WithSpanKind(trace.SpanKindConsumer))
+	defer span.End()
 	if err := w.run(ctx, h, m); err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		if ctx.Err() != nil {
 			return // shutting down; the claim expires and another node retries
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -460,7 +461,7 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting), node, c.defs, opt.PickedUp,
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
 		c.statuses, c.defIdx, c.runParams, c.initiators, c.timelines, c.timeouts, c.queued, c.gens, c.params,
-		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind)
+		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind, tracing.Traceparent(ctx))
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(round), err)
 	}
@@ -629,7 +630,9 @@ FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
 WHERE w.workflow_id = c.id
 RETURNING w.workflow_id, w.latest_instance_id`
 
-// insertRunsSQL is the one INSERT INTO workflow_instance. A run's
+// insertRunsSQL is the one INSERT INTO workflow_instance. $28 is the
+// traceparent of the creating span (engine/tracing), shared by the runs one
+// call creates. A run's
 // definition is $2[def] (definitions shared by many runs are sent once),
 // or, with def 0, copied from its version row. A run whose generation
 // ($19) names the one under which node $1 holds its group is created
@@ -648,7 +651,7 @@ WITH owned AS (
 ins AS (
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
     group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
-    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id, end_time)
+    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id, end_time, trace_context)
 SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, r.group_count, r.group_id,
     CASE WHEN o.group_id IS NULL THEN r.status ELSE 'IN_PROGRESS' END,
     COALESCE(o.generation, 0),
@@ -659,7 +662,8 @@ SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, 
     r.run_params, r.initiator,
     CASE WHEN o.group_id IS NULL THEN r.timeline ELSE r.timeline || $3::jsonb END,
     r.timeout, r.queued, r.run_config, r.parent, r.parent_key, r.depth, r.correlation,
-    CASE WHEN r.status = 'STOPPED' THEN now() END
+    CASE WHEN r.status = 'STOPPED' THEN now() END,
+    NULLIF($28::text, '')
 FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
         $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
         $18::boolean[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],

@@ -11,18 +11,26 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/functions/api/internal/apienv"
 	"github.com/maestro-aws/maestro/functions/internal/apigateway"
 )
 
 func main() {
 	ctx := context.Background()
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	logger := tracing.NewLogger(slog.NewJSONHandler(os.Stdout, nil))
+	tp, err := tracing.Setup(ctx, tracing.ServiceAPI, tracing.Options{})
+	if err != nil {
+		logger.Error("cold start failed: tracing", "error", err.Error())
+		os.Exit(1)
+	}
 	handler, err := apienv.Handler(ctx, logger)
 	if err != nil {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)
 	}
 	// One CloudWatch embedded-metric-format line per request (engine/metrics).
-	lambda.Start(apigateway.New(metrics.HTTP(metrics.New(os.Stdout, metrics.ServiceAPI), handler)).Handle)
+	// Each request is a span (tracing.Middleware) continuing API Gateway's trace.
+	api := apigateway.New(tracing.Middleware(metrics.HTTP(metrics.New(os.Stdout, metrics.ServiceAPI), handler)))
+	lambda.Start(tracing.Lambda(tp, "api", api.Handle))
 }

@@ -16,12 +16,18 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/functions/internal/publisher"
 )
 
 func main() {
 	ctx := context.Background()
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	logger := tracing.NewLogger(slog.NewJSONHandler(os.Stdout, nil))
+	tp, err := tracing.Setup(ctx, tracing.ServicePublisher, tracing.Options{})
+	if err != nil {
+		logger.Error("cold start failed: tracing", "error", err.Error())
+		os.Exit(1)
+	}
 	cfg, err := awsconf.Load(ctx)
 	if err != nil {
 		logger.Error("cold start failed: aws config", "error", err.Error())
@@ -39,5 +45,5 @@ func main() {
 		logger.Error("cold start failed: MAESTRO_EVENT_TOPIC_ARN and MAESTRO_ALERT_TOPIC_ARN must be set", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(tracing.Lambda(tp, "publish", h.Handle))
 }

@@ -14,16 +14,22 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/functions/signals/internal/signalsenv"
 )
 
 func main() {
 	ctx := context.Background()
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	logger := tracing.NewLogger(slog.NewJSONHandler(os.Stdout, nil))
+	tp, err := tracing.Setup(ctx, tracing.ServiceSignals, tracing.Options{})
+	if err != nil {
+		logger.Error("cold start failed: tracing", "error", err.Error())
+		os.Exit(1)
+	}
 	h, err := signalsenv.Handler(ctx, logger)
 	if err != nil {
 		logger.Error("cold start failed", "error", err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(h.Handle)
+	lambda.Start(tracing.Lambda(tp, "signals", h.Handle))
 }

@@ -18,7 +18,26 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/tracing"
 )
+
+// traceEntry gives an entry its run's trace (docs/tracing.md): the
+// AWSTraceHeader system attribute, which X-Ray and Lambda's SQS event
+// source read, and a traceparent message attribute for OpenTelemetry
+// consumers.
+func traceEntry(e *types.SendMessageBatchRequestEntry, traceparent string) {
+	if traceparent == "" {
+		return
+	}
+	e.MessageAttributes = map[string]types.MessageAttributeValue{
+		tracing.TraceparentHeader: {DataType: aws.String("String"), StringValue: aws.String(traceparent)},
+	}
+	if h := tracing.TraceparentToXRay(traceparent); h != "" {
+		e.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
+			string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(h)},
+		}
+	}
+}
 
 // API is the part of the SQS client the sink uses.
 type API interface {
@@ -128,6 +147,7 @@ func (s *Sink) send(ctx context.Context, chunk []event.Event) ([]event.Position,
 				Id:          aws.String(strconv.Itoa(i)),
 				MessageBody: aws.String(string(event.Wire(e))),
 			}
+			traceEntry(&entries[i], e.TraceContext)
 		}
 		out, err := s.cfg.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.cfg.QueueURL), Entries: entries})
 		if err != nil {

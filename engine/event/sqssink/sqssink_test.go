@@ -25,6 +25,7 @@ type fakeSQS struct {
 	calls    int
 	maxBatch int
 	taken    []string
+	entries  []types.SendMessageBatchRequestEntry
 	// transient fails a body this many times; permanent always, as the
 	// sender's fault; down fails whole calls this many times.
 	transient map[string]int
@@ -37,6 +38,7 @@ func (f *fakeSQS) SendMessageBatch(_ context.Context, in *sqs.SendMessageBatchIn
 	defer f.mu.Unlock()
 	f.calls++
 	f.maxBatch = max(f.maxBatch, len(in.Entries))
+	f.entries = append(f.entries, in.Entries...)
 	if f.down > 0 {
 		f.down--
 		return nil, errors.New("service unavailable")
@@ -107,5 +109,36 @@ func TestSinkRetriesPerEntry(t *testing.T) {
 		if seen[bodyOf(e)] != 1 {
 			t.Errorf("event %s taken %d times", e.EventID(), seen[bodyOf(e)])
 		}
+	}
+}
+
+// An event of a traced run goes to SQS with the run's trace twice: the
+// traceparent message attribute (what Lambda hands the publisher) and the
+// AWSTraceHeader system attribute in X-Ray's form; an untraced one with
+// neither.
+func TestSinkCarriesTheRunsTrace(t *testing.T) {
+	evs := events(2)
+	evs[0].TraceContext = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+	f := &fakeSQS{}
+	s, err := sqssink.New(sqssink.Config{Client: f, QueueURL: "q", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Publish(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.entries) != 2 {
+		t.Fatalf("%d entries sent, want 2", len(f.entries))
+	}
+	traced, untraced := f.entries[0], f.entries[1]
+	if tp := traced.MessageAttributes["traceparent"]; aws.ToString(tp.StringValue) != evs[0].TraceContext || aws.ToString(tp.DataType) != "String" {
+		t.Errorf("traceparent attribute %+v, want %s", tp, evs[0].TraceContext)
+	}
+	want := "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+	if h := traced.MessageSystemAttributes["AWSTraceHeader"]; aws.ToString(h.StringValue) != want {
+		t.Errorf("AWSTraceHeader %q, want %q", aws.ToString(h.StringValue), want)
+	}
+	if len(untraced.MessageAttributes) != 0 || len(untraced.MessageSystemAttributes) != 0 {
+		t.Errorf("an untraced event was sent with %v %v", untraced.MessageAttributes, untraced.MessageSystemAttributes)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/tracing"
 )
 
 // Handler serves API Gateway proxy events with h.
@@ -75,6 +76,9 @@ func toRequest(ctx context.Context, ev events.APIGatewayProxyRequest) (*http.Req
 	}
 	req.ContentLength = int64(len(body))
 	req.RemoteAddr = ev.RequestContext.Identity.SourceIP
+	if id := ev.RequestContext.RequestID; id != "" {
+		req.Header.Set(tracing.RequestIDHeader, id) // the logs' request_id (tracing.Middleware)
+	}
 	// With IAM auth, API Gateway puts the verified principal in the request
 	// context; a client-sent `user` header is never trusted here.
 	if caller := callerOf(ev.RequestContext.Identity); caller != "" {

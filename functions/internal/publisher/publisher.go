@@ -23,9 +23,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/tracing"
 )
 
 // API is the part of the SNS client the handler uses.
@@ -92,6 +94,9 @@ func (h *Handler) Handle(ctx context.Context, in events.SQSEvent) (events.SQSEve
 	var topics []string
 	for _, m := range in.Records {
 		e, topic, err := h.entry(m.Body, now)
+		if err == nil {
+			traceEntry(ctx, &e, m)
+		}
 		if err != nil {
 			h.cfg.Logger.Error("unpublishable event message; it goes to the DLQ after its retries",
 				"message_id", m.MessageId, "error", err.Error())
@@ -168,6 +173,23 @@ func (h *Handler) entry(body string, now time.Time) (types.PublishBatchRequestEn
 	}
 	e.Message, e.MessageStructure, e.Subject = aws.String(string(structured)), aws.String("json"), aws.String(subject(m.Subject))
 	return e, h.cfg.AlertTopicARN, nil
+}
+
+// traceEntry continues the event's trace (the record's traceparent message
+// attribute, else its AWSTraceHeader) in a span of its own and gives the
+// SNS message that span's traceparent, so that a subscriber sees the run's
+// trace id (docs/tracing.md).
+func traceEntry(ctx context.Context, e *types.PublishBatchRequestEntry, m events.SQSMessage) {
+	if a, ok := m.MessageAttributes[tracing.TraceparentHeader]; ok && a.StringValue != nil {
+		ctx = tracing.WithTraceparent(ctx, *a.StringValue)
+	} else if h := m.Attributes["AWSTraceHeader"]; h != "" {
+		ctx = tracing.WithXRayTraceHeader(ctx, h)
+	}
+	ctx, span := tracing.Tracer().Start(ctx, "publish event", trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		e.MessageAttributes[tracing.TraceparentHeader] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(tp)}
+	}
 }
 
 // Attributes are an event's SNS message attributes (event.Meta.Attributes).

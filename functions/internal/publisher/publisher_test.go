@@ -24,9 +24,11 @@ import (
 	"github.com/maestro-aws/maestro/engine/alert"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/event/sqssink"
+	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/functions/internal/publisher"
 	"github.com/maestro-aws/maestro/localstack"
 )
@@ -121,12 +123,16 @@ func (a *awsEnv) drain(q string) []sqstypes.Message {
 
 // publish is the publisher Lambda's event source mapping: it hands the
 // internal queue's messages to the handler in batches of ten and deletes
-// those not reported as failures.
+// those not reported as failures. Like Lambda's, it gives the handler each
+// message's attributes (messageAttributes, and the AWSTraceHeader system
+// attribute under attributes), which carry the run's trace.
 func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 	a.t.Helper()
 	ctx := context.Background()
 	for {
-		res, err := a.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(a.internal), MaxNumberOfMessages: 10})
+		res, err := a.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(a.internal), MaxNumberOfMessages: 10,
+			MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameAWSTraceHeader},
+			MessageAttributeNames:       []string{"All"}})
 		if err != nil {
 			a.t.Fatal(err)
 		}
@@ -136,7 +142,8 @@ func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 		in := events.SQSEvent{}
 		for _, m := range res.Messages {
 			in.Records = append(in.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), Body: aws.ToString(m.Body),
-				ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSource: "aws:sqs"})
+				ReceiptHandle: aws.ToString(m.ReceiptHandle), EventSource: "aws:sqs", Attributes: m.Attributes,
+				MessageAttributes: lambdaAttributes(m.MessageAttributes)})
 		}
 		out, err := h.Handle(ctx, in)
 		if err != nil {
@@ -157,6 +164,16 @@ func (a *awsEnv) publish(h *publisher.Handler) (published int) {
 		}
 		published += len(res.Messages)
 	}
+}
+
+// lambdaAttributes are SQS message attributes as Lambda's SQS event
+// source hands them to a function.
+func lambdaAttributes(in map[string]sqstypes.MessageAttributeValue) map[string]events.SQSMessageAttribute {
+	out := map[string]events.SQSMessageAttribute{}
+	for k, v := range in {
+		out[k] = events.SQSMessageAttribute{DataType: aws.ToString(v.DataType), StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+	}
+	return out
 }
 
 // The AWS path end to end, with the real clients against the emulator: the
@@ -204,8 +221,17 @@ func TestPublisherThroughSQSAndSNS(t *testing.T) {
 	e.PushAs(`{"properties":{"owner":"tester","alerting":{"emails":["oncall@example.com"]}},"workflow":{"id":"broken","steps":[
 		{"step":{"id":"x","type":"Fail","retry_policy":{"error_retry_limit":0}}}]}}`, "tester")
 
-	for _, wf := range []string{"orders", "orders", "orders", "broken"} {
-		e.Wait(e.Start(wf), time.Minute)
+	// Each run starts in a trace of its own (as an API request's would):
+	// its events reach the subscribers with that trace id.
+	traceOf := map[string]string{}
+	for i, wf := range []string{"orders", "orders", "orders", "broken"} {
+		tp := fmt.Sprintf("00-5759e988bd862e3fe1be46a9942727%02x-%016x-01", i+1, i+1)
+		res, err := e.Runs.Start(tracing.WithTraceparent(ctx, tp), execution.StartRequest{WorkflowID: wf, Version: "latest"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		traceOf[fmt.Sprint(wf, res.Instance.InstanceID)] = tp[3:35]
+		e.Wait(res.Instance, time.Minute)
 	}
 
 	h, err := publisher.New(publisher.Config{Client: a.sns, EventTopicARN: a.events, AlertTopicARN: a.alerts,
@@ -279,6 +305,13 @@ func TestPublisherThroughSQSAndSNS(t *testing.T) {
 		}
 		if ty := all.attrs[i]["type"]; ty.StringValue == nil || *ty.StringValue != ev["type"] {
 			t.Errorf("message attribute type %v for a %v event", ty.StringValue, ev["type"])
+		}
+		if id, ok := ev["workflow_instance_id"].(float64); ok && id > 0 {
+			want := traceOf[fmt.Sprint(ev["workflow_id"], int64(id))]
+			tp := all.attrs[i][tracing.TraceparentHeader].StringValue
+			if want == "" || tp == nil || len(*tp) < 35 || (*tp)[3:35] != want {
+				t.Errorf("%v event of run %v/%v: traceparent %v, want trace %s", ev["type"], ev["workflow_id"], id, tp, want)
+			}
 		}
 	}
 	failed := collect(failedRuns, 1)

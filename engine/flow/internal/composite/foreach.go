@@ -22,6 +22,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -493,7 +494,8 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 		if err != nil {
 			return &childError{msg: "iteration params: " + err.Error()}
 		}
-		b := iterationBatch{def: def, correlation: fp.correlation, depth: depth + 1, groupCount: groupCount}
+		b := iterationBatch{def: def, correlation: fp.correlation, depth: depth + 1, groupCount: groupCount,
+			traceContext: tracing.Traceparent(ctx)}
 		for _, it := range iters {
 			if err := b.add(st, parent, base, loopValues(dims, it-1), it); err != nil {
 				return err
@@ -561,6 +563,9 @@ type iterationBatch struct {
 	// the evaluated params of the runs to start on this node.
 	runParams []workflow.Params
 	values    []params.Values
+	// traceContext is the traceparent run.Create stores on the runs (the
+	// foreach step's call): their flows continue it.
+	traceContext string
 }
 
 func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params, loop map[string]workflow.Param, it int64) error {
@@ -619,7 +624,8 @@ func (b *iterationBatch) started(i int, c run.Created) StartedRun {
 	return StartedRun{
 		Row: flowstore.InstanceRow{Ref: c.Ref, GroupCount: r.GroupCount, GroupID: c.GroupID, Status: c.Status, Seq: 1,
 			Definition: b.def, RunParams: r.RunParams, Params: r.Local.Params, TimeoutSeconds: r.TimeoutSeconds,
-			StartTime: c.StartTime, Parent: r.Parent, UUID: c.UUID, Correlation: b.correlation, Depth: b.depth},
+			StartTime: c.StartTime, Parent: r.Parent, UUID: c.UUID, Correlation: b.correlation, Depth: b.depth,
+			TraceContext: b.traceContext},
 		Generation: r.Local.Generation, Values: b.values[i], Event: r.Local.Event,
 	}
 }

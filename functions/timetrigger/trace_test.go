@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/workflow"
+	"github.com/maestro-aws/maestro/functions/timetrigger/internal/timetriggerenv"
+)
+
+// A run a time trigger starts is in the invocation's trace: the handler
+// as main wires it (tracing.Lambda) continues the X-Ray trace header Lambda
+// passes, and the run stores it (workflow_instance.trace_context), which
+// the engine's work on the run and its events continue (docs/tracing.md).
+func TestTriggeredRunIsInTheInvocationsTrace(t *testing.T) {
+	ctx := context.Background()
+	dsn := dbtest.URL(t)
+	t.Setenv("DATABASE_URL", dsn)
+	t.Setenv("MAESTRO_GROUP_COUNT", "16")
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	d, err := workflow.DecodeJSON([]byte(`{"workflow":{"id":"wf","time_triggers":[{"cron":"*/5 * * * *"}],"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := definition.NewStore(pool).Create(ctx, d, "o"); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Truncate(5 * time.Minute)
+	if _, err := pool.Exec(ctx, `UPDATE time_trigger SET next_schedule_at = $1, next_fire_at = $1`, due); err != nil {
+		t.Fatal(err)
+	}
+	s, err := timetriggerenv.Scheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := tracingHandler(nil, s)
+	// aws-lambda-go puts the invocation's trace header in the context
+	// under this key (and in _X_AMZN_TRACE_ID).
+	ictx := context.WithValue(ctx, "x-amzn-trace-id", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1") //nolint:staticcheck // the key aws-lambda-go uses
+	ictx, cancel := context.WithTimeout(ictx, time.Minute)
+	defer cancel()
+	if st, err := handle(ictx, json.RawMessage(`{"scheduled_time":"2024-05-01T10:00:00Z","execution_id":"e","attempt":"1"}`)); err != nil || st.Started != 1 {
+		t.Fatalf("invocation: %+v %v", st, err)
+	}
+	var tc string
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(trace_context, '') FROM workflow_instance WHERE workflow_id = 'wf'`).Scan(&tc); err != nil {
+		t.Fatal(err)
+	}
+	if len(tc) != 55 || tc[3:35] != "5759e988bd862e3fe1be46a994272793" {
+		t.Errorf("run trace context %q, want trace 5759e988bd862e3fe1be46a994272793", tc)
+	}
+}
