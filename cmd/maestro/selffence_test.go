@@ -76,11 +76,10 @@ func (s *fenceServer) report(t *testing.T) {
 	}
 }
 
-// fenceFixture pushes a chain of Http steps and starts runs spread over 16
-// groups.
-func fenceFixture(t *testing.T, dsn string, runs, steps int) (*fenceServer, *killFixture) {
+// fenceFixture pushes a chain of Http steps; startFenceRuns starts runs of
+// it, spread over 16 groups.
+func fenceFixture(t *testing.T, dsn string, steps int) (*fenceServer, *killFixture) {
 	t.Helper()
-	ctx := context.Background()
 	pool := openPool(t, dsn)
 	srv := &fenceServer{pool: pool, byNode: map[string]int{}, started: time.Now(), perSecond: map[string]map[int]int{}}
 	ts := httptest.NewServer(srv)
@@ -93,15 +92,22 @@ func fenceFixture(t *testing.T, dsn string, runs, steps int) (*fenceServer, *kil
 	})
 	defs := definition.NewStore(pool)
 	pushDefinitions(t, defs, def)
-	f := &killFixture{pool: pool, runs: execution.New(pool, defs, 16), workflowID: "fence"}
-	for range runs {
-		res, err := f.runs.Start(ctx, execution.StartRequest{WorkflowID: "fence", Version: "latest"})
+	return srv, &killFixture{pool: pool, runs: execution.New(pool, defs, 16), workflowID: "fence"}
+}
+
+// startFenceRuns starts n runs once both engines hold their share: started
+// earlier, one engine could run every step before the other held a group
+// (a loaded CI machine did), and there would be no call of the other to
+// fence.
+func startFenceRuns(t *testing.T, f *killFixture, n int) {
+	t.Helper()
+	for range n {
+		res, err := f.runs.Start(context.Background(), execution.StartRequest{WorkflowID: "fence", Version: "latest"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.insts = append(f.insts, res.Instance)
 	}
-	return srv, f
 }
 
 // SIGSTOP one of two engines for longer than its lease; the other takes
@@ -112,11 +118,12 @@ func TestPausedEngineMakesNoCallAfterItsLease(t *testing.T) {
 	t.Parallel()
 	const lease = 3 * time.Second
 	dsn := dbtest.URL(t)
-	srv, f := fenceFixture(t, dsn, 16, 40)
+	srv, f := fenceFixture(t, dsn, 40)
 	env := []string{"MAESTRO_GROUP_COUNT=16", "MAESTRO_LEASE=" + lease.String()}
 	a := engineProcess(t, dsn, "node-a", "0", env...)
 	b := engineProcess(t, dsn, "node-b", "0", env...)
 	waitOwnedWithin(t, srv.pool, map[string]int{"node-a": 8, "node-b": 8}, 4*lease)
+	startFenceRuns(t, f, 16)
 	waitCalls(t, srv, 30, "node-a", "node-b")
 
 	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -203,7 +210,7 @@ func TestEngineCutOffFromTheDatabaseMakesNoCallAfterItsLease(t *testing.T) {
 	t.Parallel()
 	const lease = 3 * time.Second
 	dsn := dbtest.URL(t)
-	srv, f := fenceFixture(t, dsn, 16, 40)
+	srv, f := fenceFixture(t, dsn, 40)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -215,6 +222,7 @@ func TestEngineCutOffFromTheDatabaseMakesNoCallAfterItsLease(t *testing.T) {
 	a := engineProcess(t, viaProxy.String(), "node-a", "0", env...)
 	b := engineProcess(t, dsn, "node-b", "0", env...)
 	waitOwnedWithin(t, srv.pool, map[string]int{"node-a": 8, "node-b": 8}, 4*lease)
+	startFenceRuns(t, f, 16)
 	waitCalls(t, srv, 30, "node-a", "node-b")
 
 	proxy.stalled.Store(true)
