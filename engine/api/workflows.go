@@ -163,6 +163,9 @@ func (s *Server) createWorkflow(decode func([]byte) (*workflow.Definition, error
 		if err != nil {
 			return err
 		}
+		if err := s.checkSubworkflowTargets(r.Context(), d, s.actor(r)); err != nil {
+			return err
+		}
 		c, err := s.cfg.Definitions.CreateAs(r.Context(), d, s.actor(r))
 		if err != nil {
 			return definitionError(err)

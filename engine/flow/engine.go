@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/run"
@@ -96,6 +97,10 @@ type Config struct {
 	// write that stored a step's output signals committed: the signal
 	// broker's sweeper matches them (engine/trigger/signalbroker).
 	SignalsAnnounced func()
+	// Admins are the principals treated as administrators, as the API's
+	// MAESTRO_ADMINS: a subworkflow step whose workflow's owner is one may
+	// start any workflow (docs/security.md, "Runs started by steps").
+	Admins []string
 }
 
 func (c *Config) defaults() error {
@@ -203,7 +208,8 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
-	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e}}) {
+	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},
+		Policy: authz.Policy{Admins: cfg.Admins}}) {
 		e.registerRuntime(stepType, rt)
 	}
 	qc := cfg.Queue
