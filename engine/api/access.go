@@ -98,8 +98,9 @@ var routeAccess = map[string]access{
 	"POST /api/v3/job-templates/yaml":     {authz.Owner, jobTemplateInBody(jobTemplateTypeInYAML)},
 	"DELETE /api/v3/job-templates/{type}": {authz.Owner, jobTemplateInPath},
 
-	// Open to every caller: the step_instance_uuid in the body proves the
-	// caller runs the attempt; signals are broadcast.
+	// Open to every caller: the attempt's step token (which only its job
+	// receives; checkStepToken) proves the caller runs the attempt;
+	// signals are broadcast.
 	"PUT /api/v3/output-data":       reader,
 	"PUT /api/v3/step-completion":   reader,
 	"POST /api/v3/signals":          reader,

@@ -63,8 +63,8 @@ var accessCases = []accessCase{
 	{"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", "PUT", "/api/v3/workflows/steps/breakpoints/wf/instances/3/runs/1/steps/a/attempts/1/actions/resume", "", "owner", 200},
 	{"POST /api/v3/tag-permits", "POST", "/api/v3/tag-permits", `{"tag":"gpu","max_allowed":3}`, "owner", 200},
 	{"DELETE /api/v3/tag-permits/{tag}", "DELETE", "/api/v3/tag-permits/gpu", "", "owner", 200},
-	{"PUT /api/v3/output-data", "PUT", "/api/v3/output-data", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","params":{"x":{"type":"LONG","value":1}}}`, "reader", 200},
-	{"PUT /api/v3/step-completion", "PUT", "/api/v3/step-completion", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","state":"DONE"}`, "reader", 409},
+	{"PUT /api/v3/output-data", "PUT", "/api/v3/output-data", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","step_token":"{{step_token}}","params":{"x":{"type":"LONG","value":1}}}`, "reader", 200},
+	{"PUT /api/v3/step-completion", "PUT", "/api/v3/step-completion", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","step_token":"{{step_token}}","state":"DONE"}`, "reader", 409},
 	{"POST /api/v3/time-triggers/preview", "POST", "/api/v3/time-triggers/preview", `{"time_trigger":{"cron":"0 12 * * *"},"count":2}`, "reader", 200},
 	{"POST /api/v3/signals", "POST", "/api/v3/signals", `{"name":"go","params":{"n":1}}`, "reader", 200},
 	{"POST /api/v3/signals/messages", "POST", "/api/v3/signals/messages", `{"table_update":{"table":"db.t","snapshot_id":1}}`, "reader", 200},
@@ -160,6 +160,8 @@ func TestCallerActionTable(t *testing.T) {
 		t.Run(c.pattern, func(t *testing.T) {
 			t.Parallel()
 			e, h := authzFixture(t)
+			// A step callback proves it runs the attempt with its token.
+			c.body = strings.ReplaceAll(c.body, "{{step_token}}", e.stepToken("11111111-1111-1111-1111-111111111111"))
 			before := e.fingerprint(t)
 			if code, body := call(t, h, "", c.method, c.path, c.body); code != http.StatusUnauthorized || !strings.Contains(body, `"UNAUTHORIZED"`) {
 				t.Fatalf("no caller: %d %s, want 401", code, body)

@@ -21,6 +21,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
@@ -78,6 +79,9 @@ type Server struct {
 	policy   authz.Policy
 	signals  *signalbroker.Broker
 	messages *signalmsg.Parser
+	// stepTokens checks the step token of output-data and step-completion
+	// calls.
+	stepTokens *completion.Tokens
 }
 
 // New builds the handler.
@@ -92,7 +96,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RequestTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), policy: authz.Policy{Admins: cfg.Admins}, signals: cfg.Signals,
-		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger, Via: "api"}}
+		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger, Via: "api"}, stepTokens: completion.NewTokens(cfg.DB)}
 	if s.signals == nil {
 		s.signals = signalbroker.New(cfg.DB, cfg.Runs, cfg.Logger)
 	}

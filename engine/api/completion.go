@@ -43,6 +43,9 @@ func (s *Server) putStepCompletion(w http.ResponseWriter, r *http.Request) error
 	if len(problems) > 0 {
 		return badRequest("invalid step completion", problems...)
 	}
+	if err := s.checkStepToken(r, body.UUID, body.StepToken); err != nil {
+		return err
+	}
 	got, err := completion.NewStore(s.cfg.DB).Complete(r.Context(), body)
 	switch {
 	case errors.Is(err, completion.ErrNotFound):
@@ -59,4 +62,20 @@ func (s *Server) putStepCompletion(w http.ResponseWriter, r *http.Request) error
 		"step_id": body.StepID, "step_attempt_id": body.AttemptID, "state": got.State, "message": got.Message,
 	})
 	return nil
+}
+
+// checkStepToken refuses a callback without the attempt's step token
+// (completion.TokenHeader, else the body's step_token): the
+// step_instance_uuid is readable by every caller and proves nothing
+// (docs/security.md, "Step callbacks").
+func (s *Server) checkStepToken(r *http.Request, stepUUID, bodyToken string) error {
+	token := r.Header.Get(completion.TokenHeader)
+	if token == "" {
+		token = bodyToken
+	}
+	err := s.stepTokens.Verify(r.Context(), stepUUID, token)
+	if errors.Is(err, completion.ErrBadToken) {
+		return forbidden(err.Error() + "; only the attempt's job receives its step token")
+	}
+	return err
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -143,6 +144,9 @@ type Engine struct {
 	pool    *workerPool
 	worker  *queue.Worker
 	members *membership.Node
+	// stepToken computes the callback token each attempt's job receives
+	// (completion.Tokens); set by Start.
+	stepToken func(stepUUID string) string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -272,6 +276,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	// Every expression the engine evaluates draws from its memory budget.
 	ctx = sel.WithMemoryPool(ctx, e.mem)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	sign, err := completion.NewTokens(e.db).Signer(ctx)
+	if err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	e.stepToken = sign
 	if err := e.writer.Start(e.ctx); err != nil {
 		return err
 	}

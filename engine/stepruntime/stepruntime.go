@@ -92,6 +92,11 @@ type Attempt struct {
 	// same after a restart or a takeover. Runtimes with side effects derive
 	// their idempotency keys from it.
 	UUID string
+	// CallbackToken is the attempt's step token: a job that calls back
+	// (PUT /api/v3/output-data, PUT /api/v3/step-completion) must send it.
+	// Only the attempt's job may receive it: a runtime passes it to the job
+	// and never records it in Data, outputs or messages.
+	CallbackToken string
 	// Node is the engine node running the attempt; an Http step names it in
 	// NodeHeader, so a server can tell which engine called.
 	Node string
