@@ -48,6 +48,11 @@ type Config struct {
 	// one is the caller "anonymous". Without it, a request with no identity
 	// is refused (401) except for the public routes.
 	TrustUserHeader bool
+	// RequireUserHeader, with TrustUserHeader, makes a request without a
+	// `user` header, or with an empty one, a request without a caller (401
+	// but on public routes) instead of the caller "anonymous": maestro api
+	// --trust-user-header, behind a proxy that authenticates.
+	RequireUserHeader bool
 	// RequestTimeout bounds the work of one request (default 30s): a
 	// database that stops answering makes a request fail with 503 instead
 	// of holding it.
@@ -204,17 +209,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if CallerFrom(r.Context()) == "" && s.cfg.TrustUserHeader {
-		u := r.Header.Get("user")
-		if u == "" {
-			u = definition.Anonymous
-		}
-		if err := authz.CheckCaller(u); err != nil {
-			writeError(w, badRequest("invalid user header: "+err.Error()))
+		u, err := s.userHeader(r)
+		if err != nil {
+			writeError(w, err)
 			return
 		}
-		r = r.WithContext(WithCaller(r.Context(), u))
+		if u != "" {
+			r = r.WithContext(WithCaller(r.Context(), u))
+		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// userHeader reads the caller from the `user` header: "" for none (a
+// missing or empty header where RequireUserHeader, so the route's access
+// check answers 401), else "anonymous" for none. Two `user` headers are a
+// 400: a proxy that appends the header instead of replacing it must not
+// let the client choose who it is.
+func (s *Server) userHeader(r *http.Request) (string, error) {
+	values := r.Header.Values("user")
+	if len(values) > 1 {
+		return "", badRequest(fmt.Sprintf("the request has %d user headers; send one", len(values)))
+	}
+	u := ""
+	if len(values) == 1 {
+		u = values[0]
+	}
+	if strings.TrimSpace(u) == "" {
+		if s.cfg.RequireUserHeader {
+			return "", nil
+		}
+		return definition.Anonymous, nil
+	}
+	if err := authz.CheckCaller(u); err != nil {
+		return "", badRequest("invalid user header: " + err.Error())
+	}
+	return u, nil
 }
 
 // liveStream reports whether r asks for the live event stream (Server-Sent
