@@ -232,7 +232,14 @@ func sleepFor(a *Attempt) (time.Duration, error) {
 		}
 		var text string
 		if json.Unmarshal(raw, &text) == nil {
-			return workflow.ParseDuration(text)
+			d, err := workflow.ParseDuration(text)
+			if err == nil {
+				err = workflow.CheckSleepSeconds(d.Seconds())
+			}
+			if err != nil {
+				return 0, fmt.Errorf("sleep_seconds: %w", err)
+			}
+			return d, nil
 		}
 		if err := json.Unmarshal(raw, &secs); err != nil {
 			return 0, fmt.Errorf("sleep_seconds must be a number or a duration: %w", err)
@@ -240,8 +247,10 @@ func sleepFor(a *Attempt) (time.Duration, error) {
 	default:
 		return 0, fmt.Errorf("sleep_seconds must be a number, got %T", v)
 	}
-	if secs < 0 {
-		return 0, fmt.Errorf("sleep_seconds must not be negative")
+	// A value from params was not seen at push: 1e18 seconds overflowed
+	// into a negative duration, a sleep that ended at once.
+	if err := workflow.CheckSleepSeconds(secs); err != nil {
+		return 0, fmt.Errorf("sleep_seconds: %w", err)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

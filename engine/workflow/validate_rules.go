@@ -114,6 +114,9 @@ func (s *validation) tags(ts Tags, at *loc) {
 			s.reportf(tp.child("name"), "duplicate tag name %q", t.Name)
 		}
 		seen[t.Name] = true
+		if t.Permit != nil && (*t.Permit < 0 || *t.Permit > MaxTagPermit) {
+			s.reportf(tp.child("permit"), "must be between 0 and %d, got %d", MaxTagPermit, *t.Permit)
+		}
 	}
 }
 
@@ -259,8 +262,10 @@ func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
 		case TimeTriggerInterval:
 			if t.Interval == "" {
 				s.report(tp.child("interval"), "interval is required")
-			} else if _, err := ParseDuration(t.Interval); err != nil {
+			} else if d, err := ParseDuration(t.Interval); err != nil {
 				s.report(tp.child("interval"), err.Error())
+			} else if d > MaxIntervalDays*24*time.Hour {
+				s.reportf(tp.child("interval"), "must be at most %d days, got %q", MaxIntervalDays, t.Interval)
 			}
 			notAllowed(t.Cron != "", "cron")
 			notAllowed(t.Expression != "", "expression")
