@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -178,8 +179,44 @@ func (s *Server) routes() {
 			_ = redirectToUI(w, r) // a browser at the root meets the UI
 			return
 		}
+		if allowed := s.allowedMethods(r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, &Error{HTTPStatus: http.StatusMethodNotAllowed, Code: "METHOD_NOT_ALLOWED",
+				Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+			return
+		}
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))
+}
+
+// allowedMethods lists the methods a route serves on r's path (the
+// catch-all route hides the mux's own 405).
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// cleanPath reports whether p is a path the mux serves as it is: no "."
+// or ".." segment and no empty one. The mux would answer such a path with
+// a redirect to its cleaned form, which a client should not be led to
+// follow into another route.
+func cleanPath(p string) bool {
+	if strings.Contains(p, "//") {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // ServeHTTP applies the cross-cutting rules: panics become 500s, bodies are
@@ -206,6 +243,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := checkText(r); err != nil {
 		writeError(w, err)
+		return
+	}
+	if !cleanPath(r.URL.Path) {
+		writeError(w, badRequest("the path has a '.', '..' or empty segment: "+strconv.Quote(r.URL.Path)))
 		return
 	}
 	if CallerFrom(r.Context()) == "" && s.cfg.TrustUserHeader {

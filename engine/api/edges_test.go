@@ -1,0 +1,58 @@
+package api_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// Rough edges a newcomer (or an attacker) met (issue 27): a path with dot
+// segments is a 400, not a redirect into another route; a method no route
+// of the path serves is a 405 naming the allowed ones; a request_id with a
+// lone surrogate escape is a 400, not a collision with another such id.
+func TestRoughEdges(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	for _, c := range []struct {
+		method, path string
+		want         int
+		allow        string
+	}{
+		{"GET", "/api/v3/../api/v3/health", 400, ""},
+		{"GET", "/api/v3/workflows/%2e%2e/health", 400, ""},
+		{"GET", "/api/v3//workflows", 400, ""},
+		{"FOO", "/api/v3/workflows", 405, "GET, HEAD, POST"},
+		{"PATCH", "/api/v3/workflows/wf", 405, "DELETE"},
+		{"GET", "/api/v3/nothing-here", 404, ""},
+		{"GET", "/api/v3/health", 200, ""},
+	} {
+		req := httptest.NewRequest(c.method, "http://x"+c.path, nil)
+		req.Header.Set("user", "alice")
+		r := e.serve(req)
+		if r.code != c.want {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, r.code, r.raw, c.want)
+		}
+		if c.allow != "" {
+			rec := httptest.NewRecorder()
+			req = httptest.NewRequest(c.method, "http://x"+c.path, nil)
+			req.Header.Set("user", "alice")
+			e.h.ServeHTTP(rec, req)
+			if got := rec.Header().Get("Allow"); got != c.allow {
+				t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+			}
+		}
+	}
+
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", simple("wf", "v1")).expect(t, http.StatusOK)
+	for _, id := range []string{`\ud800`, `\udbff`, `x\uFFFD`} {
+		r := e.send(http.MethodPost, "/api/v3/workflows/wf/versions/latest/actions/start", "alice", `{"request_id":"`+id+`"}`)
+		if r.code != http.StatusBadRequest || !strings.Contains(string(r.raw), "U+FFFD") {
+			t.Errorf("request_id %s: %d %s", id, r.code, r.raw)
+		}
+	}
+	r := e.send(http.MethodPost, "/api/v3/signals", "alice", `{"name":"s","request_id":"\udc00"}`)
+	if r.code != http.StatusBadRequest {
+		t.Errorf("signal request_id: %d %s", r.code, r.raw)
+	}
+}
