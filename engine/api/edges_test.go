@@ -56,3 +56,22 @@ func TestRoughEdges(t *testing.T) {
 		t.Errorf("signal request_id: %d %s", r.code, r.raw)
 	}
 }
+
+// Not-found messages name what was asked for: the latest run of an
+// instance is the instance, not a "run 0" (issue 27).
+func TestNotFoundMessagesNameWhatWasAsked(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", simple("sdk-wf", "v1")).expect(t, http.StatusOK)
+	for path, want := range map[string]string{
+		"/api/v3/workflows/sdk-wf/instances/99":                                "workflow instance sdk-wf/99: not found",
+		"/api/v3/workflows/sdk-wf/instances/99/runs/2":                         "run 2 of workflow instance sdk-wf/99: not found",
+		"/api/v3/workflows/sdk-wf/instances/99/runs/2/steps/a/attempts/latest": "step a of run 2 of workflow instance sdk-wf/99: not found",
+		"/api/v3/workflows/sdk-wf/instances/99/runs/2/steps/a/attempts/3":      "attempt 3 of step a of run 2 of workflow instance sdk-wf/99: not found",
+	} {
+		r := e.send(http.MethodGet, path, "alice", "").expect(t, http.StatusNotFound)
+		if msg, _ := r.body["message"].(string); msg != want || strings.Contains(msg, "run 0") {
+			t.Errorf("%s: message %q, want %q", path, msg, want)
+		}
+	}
+}
