@@ -131,7 +131,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	hf := addHTTPFlags(fs, "127.0.0.1:8081")
-	trust := fs.Bool("trust-user-header", false, "take the caller's identity from the `user` request header")
+	trust := fs.Bool("trust-user-header", false, "take the caller's identity from the user request header (behind a proxy that authenticates)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
