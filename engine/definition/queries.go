@@ -82,6 +82,10 @@ const sqlWorkflowExists = `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_
 // Owner: who may change the workflow (the API's authorization).
 const sqlOwner = `SELECT owner FROM workflow WHERE workflow_id = $1`
 
+// sqlCreatedAt reads when the workflow (this incarnation of its id) was
+// created.
+const sqlCreatedAt = `SELECT created_at FROM workflow WHERE workflow_id = $1`
+
 const sqlOverview = `
 SELECT w.active_version, w.latest_version, w.owner, w.created_by, w.created_at, w.modified_at,
        w.latest_instance_id, w.properties_version, s.properties, s.author, s.created_at

@@ -183,6 +183,21 @@ func (s *Store) Owner(ctx context.Context, workflowID string) (string, error) {
 	return owner, nil
 }
 
+// CreatedAt returns when the workflow was created: a workflow deleted and
+// pushed again under the same id is created anew. ErrNotFound when there is
+// no such workflow.
+func (s *Store) CreatedAt(ctx context.Context, workflowID string) (time.Time, error) {
+	var at time.Time
+	err := s.db.QueryRow(ctx, sqlCreatedAt, workflowID).Scan(&at)
+	if errNoRows(err) {
+		return at, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	}
+	if err != nil {
+		return at, fmt.Errorf("read workflow %s creation time: %w", workflowID, err)
+	}
+	return at, nil
+}
+
 // VersionRange returns the workflow's versions from low to high
 // (inclusive), newest first, each with the workflow's current state as Get
 // returns it. ErrNotFound when the workflow does not exist.
