@@ -57,3 +57,23 @@ func TestPushRefusesSubworkflowOfAnotherOwner(t *testing.T) {
 		t.Fatalf("%d refused workflows stored (%v)", n, err)
 	}
 }
+
+// A push that hands the workflow to another owner says so in its answer;
+// one that keeps the pusher as owner does not (issue 27).
+func TestPushThatHandsOverWarns(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	r := e.send(http.MethodPost, "/api/v3/workflows", "alice", `{"properties":{"owner":"bob"},"workflow":{"id":"gift","steps":[{"step":{"id":"a","type":"NoOp"}}]}}`).expect(t, http.StatusOK)
+	if w, _ := r.body["warnings"].([]any); len(w) != 1 || !strings.Contains(w[0].(string), "now owned by bob") {
+		t.Fatalf("handing over at the first push: %s", r.raw)
+	}
+	e.send(http.MethodPost, "/api/v3/workflows/gift/versions/latest/actions/start", "alice", "").expect(t, http.StatusForbidden)
+	r = e.send(http.MethodPost, "/api/v3/workflows", "carol", `{"workflow":{"id":"kept","steps":[{"step":{"id":"a","type":"NoOp"}}]}}`).expect(t, http.StatusOK)
+	if _, ok := r.body["warnings"]; ok {
+		t.Fatalf("a push keeping its pusher as owner warns: %s", r.raw)
+	}
+	r = e.send(http.MethodPost, "/api/v3/workflows", "carol", `{"properties":{"owner":"dave"},"workflow":{"id":"kept","steps":[{"step":{"id":"a","type":"NoOp"}}]}}`).expect(t, http.StatusOK)
+	if w, _ := r.body["warnings"].([]any); len(w) != 1 || !strings.Contains(w[0].(string), "now owned by dave") {
+		t.Fatalf("handing over a workflow: %s", r.raw)
+	}
+}
