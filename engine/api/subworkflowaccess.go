@@ -30,16 +30,19 @@ func (s *Server) checkSubworkflowTargets(ctx context.Context, d *workflow.Defini
 		if t.WorkflowID == d.Workflow.ID {
 			continue // the workflow's own owner
 		}
-		target, err := s.cfg.Definitions.Owner(ctx, t.WorkflowID)
+		target, err := s.cfg.Definitions.Access(ctx, t.WorkflowID)
 		if errors.Is(err, definition.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("check subworkflow step %s: %w", t.StepID, err)
 		}
-		if err := s.policy.Decide(owner, authz.Owner, authz.Target{Kind: "workflow", ID: t.WorkflowID, Exists: true, Owner: target}); err != nil {
+		// Starting a run is an operator's action (access_control.operators).
+		err = s.policy.Decide(owner, authz.Operator, authz.Target{Kind: "workflow", ID: t.WorkflowID, Exists: true,
+			Owner: target.Owner, Operators: target.Operators})
+		if err != nil {
 			denied = append(denied, fmt.Sprintf("workflow.steps%s (%s): starts workflow %s, owned by %s, which %s (the owner of %s) may not start",
-				t.Path, t.StepID, t.WorkflowID, target, owner, d.Workflow.ID))
+				t.Path, t.StepID, t.WorkflowID, target.Owner, owner, d.Workflow.ID))
 		}
 	}
 	if len(denied) > 0 {

@@ -82,6 +82,10 @@ const sqlWorkflowExists = `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_
 // Owner: who may change the workflow (the API's authorization).
 const sqlOwner = `SELECT owner FROM workflow WHERE workflow_id = $1`
 
+// sqlAccess reads who may act on a workflow: its owner and the operators
+// its properties name (access_control.operators, docs/security.md).
+const sqlAccess = `SELECT owner, properties->'access_control'->'operators' FROM workflow WHERE workflow_id = $1`
+
 // sqlCreatedAt reads when the workflow (this incarnation of its id) was
 // created.
 const sqlCreatedAt = `SELECT created_at FROM workflow WHERE workflow_id = $1`

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // VersionSummary describes one version in a listing.
@@ -181,6 +183,30 @@ func (s *Store) Owner(ctx context.Context, workflowID string) (string, error) {
 		return "", fmt.Errorf("read workflow %s owner: %w", workflowID, err)
 	}
 	return owner, nil
+}
+
+// Access is who may act on a workflow besides administrators.
+type Access struct {
+	// Owner may do everything to it.
+	Owner string
+	// Operators may act on its runs (access_control.operators).
+	Operators []string
+}
+
+// Access returns who may act on the workflow; ErrNotFound when there is no
+// such workflow.
+func (s *Store) Access(ctx context.Context, workflowID string) (Access, error) {
+	var a Access
+	var operators []byte
+	err := s.db.QueryRow(ctx, sqlAccess, workflowID).Scan(&a.Owner, &operators)
+	if errNoRows(err) {
+		return a, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	}
+	if err != nil {
+		return a, fmt.Errorf("read who may act on workflow %s: %w", workflowID, err)
+	}
+	a.Operators = workflow.Operators(operators)
+	return a, nil
 }
 
 // CreatedAt returns when the workflow was created: a workflow deleted and

@@ -19,15 +19,17 @@ func TestSubworkflowNeedsTheParentOwnersRight(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		admins []string
+		owner  string // the target's owner (and operators) properties
 		want   instance.WorkflowStatus
 	}{
-		{"owner of the parent may not start the target", nil, instance.WorkflowFailed},
-		{"administrator owns the parent", []string{"tester"}, instance.WorkflowSucceeded},
+		{"owner of the parent may not start the target", nil, `"owner":"u1"`, instance.WorkflowFailed},
+		{"administrator owns the parent", []string{"tester"}, `"owner":"u1"`, instance.WorkflowSucceeded},
+		{"owner of the parent is an operator of the target", nil, `"owner":"u1","access_control":{"operators":["tester"]}`, instance.WorkflowSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.push(strings.Replace(childDef("azp", "NoOp", ""), `"owner":"tester"`, `"owner":"u1"`, 1))
+			e.push(strings.Replace(childDef("azp", "NoOp", ""), `"owner":"tester"`, tc.owner, 1))
 			e.push(parentDef("evil", "azp", ""))
 			e.engine(flow.Config{Admins: tc.admins})
 			parent := e.start("evil", nil)

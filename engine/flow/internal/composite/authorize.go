@@ -10,6 +10,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // A step that starts another workflow acts for the owner of its own
@@ -18,21 +19,22 @@ import (
 // this, anyone could run anyone's workflow, with params of their choosing,
 // by pushing a workflow of their own with a subworkflow step.
 
-// sqlWorkflowOwner reads a workflow's owner (properties.owner, else its
-// creator).
-const sqlWorkflowOwner = `SELECT owner FROM workflow WHERE workflow_id = $1`
+// sqlWorkflowAccess reads a workflow's owner (properties.owner, else its
+// creator) and the operators its properties name.
+const sqlWorkflowAccess = `SELECT owner, properties->'access_control'->'operators' FROM workflow WHERE workflow_id = $1`
 
-// workflowOwner returns the owner of workflowID; ok is false when the
-// workflow does not exist.
-func workflowOwner(ctx context.Context, q run.Tx, workflowID string) (owner string, ok bool, err error) {
-	err = q.QueryRow(ctx, sqlWorkflowOwner, workflowID).Scan(&owner)
+// workflowAccess returns the owner and operators of workflowID; ok is
+// false when the workflow does not exist.
+func workflowAccess(ctx context.Context, q run.Tx, workflowID string) (owner string, operators []string, ok bool, err error) {
+	var raw []byte
+	err = q.QueryRow(ctx, sqlWorkflowAccess, workflowID).Scan(&owner, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", false, nil
+		return "", nil, false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("read the owner of workflow %s: %w", workflowID, err)
+		return "", nil, false, fmt.Errorf("read the owner of workflow %s: %w", workflowID, err)
 	}
-	return owner, true, nil
+	return owner, workflow.Operators(raw), true, nil
 }
 
 // authorizeChild decides, in the transaction that would create the child,
@@ -41,18 +43,19 @@ func workflowOwner(ctx context.Context, q run.Tx, workflowID string) (owner stri
 // initiator), or a *childError naming the target when the owner may not.
 func (h *host) authorizeChild(ctx context.Context, q run.Tx, parent run.Ref, target string) (string, error) {
 	parentID := instance.RootWorkflowID(parent.WorkflowID)
-	by, ok, err := workflowOwner(ctx, q, parentID)
+	by, _, ok, err := workflowAccess(ctx, q, parentID)
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		return "", &childError{msg: fmt.Sprintf("workflow %s of the parent run does not exist", parentID)}
 	}
-	owner, exists, err := workflowOwner(ctx, q, target)
+	owner, operators, exists, err := workflowAccess(ctx, q, target)
 	if err != nil {
 		return "", err
 	}
-	err = h.Policy.Decide(by, authz.Owner, authz.Target{Kind: "workflow", ID: target, Exists: exists, Owner: owner})
+	// Starting a run is an operator's action (access_control.operators).
+	err = h.Policy.Decide(by, authz.Operator, authz.Target{Kind: "workflow", ID: target, Exists: exists, Owner: owner, Operators: operators})
 	if err != nil {
 		return "", &childError{msg: fmt.Sprintf("subworkflow %s may not be started by a step of %s: its owner %s may not start it directly (%v)",
 			target, parentID, by, err)}
