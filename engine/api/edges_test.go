@@ -75,3 +75,21 @@ func TestNotFoundMessagesNameWhatWasAsked(t *testing.T) {
 		}
 	}
 }
+
+// A DOUBLE written as a string (Maestro's sample-wf-params.json writes
+// "10.229999999999") is accepted at push and evaluates as the number.
+func TestDoubleWrittenAsString(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", `{"workflow":{"id":"dbl","params":{
+		"d":{"type":"DOUBLE","value":"10.229999999999"},"twice":{"type":"DOUBLE","expression":"d * 2"}},
+		"steps":[{"step":{"id":"a","type":"NoOp"}}]}}`).expect(t, http.StatusOK)
+	e.withEngine()
+	e.send(http.MethodPost, "/api/v3/workflows/dbl/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
+	done := e.waitTerminal("/api/v3/workflows/dbl/instances/1")
+	params, _ := done.body["params"].(map[string]any)
+	twice, _ := params["twice"].(map[string]any)
+	if done.body["status"] != "SUCCEEDED" || twice["evaluated_result"] != 20.459999999998 {
+		t.Fatalf("run %s", done.raw)
+	}
+}

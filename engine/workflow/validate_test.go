@@ -146,6 +146,8 @@ func TestValidateProblems(t *testing.T) {
 		{"param value and expression", doc(`"params":{"a":{"type":"LONG","value":1,"expression":"1"},"b":{"type":"LONG"}}`, noop),
 			[]want{{"workflow.params.a", "exactly one of value or expression must be set, got both"}, {"workflow.params.b", "got neither"}}},
 		{"param null value counts as unset", doc(`"params":{"a":{"type":"LONG","value":null}}`, noop), []want{{"workflow.params.a", "got neither"}}},
+		{"DOUBLE written as a string, as Maestro keeps a BigDecimal's digits", doc(`"params":{"d":{"type":"DOUBLE","value":"10.229999999999"},
+			"da":{"type":"DOUBLE_ARRAY","value":["1.5",2]}}`, noop), nil},
 		{"param mode", doc(`"params":{"a":{"type":"LONG","value":1,"mode":"FROZEN"}}`, noop), []want{{"workflow.params.a.mode", `unknown parameter mode "FROZEN"`}}},
 		{"param scalar types", doc(`"params":{"s":{"type":"STRING","value":1},"l":{"type":"LONG","value":"15"},"f":{"type":"LONG","value":1.5},
 			"d":{"type":"DOUBLE","value":"x"},"b":{"type":"BOOLEAN","value":"true"}}`, noop),
