@@ -55,6 +55,12 @@ UNION ALL
 (SELECT tx, event_id, 0, '', now(), 0, NULL, (SELECT count(*) FROM scanned) FROM scanned
  ORDER BY tx DESC, event_id DESC LIMIT 1)`
 
+// endSQL is the position of the last event a reader may see now (below the
+// oldest transaction still running, as every read): a private forwarder
+// starts there.
+const endSQL = `SELECT tx, event_id FROM maestro_event WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY tx DESC, event_id DESC LIMIT 1`
+
 const ensureCursorSQL = `INSERT INTO maestro_event_cursor (name) VALUES ($1) ON CONFLICT DO NOTHING`
 
 const readCursorSQL = `SELECT tx, event_id FROM maestro_event_cursor WHERE name = $1`

@@ -212,3 +212,49 @@ func TestCleaner(t *testing.T) {
 		t.Fatalf("deleted %d events, want the 10 the live reader has passed", n)
 	}
 }
+
+// Private forwarders (the live hub of each maestro dev) each deliver every
+// event written after they started, side by side: a second process on the
+// same database streams as the first does (issue 27 N4: it streamed none,
+// waiting for the first's lock).
+func TestPrivateForwardersEachDeliverEverything(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := event.Insert(ctx, e.Pool, record("before", 0)); err != nil {
+		t.Fatal(err)
+	}
+	start := func(c *collector) {
+		f, err := event.NewForwarder(e.Pool, event.ForwarderConfig{Name: "local", Sink: c, Logger: testLogger(),
+			PollInterval: 20 * time.Millisecond, Private: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Stop)
+	}
+	a, b := &collector{}, &collector{}
+	start(a)
+	start(b)
+	time.Sleep(200 * time.Millisecond) // both found the outbox's end
+	for i := range 20 {
+		if err := event.Insert(ctx, e.Pool, record("after", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flowtest.WaitFor(t, 10*time.Second, "both to deliver", func() bool { return a.count() >= 20 && b.count() >= 20 })
+	time.Sleep(100 * time.Millisecond)
+	for name, c := range map[string]*collector{"a": a, "b": b} {
+		evs, _ := c.snapshot()
+		if len(evs) != 20 {
+			t.Errorf("%s delivered %d events, want the 20 written after it started", name, len(evs))
+		}
+		for _, ev := range evs {
+			if ev.WorkflowID != "after" {
+				t.Errorf("%s delivered an event of %s, written before it started", name, ev.WorkflowID)
+			}
+		}
+	}
+}
