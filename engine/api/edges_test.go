@@ -93,3 +93,18 @@ func TestDoubleWrittenAsString(t *testing.T) {
 		t.Fatalf("run %s", done.raw)
 	}
 }
+
+// A job template's tag object may carry fields of its own, as Maestro's
+// sample-job-template-1.json does ({"name": ..., "foo": ...}); they are
+// kept as the tag's attributes (issue 27: it was a 400).
+func TestJobTemplateTagWithExtraField(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send(http.MethodPost, "/api/v3/job-templates", "alice", `{"owner":{"name":"alice"},"status":"ACTIVE","support":"data-eng",
+		"definition":{"job_type":"etl","step_type":"NoOp","version":"default",
+		  "tags":[{"name":"tier-1","namespace":"PLATFORM","foo":"bar"},"plain"]}}`).expect(t, http.StatusOK)
+	got := e.send(http.MethodGet, "/api/v3/job-templates/etl", "alice", "").expect(t, http.StatusOK)
+	if !strings.Contains(string(got.raw), `"foo":"bar"`) || !strings.Contains(string(got.raw), `"plain"`) {
+		t.Fatalf("template %s", got.raw)
+	}
+}
