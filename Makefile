@@ -40,14 +40,17 @@ E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
 SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
+PORT        ?= 8080
+ADDR        ?= 127.0.0.1:$(PORT)
 BENCH_TEMPORAL_COUNT ?= 3
 BENCH_TEMPORAL_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-temporal-$(shell id -u)
 
 .PHONY: run test postgres emulator cfnlint browser screenshots build lambdas synth e2e rds-ca bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
 
-## run: the REST API, engine and trigger loop on 127.0.0.1:8080 (own PostgreSQL unless DATABASE_URL is set)
+## run: the REST API, engine and trigger loop on 127.0.0.1:8080, or ADDR=host:port / PORT=n (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
-	$(GO) run ./cmd/maestro dev --addr 127.0.0.1:8080
+	@echo "maestro dev on http://$(ADDR) (the first run compiles for a minute or two)"
+	$(GO) run ./cmd/maestro dev --addr $(ADDR)
 
 ## test: every test, against a real throwaway PostgreSQL and a LocalStack-compatible emulator
 test: postgres emulator cfnlint browser

@@ -47,6 +47,10 @@ type EngineStackProps struct {
 	// engine reads it (DB_SECRET_ARN) for every new connection, so a
 	// rotated password needs no restart.
 	DatabaseSecret awssecretsmanager.ISecret
+	// Admins are the principals the engine treats as administrators
+	// (MAESTRO_ADMINS, as the API's): a step of a workflow an
+	// administrator owns may start any workflow.
+	Admins []string
 	// EventQueue receives the engine's internal events
 	// (MAESTRO_EVENT_QUEUE_URL); nil turns forwarding off.
 	EventQueue awssqs.IQueue
@@ -137,6 +141,9 @@ func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) ma
 		// Fargate tasks have no instance metadata to take the region from;
 		// the event queue's and the step runtimes' AWS clients need it.
 		"AWS_REGION": awscdk.Aws_REGION(),
+	}
+	if len(props.Admins) > 0 {
+		env["MAESTRO_ADMINS"] = jsii.String(strings.Join(props.Admins, ","))
 	}
 	if props.PublicURL != nil {
 		env["MAESTRO_PUBLIC_URL"] = props.PublicURL

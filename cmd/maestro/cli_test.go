@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/maestro-aws/maestro/engine/cli"
 	"github.com/maestro-aws/maestro/engine/client"
@@ -207,6 +211,48 @@ func TestCLIHelpAndCompletion(t *testing.T) {
 	run(context.Background(), []string{"watch", "--help"}, &out, &out)
 	if !strings.Contains(out.String(), "10 FAILED") {
 		t.Errorf("watch --help does not document its exit codes:\n%s", out.String())
+	}
+}
+
+// TestEveryCommandHelp: every command and subcommand, the server ones
+// included, answers --help (and -h) on stdout with what it does and exits
+// 0 (issue 27: dev --help exited 2, migrate --help printed only "Usage of
+// migrate:", localpg --help "no cluster in .maestro/pg").
+func TestEveryCommandHelp(t *testing.T) {
+	t.Parallel()
+	root := cli.NewRoot(cli.Options{Stdout: io.Discard, Stderr: io.Discard})
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" {
+				continue
+			}
+			p := append(slices.Clone(path), sub.Name())
+			paths = append(paths, p)
+			walk(sub, p)
+		}
+	}
+	walk(root, nil)
+	for _, sc := range serverCommands {
+		paths = append(paths, []string{sc.name})
+	}
+	for _, p := range paths {
+		for _, flag := range []string{"--help", "-h"} {
+			var out, errOut bytes.Buffer
+			code := run(context.Background(), append(slices.Clone(p), flag), &out, &errOut)
+			text := out.String()
+			if code != 0 || len(text) < 60 || !strings.Contains(text, p[len(p)-1]) {
+				t.Errorf("maestro %s %s: exit %d, stdout %q, stderr %q", strings.Join(p, " "), flag, code, text, errOut.String())
+			}
+		}
+	}
+	for _, sc := range serverCommands {
+		var out bytes.Buffer
+		run(context.Background(), []string{sc.name, "--help"}, &out, io.Discard)
+		if !strings.Contains(out.String(), sc.short) || (len(sc.env) > 0 && !strings.Contains(out.String(), "Environment:")) {
+			t.Errorf("maestro %s --help lacks its description or environment:\n%s", sc.name, out.String())
+		}
 	}
 }
 

@@ -105,7 +105,7 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 		return err
 	}
 	defer signals.Stop()
-	handler, err := apiHandler(pool, logger, true, defs, runs, events.Feed)
+	handler, err := apiHandler(pool, logger, userHeaderOrAnonymous, defs, runs, events.Feed)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("api", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	hf := addHTTPFlags(fs, "127.0.0.1:8081")
-	trust := fs.Bool("trust-user-header", false, "take the caller's identity from the `user` request header")
+	trust := fs.Bool("trust-user-header", false, "take the caller's identity from the user request header (behind a proxy that authenticates)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -153,7 +153,11 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defs := definition.NewStore(pool)
 		// A feed of JSON pages: the live stream is maestro dev's.
 		feed := event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME"))
-		handler, err := apiHandler(pool, logger, *trust, defs, execution.New(pool, defs, groups), feed)
+		users := noUserHeader
+		if *trust {
+			users = userHeaderRequired
+		}
+		handler, err := apiHandler(pool, logger, users, defs, execution.New(pool, defs, groups), feed)
 		if err != nil {
 			return err
 		}
@@ -169,14 +173,29 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // apiHandler builds the REST API over pool; MAESTRO_ADMINS names the
 // administrators (docs/security.md), MAESTRO_S3_SIGNAL_RULES the rules of
 // S3 events posted to /api/v3/signals/messages (docs/signals.md).
-func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, trustUserHeader bool, defs *definition.Store, runs *execution.Service,
+// userHeaderMode is how the API takes callers from the `user` header.
+type userHeaderMode int
+
+const (
+	// noUserHeader: callers come from nowhere; all but public routes 401.
+	noUserHeader userHeaderMode = iota
+	// userHeaderRequired: behind an authenticating proxy, a missing or
+	// empty header is 401 (maestro api --trust-user-header).
+	userHeaderRequired
+	// userHeaderOrAnonymous: one person's dev server; no header is the
+	// caller anonymous (maestro dev).
+	userHeaderOrAnonymous
+)
+
+func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, users userHeaderMode, defs *definition.Store, runs *execution.Service,
 	events *event.Feed) (*api.Server, error) {
 	rules, err := signalmsg.ParseRules(os.Getenv("MAESTRO_S3_SIGNAL_RULES"))
 	if err != nil {
 		return nil, err
 	}
 	return api.New(api.Config{
-		DB: pool, Logger: logger, TrustUserHeader: trustUserHeader, Events: events,
+		DB: pool, Logger: logger, Events: events,
+		TrustUserHeader: users != noUserHeader, RequireUserHeader: users == userHeaderRequired,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 		Definitions: defs, Runs: runs, SignalRules: rules, UI: webui.Files{},
 	})

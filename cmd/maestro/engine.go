@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/eventsvc"
@@ -181,6 +182,9 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r
 		MemoryBudget:  memoryBudget(logger),
 		Logger:        logger,
 		EventsWritten: eventsWritten,
+		// The same administrators as the API: a step of an administrator's
+		// workflow may start any workflow.
+		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 
 		SignalsAnnounced: signalsAnnounced,
 	})

@@ -13,10 +13,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	_ "time/tzdata" // time zones for triggers, even in images without zoneinfo
 
@@ -25,24 +28,140 @@ import (
 	"github.com/maestro-aws/maestro/engine/cli"
 )
 
-// serverCommands are the server half of the binary, each parsing its own
-// flags with the standard library's flag package.
-var serverCommands = []struct {
+// serverCommand is one command of the server half of the binary, which
+// parses its own flags with the standard library's flag package.
+type serverCommand struct {
 	name, short string
-	run         func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-}{
-	{"dev", "run the REST API, the engine and the trigger loop in one process", runDev},
-	{"engine", "run the engine (what the ECS Fargate task runs)", func(ctx context.Context, args []string, _, stderr io.Writer) int {
-		return runEngine(ctx, args, stderr)
-	}},
-	{"health", "ask a running engine's health endpoint (MAESTRO_HEALTH_ADDR); exit 0 when healthy", runHealth},
-	{"api", "serve the REST API alone against DATABASE_URL (--trust-user-header behind an authenticating proxy)", runAPI},
-	{"migrate", "apply database migrations to DATABASE_URL and exit", func(ctx context.Context, args []string, _, stderr io.Writer) int {
-		return runMigrate(ctx, args, stderr)
-	}},
-	{"sel", `evaluate SEL expressions: maestro sel eval 'EXPR' [--params '{"x":1}']`, runSel},
-	{"localpg", "start, stop or print the URL of a throwaway PostgreSQL cluster", runLocalPG},
-	{"groups", "show or raise the flow group count of DATABASE_URL: maestro groups show | raise --to N", runGroups},
+	// usage is the synopsis after "maestro NAME".
+	usage string
+	// env lists the environment variables the command reads, one per line.
+	env []string
+	// helpArgs make run print its flags (default -h).
+	helpArgs []string
+	run      func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// Environment shared by the commands that open the database or run steps.
+var (
+	databaseEnv = []string{
+		"DATABASE_URL     the database (or DB_SECRET_ARN: a Secrets Manager secret in RDS's shape; or DB_HOST, DB_PORT, DB_NAME, DB_USER, DB_PASSWORD)",
+	}
+	localDatabaseEnv = []string{
+		"DATABASE_URL     the database; unset: a throwaway PostgreSQL cluster in MAESTRO_DEV_PGDIR (default .maestro/pg)",
+	}
+	apiEnv = []string{
+		"MAESTRO_ADMINS   administrators, names or IAM ARNs separated by commas or spaces (docs/security.md)",
+		"MAESTRO_S3_SIGNAL_RULES  rules mapping S3 events posted to /api/v3/signals/messages to signals (docs/signals.md)",
+		"MAESTRO_CLUSTER_NAME     the cluster name in events (docs/events.md)",
+	}
+	engineEnv = []string{
+		"MAESTRO_GROUP_COUNT      flow groups of new runs (default the database's count)",
+		"MAESTRO_MEMORY_BUDGET    bytes the engine's flows may hold (default 40% of the cgroup limit; docs/limits.md)",
+		"MAESTRO_HTTP_*, MAESTRO_LAMBDA_*, MAESTRO_ECS_*  the step runtimes' settings (docs/step-runtimes.md)",
+		"LOG_FORMAT               json for JSON logs",
+	}
+)
+
+// serverCommands are the server half of the binary.
+var serverCommands = []serverCommand{
+	{name: "dev", short: "run the REST API, the engine and the trigger loop in one process, for local use",
+		usage: "[--addr 127.0.0.1:8080] [timeouts]",
+		env:   concat(localDatabaseEnv, []string{"user (request header)  the caller; without it the caller is anonymous"}, apiEnv, engineEnv),
+		run:   runDev},
+	{name: "engine", short: "run the engine (what the ECS Fargate task runs)",
+		env: concat(databaseEnv, engineEnv, []string{
+			"MAESTRO_ADMINS           administrators, as the API's: a step of their workflow may start any workflow",
+			"MAESTRO_NODE_ID          this node's name (default host name and a random suffix)",
+			"MAESTRO_MAX_GROUPS       the most flow groups this node owns (default its fair share)",
+			"MAESTRO_LEASE            how long a group stays owned without a heartbeat (default 10s)",
+			"MAESTRO_WORKERS          concurrent step runtime calls (default 64)",
+			"MAESTRO_HEALTH_ADDR      address of the health endpoint (maestro health)",
+			"MAESTRO_METRICS_INTERVAL how often metrics are sampled",
+			"MAESTRO_EVENT_QUEUE_URL  the SQS queue of internal events (unset: none forwarded)",
+			"MAESTRO_CLUSTER_NAME     the cluster name in events",
+			"GOMEMLIMIT               set to 85% of the cgroup limit unless given",
+		}),
+		run: func(ctx context.Context, args []string, _, stderr io.Writer) int {
+			return runEngine(ctx, args, stderr)
+		}},
+	{name: "health", short: "ask a running engine's health endpoint; exit 0 when healthy",
+		usage: "[--addr HOST:PORT] [--live] [--timeout 4s]",
+		env:   []string{"MAESTRO_HEALTH_ADDR  the endpoint when --addr is not given"},
+		run:   runHealth},
+	{name: "api", short: "serve the REST API alone against the database, beside engines (--trust-user-header behind an authenticating proxy)",
+		usage: "[--addr 127.0.0.1:8081] [--trust-user-header] [timeouts]",
+		env: concat(databaseEnv, []string{
+			"user (request header)  the caller, with --trust-user-header: a missing or empty one is 401, two are 400",
+			"MAESTRO_GROUP_COUNT    flow groups of new runs (default the database's count)",
+		}, apiEnv),
+		run: runAPI},
+	{name: "migrate", short: "apply the database migrations and exit",
+		env: databaseEnv,
+		run: func(ctx context.Context, args []string, _, stderr io.Writer) int {
+			return runMigrate(ctx, args, stderr)
+		}},
+	{name: "sel", short: "evaluate SEL expressions, or list the params they read",
+		usage: `eval 'EXPR' [--params '{"x":1}'] [--timeout 10s] | names 'EXPR'`,
+		run:   runSel},
+	{name: "localpg", short: "start, stop or print the URL of a throwaway PostgreSQL cluster",
+		usage: "start|stop|url [--dir .maestro/pg]", helpArgs: []string{"url", "-h"},
+		env: []string{"PATH  must hold PostgreSQL's initdb and postgres (or pg_ctl)"},
+		run: runLocalPG},
+	{name: "groups", short: "show or raise the flow group count of the database, online",
+		usage: "show | raise --to N", helpArgs: []string{"raise", "-h"},
+		env: databaseEnv,
+		run: runGroups},
+}
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// wantsHelp reports whether args ask for help (before any "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// printHelp says what the command does, its flags (as the command's own
+// flag set prints them) and its environment.
+func printHelp(ctx context.Context, w io.Writer, sc serverCommand) {
+	fmt.Fprintf(w, "maestro %s: %s\n\nUsage: maestro %s %s\n", sc.name, sc.short, sc.name, sc.usage)
+	helpArgs := sc.helpArgs
+	if helpArgs == nil {
+		helpArgs = []string{"-h"}
+	}
+	var own bytes.Buffer
+	sc.run(ctx, helpArgs, &own, &own)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(own.String(), "\n"), "\n") {
+		if strings.HasPrefix(l, "Usage of ") || strings.TrimSpace(l) == "" && len(lines) == 0 {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	switch {
+	case len(lines) > 0 && strings.HasPrefix(lines[0], "  -"):
+		fmt.Fprintf(w, "\nFlags:\n%s\n", strings.Join(lines, "\n"))
+	case len(lines) > 0:
+		fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n"))
+	default:
+		fmt.Fprintln(w, "\nFlags: none")
+	}
+	if len(sc.env) > 0 {
+		fmt.Fprintf(w, "\nEnvironment:\n  %s\n", strings.Join(sc.env, "\n  "))
+	}
 }
 
 func main() {
@@ -63,6 +182,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// Each parses its own flags (and answers its own -h).
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if wantsHelp(args) {
+					printHelp(cmd.Context(), stdout, sc)
+					return nil
+				}
 				code = sc.run(cmd.Context(), args, stdout, stderr)
 				return nil
 			},

@@ -56,36 +56,36 @@ var routeAccess = map[string]access{
 	"DELETE /api/v3/workflows/{id}":                                  workflowOwner,
 
 	// Runs.
-	"POST /api/v3/workflows/{id}/versions/{version}/actions/start":          workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop":               workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill":               workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop":    workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill":    workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/unblock": workflowOwner,
-	"PUT /api/v3/workflows/{id}/actions/stop":                               workflowOwner,
-	"PUT /api/v3/workflows/{id}/actions/kill":                               workflowOwner,
-	"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart":           workflowOwner,
-	"PUT /api/v3/workflows/{id}/actions/unblock":                            workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock":            workflowOwner,
+	"POST /api/v3/workflows/{id}/versions/{version}/actions/start":          workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop":               workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill":               workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop":    workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill":    workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/unblock": workflowOperator,
+	"PUT /api/v3/workflows/{id}/actions/stop":                               workflowOperator,
+	"PUT /api/v3/workflows/{id}/actions/kill":                               workflowOperator,
+	"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart":           workflowOperator,
+	"PUT /api/v3/workflows/{id}/actions/unblock":                            workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock":            workflowOperator,
 
 	// Step actions: Maestro's act on the latest run; the run-scoped ones
 	// are this API's own.
-	"POST /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/restart":                        workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop":                            workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill":                            workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip":                            workflowOwner,
-	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass":                          workflowOwner,
-	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart":             workflowOwner,
-	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip":                workflowOwner,
-	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop":                workflowOwner,
-	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill":                workflowOwner,
-	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies": workflowOwner,
+	"POST /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/restart":                        workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop":                            workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill":                            workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip":                            workflowOperator,
+	"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass":                          workflowOperator,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart":             workflowOperator,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip":                workflowOperator,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop":                workflowOperator,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill":                workflowOperator,
+	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies": workflowOperator,
 
 	// Breakpoints: the workflow is named in the body, the query or the path.
-	"POST /api/v3/workflows/steps/breakpoints":   {authz.Owner, workflowInBody},
-	"DELETE /api/v3/workflows/steps/breakpoints": {authz.Owner, workflowInQuery},
+	"POST /api/v3/workflows/steps/breakpoints":   {authz.Operator, workflowInBody},
+	"DELETE /api/v3/workflows/steps/breakpoints": {authz.Operator, workflowInQuery},
 
-	"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume": workflowOwner,
+	"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume": workflowOperator,
 
 	// Tag permits: creating a new tag is open; its creator owns it.
 	"POST /api/v3/tag-permits":         {authz.Owner, tagPermitInBody},
@@ -97,8 +97,9 @@ var routeAccess = map[string]access{
 	"POST /api/v3/job-templates/yaml":     {authz.Owner, jobTemplateInBody(jobTemplateTypeInYAML)},
 	"DELETE /api/v3/job-templates/{type}": {authz.Owner, jobTemplateInPath},
 
-	// Open to every caller: the step_instance_uuid in the body proves the
-	// caller runs the attempt; signals are broadcast.
+	// Open to every caller: the attempt's step token (which only its job
+	// receives; checkStepToken) proves the caller runs the attempt;
+	// signals are broadcast.
 	"PUT /api/v3/output-data":       reader,
 	"PUT /api/v3/step-completion":   reader,
 	"POST /api/v3/signals":          reader,
@@ -151,6 +152,9 @@ var (
 	public        = access{role: authz.Public}
 	reader        = access{role: authz.Reader}
 	workflowOwner = access{authz.Owner, workflowInPath}
+	// workflowOperator acts on the runs of the workflow in the path: its
+	// owner, an administrator or an operator it names.
+	workflowOperator = access{authz.Operator, workflowInPath}
 )
 
 // defaultAccess is the access of a route missing from routeAccess: reads
@@ -183,7 +187,7 @@ func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
 		return r, nil
 	}
 	var target authz.Target
-	if a.role == authz.Owner && caller != "" {
+	if (a.role == authz.Owner || a.role == authz.Operator) && caller != "" {
 		t, r2, err := a.target(s, r)
 		if err != nil {
 			return r, err
@@ -206,14 +210,14 @@ func (s *Server) workflowTarget(ctx context.Context, id string) (authz.Target, e
 	if id == "" {
 		return t, nil
 	}
-	owner, err := s.cfg.Definitions.Owner(ctx, id)
+	acc, err := s.cfg.Definitions.Access(ctx, id)
 	switch {
 	case errors.Is(err, definition.ErrNotFound):
 		return t, nil
 	case err != nil:
 		return t, err
 	}
-	t.Exists, t.Owner = true, owner
+	t.Exists, t.Owner, t.Operators = true, acc.Owner, acc.Operators
 	return t, nil
 }
 

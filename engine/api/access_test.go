@@ -37,34 +37,34 @@ var accessCases = []accessCase{
 	{"POST /api/v3/workflows/{id}/properties/tag", "POST", "/api/v3/workflows/wf/properties/tag", `{"name":"tier-1"}`, "owner", 200},
 	{"DELETE /api/v3/workflows/{id}/properties/tag/{tag}", "DELETE", "/api/v3/workflows/wf/properties/tag/nightly", "", "owner", 200},
 	{"DELETE /api/v3/workflows/{id}", "DELETE", "/api/v3/workflows/wf", "", "owner", 409}, // live runs: the handler refuses
-	{"POST /api/v3/workflows/{id}/versions/{version}/actions/start", "POST", "/api/v3/workflows/wf/versions/latest/actions/start", `{"initiator":{"type":"manual","user":"alice"}}`, "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/2/actions/stop", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/2/runs/1/actions/stop", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/2/runs/1/actions/kill", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/2/actions/kill", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/actions/stop", "PUT", "/api/v3/workflows/wf/actions/stop", "", "owner", 202},
-	{"PUT /api/v3/workflows/{id}/actions/kill", "PUT", "/api/v3/workflows/wf/actions/kill", "", "owner", 202},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/actions/restart", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/actions/unblock", "PUT", "/api/v3/workflows/wf/actions/unblock", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock", "PUT", "/api/v3/workflows/wf/instances/1/actions/unblock", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/unblock", "PUT", "/api/v3/workflows/wf/instances/1/runs/1/actions/unblock", "", "owner", 200},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/steps/b/actions/restart", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip", "PUT", "/api/v3/workflows/wf/instances/3/steps/b/actions/skip", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/stop", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/kill", "", "owner", 200},
-	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/bypass", "", "owner", 400},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/restart", "", "owner", 200},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/skip", "", "owner", 200},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/stop", "", "owner", 200},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/kill", "", "owner", 200},
-	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/bypass-dependencies", "", "owner", 400},
-	{"POST /api/v3/workflows/steps/breakpoints", "POST", "/api/v3/workflows/steps/breakpoints", `{"workflow_id":"wf","step_id":"a"}`, "owner", 200},
-	{"DELETE /api/v3/workflows/steps/breakpoints", "DELETE", "/api/v3/workflows/steps/breakpoints?workflowId=wf&stepId=b", "", "owner", 200},
-	{"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", "PUT", "/api/v3/workflows/steps/breakpoints/wf/instances/3/runs/1/steps/a/attempts/1/actions/resume", "", "owner", 200},
+	{"POST /api/v3/workflows/{id}/versions/{version}/actions/start", "POST", "/api/v3/workflows/wf/versions/latest/actions/start", `{"initiator":{"type":"manual","user":"alice"}}`, "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/2/actions/stop", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/2/runs/1/actions/stop", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/2/runs/1/actions/kill", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/2/actions/kill", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/actions/stop", "PUT", "/api/v3/workflows/wf/actions/stop", "", "operator", 202},
+	{"PUT /api/v3/workflows/{id}/actions/kill", "PUT", "/api/v3/workflows/wf/actions/kill", "", "operator", 202},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/actions/restart", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/actions/unblock", "PUT", "/api/v3/workflows/wf/actions/unblock", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/unblock", "PUT", "/api/v3/workflows/wf/instances/1/actions/unblock", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/unblock", "PUT", "/api/v3/workflows/wf/instances/1/runs/1/actions/unblock", "", "operator", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/steps/b/actions/restart", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/skip", "PUT", "/api/v3/workflows/wf/instances/3/steps/b/actions/skip", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/stop", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/stop", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/kill", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/kill", "", "operator", 200},
+	{"PUT /api/v3/workflows/{id}/instances/{iid}/steps/{step}/actions/bypass", "PUT", "/api/v3/workflows/wf/instances/3/steps/a/actions/bypass", "", "operator", 400},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/restart", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/restart", "", "operator", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/skip", "POST", "/api/v3/workflows/wf/instances/1/runs/1/steps/b/actions/skip", "", "operator", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/stop", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/stop", "", "operator", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/kill", "", "operator", 200},
+	{"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies", "POST", "/api/v3/workflows/wf/instances/3/runs/1/steps/a/actions/bypass-dependencies", "", "operator", 400},
+	{"POST /api/v3/workflows/steps/breakpoints", "POST", "/api/v3/workflows/steps/breakpoints", `{"workflow_id":"wf","step_id":"a"}`, "operator", 200},
+	{"DELETE /api/v3/workflows/steps/breakpoints", "DELETE", "/api/v3/workflows/steps/breakpoints?workflowId=wf&stepId=b", "", "operator", 200},
+	{"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", "PUT", "/api/v3/workflows/steps/breakpoints/wf/instances/3/runs/1/steps/a/attempts/1/actions/resume", "", "operator", 200},
 	{"POST /api/v3/tag-permits", "POST", "/api/v3/tag-permits", `{"tag":"gpu","max_allowed":3}`, "owner", 200},
 	{"DELETE /api/v3/tag-permits/{tag}", "DELETE", "/api/v3/tag-permits/gpu", "", "owner", 200},
-	{"PUT /api/v3/output-data", "PUT", "/api/v3/output-data", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","params":{"x":{"type":"LONG","value":1}}}`, "reader", 200},
-	{"PUT /api/v3/step-completion", "PUT", "/api/v3/step-completion", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","state":"DONE"}`, "reader", 409},
+	{"PUT /api/v3/output-data", "PUT", "/api/v3/output-data", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","step_token":"{{step_token}}","params":{"x":{"type":"LONG","value":1}}}`, "reader", 200},
+	{"PUT /api/v3/step-completion", "PUT", "/api/v3/step-completion", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","step_token":"{{step_token}}","state":"DONE"}`, "reader", 409},
 	{"POST /api/v3/time-triggers/preview", "POST", "/api/v3/time-triggers/preview", `{"time_trigger":{"cron":"0 12 * * *"},"count":2}`, "reader", 200},
 	{"POST /api/v3/signals", "POST", "/api/v3/signals", `{"name":"go","params":{"n":1}}`, "reader", 200},
 	{"POST /api/v3/signals/messages", "POST", "/api/v3/signals/messages", `{"table_update":{"table":"db.t","snapshot_id":1}}`, "reader", 200},
@@ -160,6 +160,8 @@ func TestCallerActionTable(t *testing.T) {
 		t.Run(c.pattern, func(t *testing.T) {
 			t.Parallel()
 			e, h := authzFixture(t)
+			// A step callback proves it runs the attempt with its token.
+			c.body = strings.ReplaceAll(c.body, "{{step_token}}", e.stepToken("11111111-1111-1111-1111-111111111111"))
 			before := e.fingerprint(t)
 			if code, body := call(t, h, "", c.method, c.path, c.body); code != http.StatusUnauthorized || !strings.Contains(body, `"UNAUTHORIZED"`) {
 				t.Fatalf("no caller: %d %s, want 401", code, body)
@@ -327,5 +329,43 @@ func init() {
 		if strings.Contains(c.path, "{") {
 			panic(fmt.Sprintf("access case %s has a pattern path", c.pattern))
 		}
+	}
+}
+
+// access_control.operators shares run rights without making anyone an
+// administrator (issue 27): an operator may start and act on the
+// workflow's runs, as may a session of an operator role, but not change
+// the workflow; a subworkflow step of an operator's workflow may start it.
+func TestOperatorsActOnRunsOnly(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.send("POST", "/api/v3/workflows", "alice", `{"properties":{"access_control":{"operators":["olivia","arn:aws:iam::1:role/ops"]}},
+		"workflow":{"id":"shared","steps":[{"step":{"id":"a","type":"Sleep","sleep_seconds":60}}]}}`).expect(t, 200)
+	e.send("POST", "/api/v3/workflows/shared/versions/latest/actions/start", "olivia", "").expect(t, 200)
+	e.send("POST", "/api/v3/workflows/shared/versions/latest/actions/start", "arn:aws:sts::1:assumed-role/ops/sam", "").expect(t, 200)
+	e.send("PUT", "/api/v3/workflows/shared/instances/1/actions/stop", "olivia", "").expect(t, 200)
+	e.send("POST", "/api/v3/workflows/steps/breakpoints", "olivia", `{"workflow_id":"shared","step_id":"a"}`).expect(t, 200)
+	for _, c := range []struct{ caller, method, path, body string }{
+		{"mallory", "POST", "/api/v3/workflows/shared/versions/latest/actions/start", ""},
+		{"olivia", "PUT", "/api/v3/workflows/shared/actions/deactivate", ""},
+		{"olivia", "POST", "/api/v3/workflows/shared/properties", `{"access_control":{"operators":["olivia","mallory"]}}`},
+		{"olivia", "DELETE", "/api/v3/workflows/shared", ""},
+		{"olivia", "POST", "/api/v3/workflows", `{"workflow":{"id":"shared","steps":[{"step":{"id":"b","type":"NoOp"}}]}}`},
+	} {
+		if r := e.send(c.method, c.path, c.caller, c.body); r.code != 403 {
+			t.Errorf("%s %s %s: %d %s, want 403", c.caller, c.method, c.path, r.code, r.raw)
+		}
+	}
+	// A subworkflow step of olivia's workflow may start it; of mallory's not.
+	sub := func(id string) string {
+		return `{"workflow":{"id":"` + id + `","steps":[{"subworkflow":{"id":"sw","params":{"subworkflow_id":{"type":"STRING","value":"shared"}}}}]}}`
+	}
+	e.send("POST", "/api/v3/workflows", "olivia", sub("olivias")).expect(t, 200)
+	e.send("POST", "/api/v3/workflows", "mallory", sub("mallorys")).expect(t, 403)
+	// Operators are a list of principals.
+	bad := e.send("POST", "/api/v3/workflows", "alice", `{"properties":{"access_control":{"operators":"olivia"}},
+		"workflow":{"id":"odd","steps":[{"step":{"id":"a","type":"NoOp"}}]}}`).expect(t, 400)
+	if !strings.Contains(bad.errorsText(), "properties.access_control.operators") {
+		t.Errorf("errors %s", bad.errorsText())
 	}
 }

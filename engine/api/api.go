@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -21,6 +22,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
@@ -47,6 +49,11 @@ type Config struct {
 	// one is the caller "anonymous". Without it, a request with no identity
 	// is refused (401) except for the public routes.
 	TrustUserHeader bool
+	// RequireUserHeader, with TrustUserHeader, makes a request without a
+	// `user` header, or with an empty one, a request without a caller (401
+	// but on public routes) instead of the caller "anonymous": maestro api
+	// --trust-user-header, behind a proxy that authenticates.
+	RequireUserHeader bool
 	// RequestTimeout bounds the work of one request (default 30s): a
 	// database that stops answering makes a request fail with 503 instead
 	// of holding it.
@@ -78,6 +85,9 @@ type Server struct {
 	policy   authz.Policy
 	signals  *signalbroker.Broker
 	messages *signalmsg.Parser
+	// stepTokens checks the step token of output-data and step-completion
+	// calls.
+	stepTokens *completion.Tokens
 }
 
 // New builds the handler.
@@ -92,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.RequestTimeout = 30 * time.Second
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), policy: authz.Policy{Admins: cfg.Admins}, signals: cfg.Signals,
-		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger, Via: "api"}}
+		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger, Via: "api"}, stepTokens: completion.NewTokens(cfg.DB)}
 	if s.signals == nil {
 		s.signals = signalbroker.New(cfg.DB, cfg.Runs, cfg.Logger)
 	}
@@ -169,8 +179,44 @@ func (s *Server) routes() {
 			_ = redirectToUI(w, r) // a browser at the root meets the UI
 			return
 		}
+		if allowed := s.allowedMethods(r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, &Error{HTTPStatus: http.StatusMethodNotAllowed, Code: "METHOD_NOT_ALLOWED",
+				Message: fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))})
+			return
+		}
 		writeError(w, notFound(fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	}))
+}
+
+// allowedMethods lists the methods a route serves on r's path (the
+// catch-all route hides the mux's own 405).
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// cleanPath reports whether p is a path the mux serves as it is: no "."
+// or ".." segment and no empty one. The mux would answer such a path with
+// a redirect to its cleaned form, which a client should not be led to
+// follow into another route.
+func cleanPath(p string) bool {
+	if strings.Contains(p, "//") {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // ServeHTTP applies the cross-cutting rules: panics become 500s, bodies are
@@ -199,18 +245,47 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if !cleanPath(r.URL.Path) {
+		writeError(w, badRequest("the path has a '.', '..' or empty segment: "+strconv.Quote(r.URL.Path)))
+		return
+	}
 	if CallerFrom(r.Context()) == "" && s.cfg.TrustUserHeader {
-		u := r.Header.Get("user")
-		if u == "" {
-			u = definition.Anonymous
-		}
-		if err := authz.CheckCaller(u); err != nil {
-			writeError(w, badRequest("invalid user header: "+err.Error()))
+		u, err := s.userHeader(r)
+		if err != nil {
+			writeError(w, err)
 			return
 		}
-		r = r.WithContext(WithCaller(r.Context(), u))
+		if u != "" {
+			r = r.WithContext(WithCaller(r.Context(), u))
+		}
 	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// userHeader reads the caller from the `user` header: "" for none (a
+// missing or empty header where RequireUserHeader, so the route's access
+// check answers 401), else "anonymous" for none. Two `user` headers are a
+// 400: a proxy that appends the header instead of replacing it must not
+// let the client choose who it is.
+func (s *Server) userHeader(r *http.Request) (string, error) {
+	values := r.Header.Values("user")
+	if len(values) > 1 {
+		return "", badRequest(fmt.Sprintf("the request has %d user headers; send one", len(values)))
+	}
+	u := ""
+	if len(values) == 1 {
+		u = values[0]
+	}
+	if strings.TrimSpace(u) == "" {
+		if s.cfg.RequireUserHeader {
+			return "", nil
+		}
+		return definition.Anonymous, nil
+	}
+	if err := authz.CheckCaller(u); err != nil {
+		return "", badRequest("invalid user header: " + err.Error())
+	}
+	return u, nil
 }
 
 // liveStream reports whether r asks for the live event stream (Server-Sent

@@ -139,6 +139,7 @@ func sendOutputData(e *testEnv, _, body string) response {
 	}
 	m["workflow_instance_id"], m["workflow_run_id"], m["step_id"], m["step_attempt_id"] = 1, 1, "job", 1
 	m["step_instance_uuid"] = att.body["step_uuid"]
+	m["step_token"] = e.stepToken(att.body["step_uuid"].(string))
 	out, _ := json.Marshal(m)
 	return e.send(http.MethodPut, "/api/v3/output-data", "tester", string(out))
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -42,6 +43,9 @@ func (s *Server) putStepCompletion(w http.ResponseWriter, r *http.Request) error
 	if len(problems) > 0 {
 		return badRequest("invalid step completion", problems...)
 	}
+	if err := s.checkStepToken(r, body.UUID, body.StepToken); err != nil {
+		return err
+	}
 	got, err := completion.NewStore(s.cfg.DB).Complete(r.Context(), body)
 	if err != nil {
 		return err
@@ -50,5 +54,21 @@ func (s *Server) putStepCompletion(w http.ResponseWriter, r *http.Request) error
 		"workflow_id": body.WorkflowID, "workflow_instance_id": body.InstanceID, "workflow_run_id": body.RunID,
 		"step_id": body.StepID, "step_attempt_id": body.AttemptID, "state": got.State, "message": got.Message,
 	})
+	return nil
+}
+
+// checkStepToken refuses a callback without the attempt's step token
+// (completion.TokenHeader, else the body's step_token): the
+// step_instance_uuid is readable by every caller and proves nothing
+// (docs/security.md, "Step callbacks").
+func (s *Server) checkStepToken(r *http.Request, stepUUID, bodyToken string) error {
+	token := r.Header.Get(completion.TokenHeader)
+	if token == "" {
+		token = bodyToken
+	}
+	if err := s.stepTokens.Verify(r.Context(), stepUUID, token); err != nil {
+		// completion.ErrBadToken answers 403 (sentinels).
+		return fmt.Errorf("%w; only the attempt's job receives its step token", err)
+	}
 	return nil
 }

@@ -2,9 +2,11 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,11 +18,35 @@ import (
 	"github.com/maestro-aws/maestro/engine/stepruntime/lambdastep"
 )
 
-// acceptingLambda takes every asynchronous invocation.
-type acceptingLambda struct{}
+// acceptingLambda takes every asynchronous invocation and keeps the
+// payloads it was given.
+type acceptingLambda struct {
+	mu       sync.Mutex
+	payloads [][]byte
+}
 
-func (acceptingLambda) Invoke(context.Context, *lambda.InvokeInput, ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+func (l *acceptingLambda) Invoke(_ context.Context, in *lambda.InvokeInput, _ ...func(*lambda.Options)) (*lambda.InvokeOutput, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.payloads = append(l.payloads, in.Payload)
 	return &lambda.InvokeOutput{StatusCode: 202}, nil
+}
+
+// identity returns the maestro member of the first payload.
+func (l *acceptingLambda) identity(t *testing.T) map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.payloads) == 0 {
+		t.Fatal("the function was not invoked")
+	}
+	var p struct {
+		Maestro map[string]any `json:"maestro"`
+	}
+	if err := json.Unmarshal(l.payloads[0], &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.Maestro
 }
 
 // An asynchronous Lambda step ends when its job calls back: outputs with
@@ -30,7 +56,8 @@ func TestStepCompletion(t *testing.T) {
 	t.Parallel()
 	e := newTestServer(t)
 	rts := stepruntime.Builtins()
-	lr, err := lambdastep.New(lambdastep.Config{Client: acceptingLambda{}, Completions: completion.NewStore(e.pool)})
+	fake := &acceptingLambda{}
+	lr, err := lambdastep.New(lambdastep.Config{Client: fake, Completions: completion.NewStore(e.pool)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +84,25 @@ func TestStepCompletion(t *testing.T) {
 	napping := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/nap/attempts/latest", iid), "RUNNING")
 	napUUID := paramValue(t, napping, "step_instance_uuid").(string)
 
-	body := func(step, uuid, state string, attempt int) string {
-		return fmt.Sprintf(`{"workflow_id":"cb","workflow_instance_id":%d,"workflow_run_id":1,"step_id":%q,"step_attempt_id":%d,
-		    "step_instance_uuid":%q,"state":%q,"message":"loaded"}`, iid, step, attempt, uuid, state)
+	// The job's step token comes with the payload, and only there: no
+	// read of the step shows it.
+	token, _ := fake.identity(t)["step_token"].(string)
+	if token == "" || token != e.stepToken(uuid) {
+		t.Fatalf("payload identity %v lacks the attempt's step token", fake.identity(t))
 	}
+	if strings.Contains(string(running.raw), token) {
+		t.Fatalf("the attempt's read view shows its step token: %s", running.raw)
+	}
+	withToken := func(step, uuid, token, state string, attempt int) string {
+		return fmt.Sprintf(`{"workflow_id":"cb","workflow_instance_id":%d,"workflow_run_id":1,"step_id":%q,"step_attempt_id":%d,
+		    "step_instance_uuid":%q,"step_token":%q,"state":%q,"message":"loaded"}`, iid, step, attempt, uuid, token, state)
+	}
+	body := func(step, uuid, state string, attempt int) string {
+		return withToken(step, uuid, e.stepToken(uuid), state, attempt)
+	}
+	// Knowing the uuid is not enough (issue 27 N2).
+	e.send(http.MethodPut, "/api/v3/step-completion", "mallory", withToken("fn", uuid, "", "FATAL_ERROR", 1)).expect(t, http.StatusForbidden)
+	e.send(http.MethodPut, "/api/v3/step-completion", "mallory", withToken("fn", uuid, e.stepToken(napUUID), "FATAL_ERROR", 1)).expect(t, http.StatusForbidden)
 	bad := e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", uuid, "FINISHED", 1)).expect(t, http.StatusBadRequest)
 	if !strings.Contains(bad.errorsText(), "state: want one of DONE") {
 		t.Errorf("errors: %s", bad.errorsText())
@@ -72,7 +114,7 @@ func TestStepCompletion(t *testing.T) {
 	e.send(http.MethodPut, "/api/v3/step-completion", "", body("nap", napUUID, "DONE", 1)).expect(t, http.StatusConflict)
 
 	e.send(http.MethodPut, "/api/v3/output-data", "", fmt.Sprintf(`{"workflow_id":"cb","workflow_instance_id":%d,"workflow_run_id":1,
-	    "step_id":"fn","step_attempt_id":1,"step_instance_uuid":%q,"params":{"rows":{"type":"LONG","value":12}}}`, iid, uuid)).expect(t, http.StatusOK)
+	    "step_id":"fn","step_attempt_id":1,"step_instance_uuid":%q,"step_token":%q,"params":{"rows":{"type":"LONG","value":12}}}`, iid, uuid, token)).expect(t, http.StatusOK)
 	ok := e.send(http.MethodPut, "/api/v3/step-completion", "", body("fn", uuid, "done", 1)).expect(t, http.StatusOK)
 	if ok.body["state"] != "DONE" {
 		t.Errorf("completion %s", ok.raw)

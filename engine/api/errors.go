@@ -55,6 +55,10 @@ func badRequest(msg string, details ...string) *Error {
 	return &Error{HTTPStatus: http.StatusBadRequest, Code: "BAD_REQUEST", Message: msg, Details: details}
 }
 
+func forbidden(msg string) *Error {
+	return &Error{HTTPStatus: http.StatusForbidden, Code: "FORBIDDEN", Message: msg}
+}
+
 func notFound(msg string) *Error {
 	return &Error{HTTPStatus: http.StatusNotFound, Code: "NOT_FOUND", Message: msg}
 }
@@ -169,6 +173,7 @@ var sentinels = []sentinel{
 
 	{err: completion.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
 	{err: completion.ErrForbidden, status: http.StatusForbidden, code: "FORBIDDEN"},
+	{err: completion.ErrBadToken, status: http.StatusForbidden, code: "FORBIDDEN"},
 	{err: completion.ErrConflict, status: http.StatusConflict, code: "CONFLICT"},
 	{err: completion.ErrNotRunning, status: http.StatusConflict, code: "CONFLICT"},
 	{err: completion.ErrOutputsTooLarge, status: http.StatusBadRequest, code: "BAD_REQUEST", trim: true},

@@ -1,13 +1,16 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/instance"
 )
 
 // Events feed limits.
@@ -42,6 +45,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	f.WorkflowID = q.Get("workflow_id")
+	if f.WorkflowID != "" {
+		// The events of the workflow now under this id: not those of an
+		// earlier one deleted since (issue 27). A workflow that no longer
+		// exists keeps its retained events readable.
+		created, err := s.cfg.Definitions.CreatedAt(r.Context(), instance.RootWorkflowID(f.WorkflowID))
+		switch {
+		case err == nil:
+			f.Since = created
+		case !errors.Is(err, definition.ErrNotFound):
+			return err
+		}
+	}
 	if v := q.Get("workflow_instance_id"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {

@@ -140,3 +140,46 @@ func TestLiveStreamOutlivesTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// The events of a workflow id are those of the workflow now under it: a
+// workflow deleted and pushed again does not replay its predecessor's
+// events (issue 27); while none exists, the retained events stay readable.
+func TestEventsOfARecreatedWorkflow(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	defs := definition.NewStore(pool)
+	srv, err := api.New(api.Config{DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Definitions: defs,
+		Runs: execution.New(pool, defs, 0), TrustUserHeader: true, Events: event.NewFeed(pool, nil, "test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, pool: pool, defs: defs, h: srv}
+	push := `{"workflow":{"id":"again","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`
+	types := func(want int) []string {
+		t.Helper()
+		var out []string
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			page := e.send("GET", "/api/v3/events?workflow_id=again&after=0-0", "", "").expect(t, 200)
+			out = out[:0]
+			for _, ev := range page.body["events"].([]any) {
+				out = append(out, ev.(map[string]any)["type"].(string))
+			}
+			if len(out) >= want || time.Now().After(deadline) {
+				return out
+			}
+			time.Sleep(20 * time.Millisecond) // readable once older transactions in the cluster end
+		}
+	}
+	e.send("POST", "/api/v3/workflows", "alice", push).expect(t, 200)
+	e.send("PUT", "/api/v3/workflows/again/actions/deactivate", "alice", "").expect(t, 200)
+	e.send("DELETE", "/api/v3/workflows/again", "alice", "").expect(t, 200)
+	if got := types(3); len(got) != 3 || got[2] != "WORKFLOW_DELETION_CHANGE_EVENT" {
+		t.Fatalf("events of the deleted workflow: %v", got)
+	}
+	time.Sleep(5 * time.Millisecond) // a later transaction start
+	e.send("POST", "/api/v3/workflows", "bob", push).expect(t, 200)
+	if got := types(1); len(got) != 1 || got[0] != "WORKFLOW_DEFINITION_CHANGE_EVENT" {
+		t.Fatalf("events of the new workflow again: %v, want its definition event only", got)
+	}
+}

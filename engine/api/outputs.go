@@ -44,6 +44,10 @@ type outputDataBody struct {
 	StepID     string `json:"step_id"`
 	AttemptID  int64  `json:"step_attempt_id"`
 	UUID       string `json:"step_instance_uuid"`
+	// StepToken is the attempt's step token, when not sent in the
+	// completion.TokenHeader header: the proof that the caller runs the
+	// attempt (the uuid is readable by all).
+	StepToken string `json:"step_token"`
 	// Params are typed values: {"name": {"type": "LONG", "value": 5}}, or
 	// Maestro's evaluated Parameters (evaluated_result, evaluated_time).
 	Params map[string]struct {
@@ -112,6 +116,9 @@ func (s *Server) putOutputData(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(problems) > 0 {
 		return badRequest("invalid output data", problems...)
+	}
+	if err := s.checkStepToken(r, body.UUID, body.StepToken); err != nil {
+		return err
 	}
 	encoded, err := json.Marshal(vals)
 	if err != nil {

@@ -1,11 +1,15 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 )
 
 // waitAttempt polls a step's latest attempt until its status is one of want.
@@ -64,12 +68,23 @@ func TestPutOutputData(t *testing.T) {
 	running := e.waitAttempt(attemptPath, "RUNNING")
 	uuid := paramValue(t, running, "step_instance_uuid").(string)
 
-	body := func(uuid, params string) string {
+	token := e.stepToken(uuid)
+	withToken := func(uuid, token, params string) string {
 		return fmt.Sprintf(`{"workflow_id":"job","workflow_instance_id":%d,"workflow_run_id":1,"step_id":"nap","step_attempt_id":1,
-		    "step_instance_uuid":%q,"params":%s}`, iid, uuid, params)
+		    "step_instance_uuid":%q,"step_token":%q,"params":%s}`, iid, uuid, token, params)
 	}
+	body := func(uuid, params string) string { return withToken(uuid, token, params) }
 	// Refused: another attempt's credential, reserved or malformed params, an unknown attempt.
 	e.send(http.MethodPut, "/api/v3/output-data", "", body("00000000-0000-0000-0000-000000000000", `{"result":{"type":"LONG","value":7}}`)).expect(t, http.StatusForbidden)
+	// The uuid every reader sees is not enough (issue 27 N2): without the
+	// attempt's step token, or with another attempt's, the call is refused
+	// and writes nothing.
+	for _, bad := range []string{"", e.stepToken("00000000-0000-0000-0000-000000000000"), token[:len(token)-1]} {
+		refused := e.send(http.MethodPut, "/api/v3/output-data", "mallory", withToken(uuid, bad, `{"result":{"type":"LONG","value":1000000}}`)).expect(t, http.StatusForbidden)
+		if !strings.Contains(string(refused.raw), "step token") {
+			t.Errorf("refusal %s", refused.raw)
+		}
+	}
 	bad := e.send(http.MethodPut, "/api/v3/output-data", "", body(uuid, `{"step_id":{"type":"STRING","value":"x"},"n":{"type":"LONG","value":"many"},"a__b":{"type":"STRING","value":"x"}}`)).expect(t, http.StatusBadRequest)
 	if txt := bad.errorsText(); !strings.Contains(txt, "reserved") || !strings.Contains(txt, "params.n") || !strings.Contains(txt, "params.a__b") {
 		t.Errorf("errors: %s", txt)
@@ -77,8 +92,10 @@ func TestPutOutputData(t *testing.T) {
 	e.send(http.MethodPut, "/api/v3/output-data", "", body(uuid, `{"x":{"type":"STRING","expression":"1"}}`)).expect(t, http.StatusBadRequest)
 	e.send(http.MethodPut, "/api/v3/output-data", "", strings.Replace(body(uuid, `{"x":{"type":"STRING","value":"a"}}`), `"step_attempt_id":1`, `"step_attempt_id":9`, 1)).expect(t, http.StatusNotFound)
 
-	// Two calls merge.
-	e.send(http.MethodPut, "/api/v3/output-data", "", body(uuid, `{"result":{"type":"LONG","value":7}}`)).expect(t, http.StatusOK)
+	// Two calls merge; the token may come in the header instead.
+	req := httptest.NewRequest(http.MethodPut, "/api/v3/output-data", strings.NewReader(withToken(uuid, "", `{"result":{"type":"LONG","value":7}}`)))
+	req.Header.Set(completion.TokenHeader, token)
+	e.serve(req).expect(t, http.StatusOK)
 	got := e.send(http.MethodPut, "/api/v3/output-data", "", body(uuid, `{"path":{"type":"STRING","value":"s3://b/k"}}`)).expect(t, http.StatusOK)
 	if ps := got.body["params"].(map[string]any); len(ps) != 2 {
 		t.Errorf("merged output data %s", got.raw)
@@ -123,4 +140,15 @@ func TestPushRefusesParamCyclesAndReservedNames(t *testing.T) {
 	if r.code != http.StatusOK {
 		t.Errorf("valid definition refused: %s", r.raw)
 	}
+}
+
+// stepToken is the step token the engine hands the job of the attempt
+// with stepUUID.
+func (e *testEnv) stepToken(stepUUID string) string {
+	e.t.Helper()
+	token, err := completion.NewTokens(e.pool).Token(context.Background(), stepUUID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return token
 }

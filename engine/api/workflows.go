@@ -131,6 +131,9 @@ func (s *Server) createWorkflow(decode func([]byte) (*workflow.Definition, error
 		if err != nil {
 			return err
 		}
+		if err := s.checkSubworkflowTargets(r.Context(), d, s.actor(r)); err != nil {
+			return err
+		}
 		c, err := s.cfg.Definitions.CreateAs(r.Context(), d, s.actor(r))
 		if err != nil {
 			return err
@@ -139,8 +142,14 @@ func (s *Server) createWorkflow(decode func([]byte) (*workflow.Definition, error
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, wire.WorkflowCreateResponse{WorkflowDefinition: view, Created: c.New,
-			ActiveVersionID: c.Version.ActiveVersion, LatestVersionID: c.Version.LatestVersion})
+		resp := wire.WorkflowCreateResponse{WorkflowDefinition: view, Created: c.New,
+			ActiveVersionID: c.Version.ActiveVersion, LatestVersionID: c.Version.LatestVersion}
+		if c.HandedTo != "" {
+			resp.Warnings = append(resp.Warnings, fmt.Sprintf(
+				"workflow %s is now owned by %s (properties.owner): only %s or an administrator may change it or act on its runs",
+				d.Workflow.ID, c.HandedTo, c.HandedTo))
+		}
+		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}
 }

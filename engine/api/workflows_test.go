@@ -1247,3 +1247,16 @@ func BenchmarkPushNewVersion(b *testing.B) {
 		return tenSteps("bench.wf", "alice", fmt.Sprint("variant ", i))
 	})
 }
+
+// Out-of-range numbers and durations are refused at push with Maestro's
+// error shape and the field's path (issue 27 N5).
+func TestPushRefusesOutOfRangeNumbers(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	r := e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"sleepy","steps":[
+		{"step":{"id":"a","type":"Sleep","sleep_seconds":1e18}}]}}`).expect(t, 400)
+	if r.body["status"] != "BAD_REQUEST" || r.body["retryable"] != false || r.body["message"] == "" ||
+		!strings.Contains(r.errorsText(), "workflow.steps[0].step.sleep_seconds: must be between 0 and 10368000 seconds") {
+		t.Fatalf("answer %s", r.raw)
+	}
+}

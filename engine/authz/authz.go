@@ -30,6 +30,11 @@ const (
 	// validating a definition, creating a workflow that does not exist yet,
 	// announcing signals.
 	Reader
+	// Operator actions act on a workflow's runs (start, stop, kill,
+	// restart, unblock, step actions, breakpoints): they need its owner,
+	// an administrator, or one of the operators its properties name
+	// (access_control.operators), who may not change the workflow itself.
+	Operator
 	// Owner actions change a resource or act on it: they need the owner of
 	// the resource (for a workflow: properties.owner, else its creator) or
 	// an administrator. A resource that does not exist yet has no owner:
@@ -50,6 +55,8 @@ func (r Role) String() string {
 		return "owner"
 	case Admin:
 		return "admin"
+	case Operator:
+		return "operator"
 	}
 	return fmt.Sprintf("Role(%d)", int(r))
 }
@@ -107,6 +114,8 @@ type Target struct {
 	Exists bool
 	// Owner is its owner's principal ("" for none: administrators only).
 	Owner string
+	// Operators are principals who may also perform Operator actions on it.
+	Operators []string
 }
 
 // Decide reports whether caller may perform an action that needs role on
@@ -122,8 +131,11 @@ func (p Policy) Decide(caller string, role Role, target Target) error {
 	switch role {
 	case Reader:
 		return nil
-	case Owner:
+	case Owner, Operator:
 		if !target.Exists || p.IsAdmin(caller) || (target.Owner != "" && Matches(target.Owner, caller)) {
+			return nil
+		}
+		if role == Operator && slices.ContainsFunc(target.Operators, func(o string) bool { return Matches(o, caller) }) {
 			return nil
 		}
 		owner := target.Owner

@@ -46,6 +46,7 @@ func TestDecide(t *testing.T) {
 	owned := authz.Target{Kind: "workflow", ID: "wf", Exists: true, Owner: "alice"}
 	unowned := authz.Target{Kind: "tag permit", ID: "t", Exists: true}
 	fresh := authz.Target{Kind: "workflow", ID: "new"}
+	shared := authz.Target{Kind: "workflow", ID: "wf", Exists: true, Owner: "alice", Operators: []string{"olivia", "arn:aws:iam::1:role/ops"}}
 	cases := []struct {
 		caller string
 		role   authz.Role
@@ -65,6 +66,14 @@ func TestDecide(t *testing.T) {
 		{"root", authz.Owner, unowned, nil},
 		{"alice", authz.Admin, owned, authz.ErrForbidden},
 		{"root", authz.Admin, owned, nil},
+		// Operators act on runs only.
+		{"olivia", authz.Operator, shared, nil},
+		{"arn:aws:sts::1:assumed-role/ops/sam", authz.Operator, shared, nil},
+		{"alice", authz.Operator, shared, nil},
+		{"root", authz.Operator, shared, nil},
+		{"bob", authz.Operator, shared, authz.ErrForbidden},
+		{"olivia", authz.Owner, shared, authz.ErrForbidden},
+		{"", authz.Operator, shared, authz.ErrUnauthenticated},
 	}
 	for _, c := range cases {
 		err := p.Decide(c.caller, c.role, c.target)

@@ -61,6 +61,9 @@ definition identical to the latest version creates nothing and says so.`,
 				}
 				a.printf("pushed workflow %s version %d (%s)\n", v.WorkflowID, v.VersionID, state)
 			}
+			for _, w := range v.Warnings {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning:", w)
+			}
 			return nil
 		},
 	}

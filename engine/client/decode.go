@@ -79,6 +79,8 @@ type Version struct {
 	LatestVersion int64
 	// Workflow is the definition's workflow object (id, steps, ...).
 	Workflow json.RawMessage
+	// Warnings of a push (a workflow handed to another owner).
+	Warnings []string
 	// Raw is the answer as the API sent it.
 	Raw json.RawMessage
 }
@@ -98,6 +100,7 @@ func decodeVersion(raw json.RawMessage) (*Version, error) {
 	if d := w.WorkflowCreateResponse.WorkflowDefinition; d != nil {
 		created := w.Created
 		v.Created, v.ActiveVersion, v.LatestVersion, def = &created, w.ActiveVersionID, w.LatestVersionID, d
+		v.Warnings = w.Warnings
 	}
 	v.IsActive, v.Workflow = def.IsActive, def.Workflow
 	if m := def.Metadata; m != nil {

@@ -84,6 +84,14 @@ const sqlOwner = `SELECT owner FROM workflow WHERE workflow_id = $1`
 
 const sqlExists = `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`
 
+// sqlAccess reads who may act on a workflow: its owner and the operators
+// its properties name (access_control.operators, docs/security.md).
+const sqlAccess = `SELECT owner, properties->'access_control'->'operators' FROM workflow WHERE workflow_id = $1`
+
+// sqlCreatedAt reads when the workflow (this incarnation of its id) was
+// created.
+const sqlCreatedAt = `SELECT created_at FROM workflow WHERE workflow_id = $1`
+
 const sqlOverview = `
 SELECT w.active_version, w.latest_version, w.owner, w.created_by, w.created_at, w.modified_at,
        w.latest_instance_id, w.properties_version, s.properties, s.author, s.created_at

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // VersionSummary describes one version in a listing.
@@ -190,6 +192,45 @@ func (s *Store) Exists(ctx context.Context, workflowID string) (bool, error) {
 		return false, fmt.Errorf("read workflow %s: %w", workflowID, err)
 	}
 	return ok, nil
+}
+
+// Access is who may act on a workflow besides administrators.
+type Access struct {
+	// Owner may do everything to it.
+	Owner string
+	// Operators may act on its runs (access_control.operators).
+	Operators []string
+}
+
+// Access returns who may act on the workflow; ErrNotFound when there is no
+// such workflow.
+func (s *Store) Access(ctx context.Context, workflowID string) (Access, error) {
+	var a Access
+	var operators []byte
+	err := s.db.QueryRow(ctx, sqlAccess, workflowID).Scan(&a.Owner, &operators)
+	if errNoRows(err) {
+		return a, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	}
+	if err != nil {
+		return a, fmt.Errorf("read who may act on workflow %s: %w", workflowID, err)
+	}
+	a.Operators = workflow.Operators(operators)
+	return a, nil
+}
+
+// CreatedAt returns when the workflow was created: a workflow deleted and
+// pushed again under the same id is created anew. ErrNotFound when there is
+// no such workflow.
+func (s *Store) CreatedAt(ctx context.Context, workflowID string) (time.Time, error) {
+	var at time.Time
+	err := s.db.QueryRow(ctx, sqlCreatedAt, workflowID).Scan(&at)
+	if errNoRows(err) {
+		return at, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	}
+	if err != nil {
+		return at, fmt.Errorf("read workflow %s creation time: %w", workflowID, err)
+	}
+	return at, nil
 }
 
 // VersionRange returns the workflow's versions from low to high

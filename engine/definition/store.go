@@ -188,6 +188,10 @@ type Created struct {
 	Activated bool
 	// PropertiesChanged is true when the push added a properties snapshot.
 	PropertiesChanged bool
+	// HandedTo names the owner the push handed the workflow to when that is
+	// not the pusher (properties.owner naming someone else): the pusher
+	// may no longer change it or act on its runs. "" otherwise.
+	HandedTo string
 }
 
 // Create stores d as the workflow's next version on behalf of caller; see
@@ -276,6 +280,9 @@ func (s *Store) CreateAs(ctx context.Context, d *workflow.Definition, actor Acto
 		}
 		c.Activated = !sameVersion(active, st.active)
 		c.PropertiesChanged = propsChanged
+		if owner := props.owner(st.createdBy); (inserted || owner != st.owner) && !authz.Matches(owner, author) {
+			c.HandedTo = owner
+		}
 
 		b := &pgx.Batch{}
 		snap := &Snapshot{WorkflowID: id, Version: st.propsVersion, Properties: st.props, Owner: st.owner}

@@ -21,6 +21,11 @@ type Filter struct {
 	WorkflowID string
 	// InstanceID selects one instance's events (with WorkflowID).
 	InstanceID int64
+	// Since, when set, leaves out the events written before it: with
+	// WorkflowID, the creation of the workflow now under that id, so that
+	// the events of an earlier workflow of the same id, deleted since, are
+	// not replayed as this one's.
+	Since time.Time
 }
 
 func (f Filter) match(m Meta) bool {
@@ -103,7 +108,11 @@ func (f *Feed) read(ctx context.Context, filter Filter, after Position, limit in
 	if filter.InstanceID > 0 {
 		iid = filter.InstanceID
 	}
-	rows, err := f.db.Query(ctx, readFilteredSQL, after.TX, after.ID, scanLimit, limit, kindArg, wf, iid)
+	var since any
+	if !filter.Since.IsZero() {
+		since = filter.Since
+	}
+	rows, err := f.db.Query(ctx, readFilteredSQL, after.TX, after.ID, scanLimit, limit, kindArg, wf, iid, since)
 	if err != nil {
 		return nil, after, false, fmt.Errorf("read events after %s: %w", after, err)
 	}

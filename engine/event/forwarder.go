@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/startstop"
@@ -52,6 +53,12 @@ type ForwarderConfig struct {
 	MaxBackoff time.Duration
 	// Logger is required.
 	Logger *slog.Logger
+	// Private makes a forwarder feed this process only (the live hub of
+	// maestro dev): every process runs its own, from the outbox's end when
+	// it starts, without the shared lock or a stored cursor. Without it a
+	// second process's hub waited forever for the first's lock (issue 27
+	// N4). Name then only names it in logs.
+	Private bool
 }
 
 func (c *ForwarderConfig) defaults() error {
@@ -119,6 +126,10 @@ func (f *Forwarder) Wake() {
 
 func (f *Forwarder) run(ctx context.Context) {
 	log := f.cfg.Logger.With("forwarder", f.cfg.Name)
+	if f.cfg.Private {
+		f.tail(ctx, log)
+		return
+	}
 	for ctx.Err() == nil {
 		led, err := f.lead(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -222,6 +233,56 @@ func (f *Forwarder) lead(ctx context.Context) (led bool, err error) {
 				select {
 				case <-ctx.Done():
 					return true, nil
+				case <-time.After(wait):
+				}
+			}
+		case <-time.After(f.cfg.PollInterval):
+		}
+	}
+}
+
+// tail forwards the events written after it started, in position order,
+// until ctx ends (a Private forwarder). Its position lives in memory only.
+func (f *Forwarder) tail(ctx context.Context, log *slog.Logger) {
+	var pos Position
+	for {
+		err := f.db.QueryRow(ctx, endSQL).Scan(&pos.TX, &pos.ID)
+		if err == nil || errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("event forwarder: read the outbox's end; retrying", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(f.cfg.PollInterval):
+		}
+	}
+	for ctx.Err() == nil {
+		read := time.Now()
+		evs, err := ReadAfter(ctx, f.db, pos, f.cfg.Batch)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("event forwarder interrupted; retrying", "error", err.Error())
+		}
+		if len(evs) > 0 {
+			if err := f.publish(ctx, evs); err != nil {
+				continue // ctx ended
+			}
+			pos = evs[len(evs)-1].Position
+			if len(evs) == f.cfg.Batch {
+				continue
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.wake:
+			if wait := f.cfg.MinInterval - time.Since(read); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
 				case <-time.After(wait):
 				}
 			}

@@ -46,7 +46,7 @@ ORDER BY e.tx, e.event_id LIMIT $3`
 // next $3 after a position, then the last of those $3 with how many there
 // were (scanned > 0), so that a selective filter costs a bounded scan.
 // $5: kinds (NULL: all); $6: a workflow id, matching its inline runs too;
-// $7: an instance id.
+// $7: an instance id; $8: written at or after (NULL: any time).
 const readFilteredSQL = `
 WITH scanned AS MATERIALIZED (
     SELECT tx, event_id, kind, workflow_id, created_at, seq, payload FROM maestro_event
@@ -56,10 +56,17 @@ WITH scanned AS MATERIALIZED (
  WHERE ($5::smallint[] IS NULL OR kind = ANY ($5::smallint[]))
    AND ($6::text IS NULL OR workflow_id = $6::text OR (workflow_id > $6::text || ':' AND workflow_id < $6::text || ';'))
    AND ($7::bigint IS NULL OR COALESCE(payload->>'i', payload->>'workflow_instance_id')::bigint = $7::bigint)
+   AND ($8::timestamptz IS NULL OR created_at >= $8::timestamptz)
  ORDER BY tx, event_id LIMIT $4)
 UNION ALL
 (SELECT tx, event_id, 0, '', now(), 0, NULL, (SELECT count(*) FROM scanned) FROM scanned
  ORDER BY tx DESC, event_id DESC LIMIT 1)`
+
+// endSQL is the position of the last event a reader may see now (below the
+// oldest transaction still running, as every read): a private forwarder
+// starts there.
+const endSQL = `SELECT tx, event_id FROM maestro_event WHERE tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY tx DESC, event_id DESC LIMIT 1`
 
 const ensureCursorSQL = `INSERT INTO maestro_event_cursor (name) VALUES ($1) ON CONFLICT DO NOTHING`
 

@@ -212,3 +212,58 @@ func TestCleaner(t *testing.T) {
 		t.Fatalf("deleted %d events, want the 10 the live reader has passed", n)
 	}
 }
+
+// Private forwarders (the live hub of each maestro dev) each deliver every
+// event written after they started, side by side: a second process on the
+// same database streams as the first does (issue 27 N4: it streamed none,
+// waiting for the first's lock).
+func TestPrivateForwardersEachDeliverEverything(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := event.Insert(ctx, e.Pool, record("before", 0)); err != nil {
+		t.Fatal(err)
+	}
+	start := func(c *collector) {
+		f, err := event.NewForwarder(e.Pool, event.ForwarderConfig{Name: "local", Sink: c, Logger: testLogger(),
+			PollInterval: 20 * time.Millisecond, Private: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Stop)
+	}
+	a, b := &collector{}, &collector{}
+	start(a)
+	start(b)
+	time.Sleep(200 * time.Millisecond) // both found the outbox's end
+	for i := range 20 {
+		if err := event.Insert(ctx, e.Pool, record("after", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flowtest.WaitFor(t, 10*time.Second, "both to deliver", func() bool { return a.count() >= 20 && b.count() >= 20 })
+	time.Sleep(100 * time.Millisecond)
+	// Each delivers the 20 once. An event committed just before the start
+	// may come too: the start stays below the oldest transaction still
+	// running in the cluster, so as never to skip one.
+	for name, c := range map[string]*collector{"a": a, "b": b} {
+		evs, _ := c.snapshot()
+		seen := map[int64]bool{}
+		after := 0
+		for _, ev := range evs {
+			if seen[ev.ID] {
+				t.Errorf("%s delivered event %s twice", name, ev.EventID())
+			}
+			seen[ev.ID] = true
+			if ev.WorkflowID == "after" {
+				after++
+			}
+		}
+		if after != 20 {
+			t.Errorf("%s delivered %d of the 20 events written after it started", name, after)
+		}
+	}
+}

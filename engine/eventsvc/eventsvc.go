@@ -96,7 +96,10 @@ func Start(ctx context.Context, db *pgxpool.Pool, o Options) (*Services, error) 
 		if !ok {
 			continue
 		}
-		f, err := event.NewForwarder(db, event.ForwarderConfig{Name: name, Sink: sink, Logger: o.Logger, PollInterval: o.PollInterval})
+		// The live hub is this process's own: every maestro dev on the
+		// database streams every event.
+		f, err := event.NewForwarder(db, event.ForwarderConfig{Name: name, Sink: sink, Logger: o.Logger, PollInterval: o.PollInterval,
+			Private: name == "local"})
 		if err != nil {
 			return nil, err
 		}

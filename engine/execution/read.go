@@ -92,12 +92,21 @@ func scanInstance(r pgx.Row) (*Instance, error) {
 	return &i, nil
 }
 
+// runName names a run in messages; run 0 (the latest) names the instance,
+// not a run 0 that never exists.
+func runName(workflowID string, instanceID, run int64) string {
+	if run == 0 {
+		return fmt.Sprintf("workflow instance %s/%d", workflowID, instanceID)
+	}
+	return fmt.Sprintf("run %d of workflow instance %s/%d", run, workflowID, instanceID)
+}
+
 // Run reads one run without its step overview; run 0 means the latest.
 func (s *Service) Run(ctx context.Context, workflowID string, instanceID, run int64) (*Instance, error) {
 	q := instanceSelect + ` WHERE workflow_id = $1 AND instance_id = $2 AND ($3::bigint = 0 OR run_id = $3::bigint) ORDER BY run_id DESC LIMIT 1`
 	inst, err := scanInstance(s.db.QueryRow(ctx, q, workflowID, instanceID, run))
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("workflow instance %s/%d run %d: %w", workflowID, instanceID, run, ErrNotFound)
+		return nil, fmt.Errorf("%s: %w", runName(workflowID, instanceID, run), ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read workflow instance %s/%d: %w", workflowID, instanceID, err)
@@ -258,7 +267,11 @@ func (s *Service) Attempt(ctx context.Context, workflowID string, instanceID, ru
         AND step_id = $4 AND ($5::bigint = 0 OR attempt_id = $5::bigint) ORDER BY attempt_id DESC LIMIT 1`,
 		workflowID, instanceID, run, stepID, attempt))
 	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("step %s attempt %d of %s/%d/%d: %w", stepID, attempt, workflowID, instanceID, run, ErrNotFound)
+		what := fmt.Sprintf("attempt %d of step %s", attempt, stepID)
+		if attempt == 0 {
+			what = "step " + stepID
+		}
+		return nil, fmt.Errorf("%s of %s: %w", what, runName(workflowID, instanceID, run), ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read step attempt: %w", err)

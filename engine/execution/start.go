@@ -45,6 +45,12 @@ func checkRequest(requestID string, runParams workflow.Params) error {
 	if !utf8.ValidString(requestID) || strings.ContainsRune(requestID, 0) {
 		return fmt.Errorf("%w: request_id is not valid UTF-8 or contains a NUL byte", ErrInvalid)
 	}
+	if strings.ContainsRune(requestID, utf8.RuneError) {
+		// JSON decoding turns every lone surrogate escape (\ud800,
+		// \udfff, ...) into U+FFFD: two different ids would become one,
+		// and the second start would be taken for a repeat of the first.
+		return fmt.Errorf("%w: request_id contains U+FFFD (or a lone surrogate escape, which decodes to it)", ErrInvalid)
+	}
 	if len(runParams) > MaxRunParams {
 		return fmt.Errorf("%w: %d run params; the limit is %d", ErrInvalid, len(runParams), MaxRunParams)
 	}

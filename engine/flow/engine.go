@@ -18,9 +18,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/tracing"
 
 	"github.com/google/uuid"
@@ -97,6 +99,10 @@ type Config struct {
 	// write that stored a step's output signals committed: the signal
 	// broker's sweeper matches them (engine/trigger/signalbroker).
 	SignalsAnnounced func()
+	// Admins are the principals treated as administrators, as the API's
+	// MAESTRO_ADMINS: a subworkflow step whose workflow's owner is one may
+	// start any workflow (docs/security.md, "Runs started by steps").
+	Admins []string
 }
 
 func (c *Config) defaults() error {
@@ -139,6 +145,9 @@ type Engine struct {
 	pool    *workerPool
 	worker  *queue.Worker
 	members *membership.Node
+	// stepToken computes the callback token each attempt's job receives
+	// (completion.Tokens); set by Start.
+	stepToken func(stepUUID string) string
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -204,7 +213,8 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
-	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e}}) {
+	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},
+		Policy: authz.Policy{Admins: cfg.Admins}}) {
 		e.registerRuntime(stepType, rt)
 	}
 	qc := cfg.Queue
@@ -267,6 +277,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	// Every expression the engine evaluates draws from its memory budget.
 	ctx = sel.WithMemoryPool(ctx, e.mem)
 	e.ctx, e.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	sign, err := completion.NewTokens(e.db).Signer(ctx)
+	if err != nil {
+		return fmt.Errorf("start engine: %w", err)
+	}
+	e.stepToken = sign
 	if err := e.writer.Start(e.ctx); err != nil {
 		return err
 	}

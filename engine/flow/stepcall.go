@@ -37,7 +37,7 @@ func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
 		StepID: a.id, AttemptID: a.attempt, Type: string(a.node.Type()),
 		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data, UUID: a.uuid,
-		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.HeldNow,
+		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.HeldNow, CallbackToken: a.f.eng.stepToken(a.uuid),
 	}
 }
 

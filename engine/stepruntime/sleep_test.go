@@ -3,6 +3,7 @@ package stepruntime
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,5 +42,16 @@ func TestSleepDuration(t *testing.T) {
 	neg := &Attempt{Params: map[string]any{"sleep_seconds": int64(-1)}}
 	if r := (Sleep{}).Start(context.Background(), neg); r.State != FatalError {
 		t.Fatalf("negative sleep_seconds: %+v", r)
+	}
+	// A value from params is bounded as at push (issue 27 N5): 1e18
+	// seconds overflowed into a sleep that ended at once.
+	for _, bad := range []*Attempt{
+		{Params: map[string]any{"sleep_seconds": 1e18}},
+		{Params: map[string]any{"sleep_seconds": int64(1) << 62}},
+		{Config: map[string]json.RawMessage{"sleep_seconds": json.RawMessage(`"200d"`)}},
+	} {
+		if r := (Sleep{}).Execute(context.Background(), bad); r.State != FatalError || !strings.Contains(r.Message, "120 days") {
+			t.Errorf("sleep %v %s: %+v", bad.Params, bad.Config, r)
+		}
 	}
 }

@@ -92,6 +92,11 @@ type Attempt struct {
 	// same after a restart or a takeover. Runtimes with side effects derive
 	// their idempotency keys from it.
 	UUID string
+	// CallbackToken is the attempt's step token: a job that calls back
+	// (PUT /api/v3/output-data, PUT /api/v3/step-completion) must send it.
+	// Only the attempt's job may receive it: a runtime passes it to the job
+	// and never records it in Data, outputs or messages.
+	CallbackToken string
 	// Node is the engine node running the attempt; an Http step names it in
 	// NodeHeader, so a server can tell which engine called.
 	Node string
@@ -227,7 +232,14 @@ func sleepFor(a *Attempt) (time.Duration, error) {
 		}
 		var text string
 		if json.Unmarshal(raw, &text) == nil {
-			return workflow.ParseDuration(text)
+			d, err := workflow.ParseDuration(text)
+			if err == nil {
+				err = workflow.CheckSleepSeconds(d.Seconds())
+			}
+			if err != nil {
+				return 0, fmt.Errorf("sleep_seconds: %w", err)
+			}
+			return d, nil
 		}
 		if err := json.Unmarshal(raw, &secs); err != nil {
 			return 0, fmt.Errorf("sleep_seconds must be a number or a duration: %w", err)
@@ -235,8 +247,10 @@ func sleepFor(a *Attempt) (time.Duration, error) {
 	default:
 		return 0, fmt.Errorf("sleep_seconds must be a number, got %T", v)
 	}
-	if secs < 0 {
-		return 0, fmt.Errorf("sleep_seconds must not be negative")
+	// A value from params was not seen at push: 1e18 seconds overflowed
+	// into a negative duration, a sleep that ended at once.
+	if err := workflow.CheckSleepSeconds(secs); err != nil {
+		return 0, fmt.Errorf("sleep_seconds: %w", err)
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }

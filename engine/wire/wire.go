@@ -145,6 +145,9 @@ type WorkflowCreateResponse struct {
 	// workflow's after the push.
 	ActiveVersionID *int64 `json:"active_version_id"`
 	LatestVersionID int64  `json:"latest_version_id"`
+	// Warnings tell the caller what it may not expect, such as a push that
+	// handed the workflow to another owner (this API's own).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // WorkflowActionResponse is Maestro's answer to activate and deactivate.

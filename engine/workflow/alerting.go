@@ -172,8 +172,8 @@ func (s *validation) alerting(raw json.RawMessage, at *loc) {
 		if c.Granularity != "" && !slices.Contains(alertGranularities, strings.ToLower(c.Granularity)) {
 			s.reportf(kp.child("granularity"), "unknown granularity %q; expected WORKFLOW, STEP or ALL", c.Granularity)
 		}
-		if d := c.DurationMinutes; d != nil && *d <= 0 {
-			s.reportf(kp.child("duration_minutes"), "must be positive, got %d", *d)
+		if d := c.DurationMinutes; d != nil && (*d <= 0 || *d > MaxAlertMinutes) {
+			s.reportf(kp.child("duration_minutes"), "must be between 1 and %d, got %d", MaxAlertMinutes, *d)
 		}
 		if (AlertType(k) == AlertSuccessWithin || AlertType(k) == AlertDependencyLate) && c.DurationMinutes == nil && !c.Disabled {
 			s.reportf(kp.child("duration_minutes"), "%s needs duration_minutes", k)
@@ -194,11 +194,11 @@ func (s *validation) tct(t *Tct, at *loc) {
 	if h := t.CompletedByHour; h != nil && (*h < 1 || *h > MaxTctHour) {
 		s.reportf(at.child("completed_by_hour"), "must be between 1 and %d, got %d", MaxTctHour, *h)
 	}
-	if d := t.DurationMinutes; d != nil && *d <= 0 {
-		s.reportf(at.child("duration_minutes"), "must be positive, got %d", *d)
+	if d := t.DurationMinutes; d != nil && (*d <= 0 || *d > MaxAlertMinutes) {
+		s.reportf(at.child("duration_minutes"), "must be between 1 and %d, got %d", MaxAlertMinutes, *d)
 	}
-	if ts := t.CompletedByTs; ts != nil && *ts <= 0 {
-		s.reportf(at.child("completed_by_ts"), "must be epoch milliseconds, got %d", *ts)
+	if ts := t.CompletedByTs; ts != nil && (*ts <= 0 || *ts > MaxEpochMillis) {
+		s.reportf(at.child("completed_by_ts"), "must be epoch milliseconds from 1 to %d, got %d", int64(MaxEpochMillis), *ts)
 	}
 	if t.Tz != "" {
 		if _, err := time.LoadLocation(t.Tz); err != nil {

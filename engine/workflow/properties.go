@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // Properties are the workflow settings kept across versions (owner, run strategy, concurrency,
@@ -29,6 +30,26 @@ const (
 	DefaultStepConcurrency     = 20   // step_concurrency when unset
 	MaxStepConcurrency         = 1000 // upper bound of step_concurrency
 )
+
+// MaxOperators bounds access_control.operators.
+const MaxOperators = 100
+
+// Operators reads the principals access_control.operators names from its
+// JSON (a list of names or IAM ARNs); anything else names none. They may
+// act on the workflow's runs as its owner may (docs/security.md).
+func Operators(raw []byte) []string {
+	var names []string
+	if len(raw) == 0 || json.Unmarshal(raw, &names) != nil {
+		return nil
+	}
+	out := names[:0]
+	for _, n := range names {
+		if strings.TrimSpace(n) != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // Merge returns a new snapshot: the fields set in change over the ones in p. p may be nil.
 func (p *Properties) Merge(change *Properties) *Properties {

@@ -37,6 +37,10 @@ func (d Duration) HasParams() bool { return d.IsText() && strings.Contains(d.Tex
 // Resolve returns the duration, or ErrNeedsParams when it refers to parameters.
 func (d Duration) Resolve() (time.Duration, error) {
 	if !d.IsText() {
+		// A number beyond the longest duration would wrap around.
+		if d.Seconds > int64(maxDuration/time.Second) || d.Seconds < -int64(maxDuration/time.Second) {
+			return 0, fmt.Errorf("%d seconds is out of range", d.Seconds)
+		}
 		return time.Duration(d.Seconds) * time.Second, nil
 	}
 	if d.HasParams() {

@@ -42,6 +42,12 @@ func (t Tag) MarshalJSON() ([]byte, error) {
 	return marshalWithExtra(plain(t), t.Attrs)
 }
 
+// UnmarshalJSON reads a bare name or a tag object, keeping the object's
+// other fields as attributes, as in a definition: a job template's tags
+// are decoded with encoding/json (Maestro's sample-job-template-1.json has a
+// tag with a field of its own).
+func (t *Tag) UnmarshalJSON(data []byte) error { return decodeStrict(data, t, "") }
+
 func (t *Tag) bindNode(b *binder, n *node, path string) {
 	switch n.kind {
 	case kindString:

@@ -20,6 +20,19 @@ const (
 	ReservedPrefix           = "maestro_"
 	ReservedSuffix           = "_maestro"
 	minTimeTriggerIntervalMs = 60 * 1000
+	// MaxSleepSeconds bounds a Sleep step's sleep_seconds, as a timeout.
+	MaxSleepSeconds = MaxTimeoutSeconds
+	// MaxIntervalDays bounds an INTERVAL time trigger's interval.
+	MaxIntervalDays = 10 * 366
+	// MaxEpochMillis is the last millisecond of the year 9999: the bound
+	// of every epoch-milliseconds field (tct.completed_by_ts,
+	// git_info.timestamp).
+	MaxEpochMillis = 253402300799999
+	// MaxAlertMinutes bounds the duration_minutes of alerting and tct:
+	// 120 days, as a timeout.
+	MaxAlertMinutes = MaxTimeoutSeconds / 60
+	// MaxTagPermit bounds a tag's permit, as a tag permit's max_allowed.
+	MaxTagPermit = 1<<31 - 1
 )
 
 // ConfigCheck validates the value of one type-specific field of a typed step; a nil check
@@ -121,6 +134,9 @@ func (v Validator) Validate(d *Definition) error {
 		if _, ok := d.Extra[k]; ok {
 			s.reportf(rootLoc(k), "is set by Maestro and cannot be given in a push")
 		}
+	}
+	if g := d.GitInfo; g != nil && g.Timestamp != nil && (*g.Timestamp < 0 || *g.Timestamp > MaxEpochMillis) {
+		s.reportf(rootLoc("git_info").child("timestamp"), "must be between 0 and %d, got %d", int64(MaxEpochMillis), *g.Timestamp)
 	}
 	s.workflow(&d.Workflow, rootLoc("workflow"))
 	return s.err()
@@ -470,15 +486,25 @@ func checkDurationConfig(raw json.RawMessage) error {
 		if strings.Contains(text, "$") {
 			return nil
 		}
-		_, err := ParseDuration(text)
-		return err
+		d, err := ParseDuration(text)
+		if err != nil {
+			return err
+		}
+		return CheckSleepSeconds(d.Seconds())
 	}
 	var secs float64
 	if err := json.Unmarshal(raw, &secs); err != nil {
 		return fmt.Errorf("expected a number of seconds or a duration string")
 	}
-	if secs < 0 {
-		return fmt.Errorf("must not be negative")
+	return CheckSleepSeconds(secs)
+}
+
+// CheckSleepSeconds bounds a Sleep step's sleep_seconds: from 0 to
+// MaxSleepSeconds (a larger one overflowed into a sleep that ended at
+// once). The Sleep runtime checks a value that came from params again.
+func CheckSleepSeconds(secs float64) error {
+	if secs < 0 || secs > MaxSleepSeconds || secs != secs {
+		return fmt.Errorf("must be between 0 and %d seconds (120 days), got %v", MaxSleepSeconds, secs)
 	}
 	return nil
 }

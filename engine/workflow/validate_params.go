@@ -67,7 +67,7 @@ func (s *validation) paramValue(t ParamType, v any, at *loc) {
 			mismatch(at, "an integer", v)
 		}
 	case ParamTypeDouble:
-		if !isNumber(v) {
+		if !isDouble(v) {
 			mismatch(at, "a number", v)
 		}
 	case ParamTypeBoolean:
@@ -113,7 +113,7 @@ func (s *validation) arrayValue(t ParamType, v any, at *loc) {
 	case ParamTypeLong:
 		elemOK, want = isInteger, "an integer"
 	case ParamTypeDouble:
-		elemOK, want = isNumber, "a number"
+		elemOK, want = isDouble, "a number"
 	case ParamTypeBoolean:
 		elemOK, want = func(e any) bool { _, ok := e.(bool); return ok }, "a boolean"
 	}
@@ -157,6 +157,17 @@ func isInteger(v any) bool {
 		return x == math.Trunc(x) && math.Abs(x) < 1<<63
 	}
 	return false
+}
+
+// isDouble reports whether v is a DOUBLE value: a finite number, or a
+// string holding one, as Maestro writes a BigDecimal to keep its digits
+// ("10.229999999999", its sample-wf-params.json).
+func isDouble(v any) bool {
+	if str, ok := v.(string); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(str), 64)
+		return err == nil && !math.IsInf(f, 0) && !math.IsNaN(f)
+	}
+	return isNumber(v)
 }
 
 // isNumber reports whether v is a finite number.

@@ -114,6 +114,9 @@ func (s *validation) tags(ts Tags, at *loc) {
 			s.reportf(tp.child("name"), "duplicate tag name %q", t.Name)
 		}
 		seen[t.Name] = true
+		if t.Permit != nil && (*t.Permit < 0 || *t.Permit > MaxTagPermit) {
+			s.reportf(tp.child("permit"), "must be between 0 and %d, got %d", MaxTagPermit, *t.Permit)
+		}
 	}
 }
 
@@ -259,8 +262,10 @@ func (s *validation) timeTriggers(ts []TimeTrigger, at *loc) {
 		case TimeTriggerInterval:
 			if t.Interval == "" {
 				s.report(tp.child("interval"), "interval is required")
-			} else if _, err := ParseDuration(t.Interval); err != nil {
+			} else if d, err := ParseDuration(t.Interval); err != nil {
 				s.report(tp.child("interval"), err.Error())
+			} else if d > MaxIntervalDays*24*time.Hour {
+				s.reportf(tp.child("interval"), "must be at most %d days, got %q", MaxIntervalDays, t.Interval)
 			}
 			notAllowed(t.Cron != "", "cron")
 			notAllowed(t.Expression != "", "expression")
@@ -464,6 +469,7 @@ func (s *validation) properties(p *Properties, at *loc) {
 		s.report(op, "owner name is required")
 	}
 	s.object(p.AccessControl, at.child("access_control"))
+	s.operators(p.AccessControl, at.child("access_control").child("operators"))
 	s.alerting(p.Alerting, at.child("alerting"))
 	if r := p.RunStrategy; r != nil {
 		rp := at.child("run_strategy")
@@ -503,5 +509,33 @@ func (s *validation) object(raw []byte, at *loc) {
 	t := bytes.TrimSpace(raw)
 	if len(t) == 0 || t[0] != '{' {
 		s.report(at, "expected an object")
+	}
+}
+
+// operators checks access_control.operators, the principals who may act on
+// the workflow's runs: a list of at most MaxOperators plausible names.
+func (s *validation) operators(accessControl []byte, at *loc) {
+	var ac map[string]json.RawMessage
+	if len(accessControl) == 0 || json.Unmarshal(accessControl, &ac) != nil {
+		return
+	}
+	raw, ok := ac["operators"]
+	if !ok {
+		return
+	}
+	var names []string
+	if err := json.Unmarshal(raw, &names); err != nil {
+		s.report(at, "expected a list of principals (names or IAM ARNs)")
+		return
+	}
+	if len(names) > MaxOperators {
+		s.reportf(at, "at most %d operators, got %d", MaxOperators, len(names))
+	}
+	for i, n := range names {
+		if strings.TrimSpace(n) == "" {
+			s.report(at.at(i), "an operator is a non-empty name or IAM ARN")
+		} else {
+			s.maxLen(n, 2048, at.at(i))
+		}
 	}
 }

@@ -43,6 +43,8 @@ type Request struct {
 	StepID     string `json:"step_id"`
 	AttemptID  int64  `json:"step_attempt_id"`
 	UUID       string `json:"step_instance_uuid"`
+	// StepToken is the attempt's step token, when not sent as TokenHeader.
+	StepToken string `json:"step_token,omitempty"`
 	// State is DONE, USER_ERROR, PLATFORM_ERROR or FATAL_ERROR.
 	State string `json:"state"`
 	// Message explains the state; it goes on the step's timeline.

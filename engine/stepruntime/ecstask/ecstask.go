@@ -323,6 +323,9 @@ func (j *job) overrides(a *stepruntime.Attempt, s *spec, container *types.Contai
 	for k, v := range s.Env {
 		env[k] = v
 	}
+	// After the step's env: a step cannot replace the callbacks' proof
+	// that the caller runs the attempt.
+	env["MAESTRO_STEP_TOKEN"] = a.CallbackToken
 	names := make([]string, 0, len(env))
 	for k := range env {
 		names = append(names, k)

@@ -47,7 +47,7 @@ func attempt(env map[string]string, extra map[string]any) *stepruntime.Attempt {
 		spec[k] = v
 	}
 	a := &stepruntime.Attempt{WorkflowID: "wf", InstanceID: 3, RunID: 1, StepID: "job", AttemptID: 2, Type: ecstask.Type,
-		UUID: uuid.NewString(), Params: map[string]any{ecstask.ParamECSTask: spec}}
+		UUID: uuid.NewString(), CallbackToken: "token-" + uuid.NewString(), Params: map[string]any{ecstask.ParamECSTask: spec}}
 	a.Record = func(context.Context, map[string]any) error { return nil }
 	return a
 }
@@ -100,7 +100,8 @@ func TestTaskExitingZeroSucceeds(t *testing.T) {
 		env[aws.ToString(kv.Name)] = aws.ToString(kv.Value)
 	}
 	if aws.ToString(co.Name) != "main" || strings.Join(co.Command, " ") != "run --day 20240101" || env["DAY"] != "20240101" ||
-		env["MAESTRO_STEP_INSTANCE_UUID"] != a.UUID || env["MAESTRO_STEP_ATTEMPT_ID"] != "2" || aws.ToString(task.Overrides.Cpu) != "512" {
+		env["MAESTRO_STEP_INSTANCE_UUID"] != a.UUID || env["MAESTRO_STEP_ATTEMPT_ID"] != "2" || aws.ToString(task.Overrides.Cpu) != "512" ||
+		env["MAESTRO_STEP_TOKEN"] != a.CallbackToken {
 		t.Errorf("overrides %+v env %v", co, env)
 	}
 	if r.Outputs[ecstask.OutputExitCode].(params.Value).Value != int64(0) || r.Outputs[ecstask.OutputTaskARN].(params.Value).Value != arn {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/external"
 	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/sel"
@@ -326,6 +327,11 @@ func (j *job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) st
 	}
 	if a.Node != "" && req.Header.Get(NodeHeader) == "" {
 		req.Header.Set(NodeHeader, a.Node)
+	}
+	if a.CallbackToken != "" {
+		// The server may call back with output params for this attempt
+		// (docs/step-runtimes.md); a step cannot set the header itself.
+		req.Header.Set(completion.TokenHeader, a.CallbackToken)
 	}
 	resp, err := j.cfg.Client.Do(req)
 	if err != nil && withheld.Load() {

@@ -2,6 +2,7 @@ package httpstep_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/external"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 )
@@ -325,5 +327,30 @@ func TestRequestWithheldWhenTheLeaseIsGone(t *testing.T) {
 				t.Errorf("lease asked %d times, want %d", checks, afterChecks+1)
 			}
 		})
+	}
+}
+
+// The attempt's step token goes to the server in its header, which the
+// step's own headers cannot replace, and nowhere in the attempt's data or
+// outputs.
+func TestStepTokenGoesToTheServerOnly(t *testing.T) {
+	got := make(chan string, 1)
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get(completion.TokenHeader)
+		_, _ = io.WriteString(w, `{}`)
+	})
+	a, recorded := attempt(map[string]any{"url": srv.URL, "headers": map[string]string{completion.TokenHeader: "forged"}}, nil)
+	a.CallbackToken = "secret-" + uuid.NewString()
+	r := drive(t, httpstep.New(httpstep.Config{}), a)
+	if r.State != stepruntime.Done {
+		t.Fatalf("state %s: %s", r.State, r.Message)
+	}
+	if token := <-got; token != a.CallbackToken {
+		t.Errorf("server got token %q, want the attempt's", token)
+	}
+	for _, v := range []any{r.Data, r.Outputs, r.Message, *recorded} {
+		if b, _ := json.Marshal(v); strings.Contains(string(b), a.CallbackToken) {
+			t.Errorf("the step token leaked into %s", b)
+		}
 	}
 }

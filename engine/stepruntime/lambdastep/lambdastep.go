@@ -212,6 +212,8 @@ func identity(a *stepruntime.Attempt) map[string]any {
 	return map[string]any{
 		"workflow_id": a.WorkflowID, "workflow_instance_id": a.InstanceID, "workflow_run_id": a.RunID,
 		"step_id": a.StepID, "step_attempt_id": a.AttemptID, "step_instance_uuid": a.UUID,
+		// The callbacks' proof that the caller runs the attempt.
+		"step_token": a.CallbackToken,
 	}
 }
 

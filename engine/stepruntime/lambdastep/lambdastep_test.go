@@ -46,7 +46,7 @@ func (c completions) Completion(_ context.Context, id string) (*completion.Compl
 
 func attempt(spec map[string]any) *stepruntime.Attempt {
 	a := &stepruntime.Attempt{WorkflowID: "wf", InstanceID: 1, RunID: 2, StepID: "fn", AttemptID: 3, Type: lambdastep.Type,
-		UUID: uuid.NewString(), Params: map[string]any{lambdastep.ParamLambda: spec}}
+		UUID: uuid.NewString(), CallbackToken: "token-" + uuid.NewString(), Params: map[string]any{lambdastep.ParamLambda: spec}}
 	a.Record = func(context.Context, map[string]any) error { return nil }
 	return a
 }
@@ -157,7 +157,8 @@ func TestAsyncWaitsForTheCompletionCall(t *testing.T) {
 	var sent map[string]any
 	_ = json.Unmarshal(f.inputs[0].Payload, &sent)
 	id, _ := sent[lambdastep.IdentityKey].(map[string]any)
-	if f.inputs[0].InvocationType != "Event" || sent["day"] != float64(20240101) || id["step_instance_uuid"] != a.UUID || id["step_attempt_id"] != float64(3) {
+	if f.inputs[0].InvocationType != "Event" || sent["day"] != float64(20240101) || id["step_instance_uuid"] != a.UUID || id["step_attempt_id"] != float64(3) ||
+		id["step_token"] != a.CallbackToken {
 		t.Fatalf("payload %s", f.inputs[0].Payload)
 	}
 	if a.Data[completion.KeyAwaits] != true {

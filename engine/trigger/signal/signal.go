@@ -85,6 +85,11 @@ func (r *Request) Check() error {
 	if len(r.RequestID) > MaxRequestIDLength {
 		problems = append(problems, fmt.Sprintf("request_id is longer than %d bytes", MaxRequestIDLength))
 	}
+	if strings.ContainsRune(r.RequestID, utf8.RuneError) {
+		// Lone surrogate escapes all decode to U+FFFD: two different ids
+		// would be one.
+		problems = append(problems, "request_id contains U+FFFD (or a lone surrogate escape, which decodes to it)")
+	}
 	if len(r.Params) > MaxParams {
 		problems = append(problems, fmt.Sprintf("more than %d params", MaxParams))
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/maestro-aws/maestro/engine/authz"
+
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -33,6 +35,9 @@ type Config struct {
 	// Local, when set, starts child runs in flow groups this node holds
 	// without the queue (local.go).
 	Local Starter
+	// Policy decides whether the owner of a parent workflow may start the
+	// workflow a subworkflow step names, as the API decides a direct start.
+	Policy authz.Policy
 }
 
 // host is one engine node's Config, shared by its composite runtimes.

@@ -353,6 +353,14 @@ func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec 
 				MaxSubworkflowDepth, v.WorkflowID, depth+1)}
 		}
 		p.Group = fp.group
+		// A step acts for its workflow's owner; an iteration run belongs
+		// to the parent's own workflow.
+		startedFor := ""
+		if !spec.inline {
+			if startedFor, err = h.authorizeChild(ctx, tx, p.Ref, v.WorkflowID); err != nil {
+				return err
+			}
+		}
 		runParams, err := spec.runParams(fp.wfParams, fp.stepParams)
 		if err != nil {
 			return &childError{msg: "child run params: " + err.Error()}
@@ -395,7 +403,12 @@ func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec 
 				timeout = int64(d / time.Second)
 			}
 		}
-		initiator, _ := json.Marshal(map[string]any{"type": initiatorType, "parent": p})
+		init := map[string]any{"type": initiatorType, "parent": p}
+		if startedFor != "" {
+			// Who caused the run, as a manual start records its caller.
+			init["user"] = startedFor
+		}
+		initiator, _ := json.Marshal(init)
 		parent, _ := json.Marshal(p)
 		created, err = run.Create(ctx, tx, []run.New{{
 			Ref: run.Ref{WorkflowID: v.WorkflowID, InstanceID: iid}, Version: v.Version, Definition: v.Raw,
