@@ -50,9 +50,7 @@ func TestUserHeader(t *testing.T) {
 		{"dev: two headers", dev, "GET", "/api/v3/workflows", "", []string{"a", "b"}, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var body *strings.Reader
-			body = strings.NewReader(tc.body)
-			req := httptest.NewRequest(tc.method, tc.path, body)
+			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
 			for _, v := range tc.headers {
 				req.Header.Add("user", v)
 			}
