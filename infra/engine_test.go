@@ -334,3 +334,20 @@ func TestEngineStepEnvironment(t *testing.T) {
 		t.Errorf("given network: environment %s", asJSON(env))
 	}
 }
+
+// The engine checks a subworkflow step's target with the API's rules
+// (issue 27 N1), so it knows the same administrators: MAESTRO_ADMINS as the
+// API Lambda has it, and nothing when none are configured.
+func TestEngineKnowsTheAdministrators(t *testing.T) {
+	app := awscdk.NewApp(nil)
+	stack := awscdk.NewStack(app, jsii.String("Base"), nil)
+	secret := awssecretsmanager.NewSecret(stack, jsii.String("Secret"), nil)
+	env := EngineEnvironment(&EngineStackProps{DatabaseSecret: secret, GroupCount: 8,
+		Admins: []string{"arn:aws:iam::1:role/ops", "alice"}}, nil)
+	if v := env["MAESTRO_ADMINS"]; v == nil || *v != "arn:aws:iam::1:role/ops,alice" {
+		t.Errorf("MAESTRO_ADMINS = %v, want the API's administrators", v)
+	}
+	if _, ok := EngineEnvironment(&EngineStackProps{DatabaseSecret: secret, GroupCount: 8}, nil)["MAESTRO_ADMINS"]; ok {
+		t.Error("MAESTRO_ADMINS set with no administrators configured")
+	}
+}
