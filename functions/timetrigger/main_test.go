@@ -22,25 +22,7 @@ import (
 // against a real database with one due trigger.
 func TestLambdaFiresDueTriggers(t *testing.T) {
 	ctx := context.Background()
-	dsn := dbtest.URL(t)
-	t.Setenv("DATABASE_URL", dsn)
-	t.Setenv("MAESTRO_GROUP_COUNT", "16")
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	d, err := workflow.DecodeJSON([]byte(`{"workflow":{"id":"wf","time_triggers":[{"cron":"*/5 * * * *"}],"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := definition.NewStore(pool).Create(ctx, d, "o"); err != nil {
-		t.Fatal(err)
-	}
-	due := time.Now().Truncate(5 * time.Minute)
-	if _, err := pool.Exec(ctx, `UPDATE time_trigger SET next_schedule_at = $1, next_fire_at = $1`, due); err != nil {
-		t.Fatal(err)
-	}
+	pool, due := dueTrigger(t)
 	var emf bytes.Buffer
 	s, err := timetriggerenv.Scheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), &emf)
 	if err != nil {
@@ -83,4 +65,32 @@ func TestColdStartFailures(t *testing.T) {
 	if _, err := timetriggerenv.Scheduler(context.Background(), logger, io.Discard); err == nil {
 		t.Fatal("cold start succeeded with a malformed batch size")
 	}
+}
+
+// dueTrigger gives the Lambda's environment a fresh database (DATABASE_URL,
+// MAESTRO_GROUP_COUNT) holding workflow wf with one cron trigger, due now,
+// and returns a pool on it and the fire time.
+func dueTrigger(t *testing.T) (*pgxpool.Pool, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := dbtest.URL(t)
+	t.Setenv("DATABASE_URL", dsn)
+	t.Setenv("MAESTRO_GROUP_COUNT", "16")
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	d, err := workflow.DecodeJSON([]byte(`{"workflow":{"id":"wf","time_triggers":[{"cron":"*/5 * * * *"}],"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := definition.NewStore(pool).Create(ctx, d, "o"); err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().Truncate(5 * time.Minute)
+	if _, err := pool.Exec(ctx, `UPDATE time_trigger SET next_schedule_at = $1, next_fire_at = $1`, due); err != nil {
+		t.Fatal(err)
+	}
+	return pool, due
 }

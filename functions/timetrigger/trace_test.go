@@ -8,11 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/maestro-aws/maestro/engine/dbtest"
-	"github.com/maestro-aws/maestro/engine/definition"
-	"github.com/maestro-aws/maestro/engine/workflow"
 	"github.com/maestro-aws/maestro/functions/timetrigger/internal/timetriggerenv"
 )
 
@@ -22,25 +17,7 @@ import (
 // the engine's work on the run and its events continue (docs/tracing.md).
 func TestTriggeredRunIsInTheInvocationsTrace(t *testing.T) {
 	ctx := context.Background()
-	dsn := dbtest.URL(t)
-	t.Setenv("DATABASE_URL", dsn)
-	t.Setenv("MAESTRO_GROUP_COUNT", "16")
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	d, err := workflow.DecodeJSON([]byte(`{"workflow":{"id":"wf","time_triggers":[{"cron":"*/5 * * * *"}],"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := definition.NewStore(pool).Create(ctx, d, "o"); err != nil {
-		t.Fatal(err)
-	}
-	due := time.Now().Truncate(5 * time.Minute)
-	if _, err := pool.Exec(ctx, `UPDATE time_trigger SET next_schedule_at = $1, next_fire_at = $1`, due); err != nil {
-		t.Fatal(err)
-	}
+	pool, _ := dueTrigger(t)
 	s, err := timetriggerenv.Scheduler(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), io.Discard)
 	if err != nil {
 		t.Fatal(err)
