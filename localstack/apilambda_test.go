@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/localstack"
@@ -64,11 +66,23 @@ func deployFunction(t *testing.T, cfg aws.Config, prefix, pkg, dsn string, timeo
 	t.Helper()
 	ctx := context.Background()
 	stamp := time.Now().Format("150405.000000")
-	secret, err := secretsmanager.NewFromConfig(cfg).CreateSecret(ctx, &secretsmanager.CreateSecretInput{
-		Name:         aws.String(prefix + "-db-" + stamp),
-		SecretString: aws.String(dbSecret(t, dsn)),
-	})
-	if err != nil {
+	sm := secretsmanager.NewFromConfig(cfg)
+	secretName := aws.String(prefix + "-db-" + stamp)
+	secretARN := ""
+	secret, err := sm.CreateSecret(ctx, &secretsmanager.CreateSecretInput{Name: secretName, SecretString: aws.String(dbSecret(t, dsn))})
+	var exists *smtypes.ResourceExistsException
+	switch {
+	case err == nil:
+		secretARN = aws.ToString(secret.ARN)
+	case errors.As(err, &exists):
+		// The name is this call's own: the SDK retried a CreateSecret whose
+		// connection broke after the emulator had created the secret.
+		desc, derr := sm.DescribeSecret(ctx, &secretsmanager.DescribeSecretInput{SecretId: secretName})
+		if derr != nil {
+			t.Fatalf("create secret: %v; then describe it: %v", err, derr)
+		}
+		secretARN = aws.ToString(desc.ARN)
+	default:
 		t.Fatalf("create secret: %v", err)
 	}
 	lc := lambda.NewFromConfig(cfg)
@@ -82,7 +96,7 @@ func deployFunction(t *testing.T, cfg aws.Config, prefix, pkg, dsn string, timeo
 		Architectures: []lambdatypes.Architecture{lambdatypes.Architecture(archName())},
 		Timeout:       aws.Int32(timeoutSeconds),
 		Environment: &lambdatypes.Environment{Variables: map[string]string{
-			"DB_SECRET_ARN":       aws.ToString(secret.ARN),
+			"DB_SECRET_ARN":       secretARN,
 			"MAESTRO_GROUP_COUNT": "16",
 			"AWS_ENDPOINT_URL":    localstack.Endpoint(t),
 			"AWS_REGION":          localstack.Region,
