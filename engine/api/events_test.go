@@ -23,14 +23,7 @@ import (
 // parameters are 400s with the usual error body.
 func TestEventsEndpoint(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Pool(t)
-	defs := definition.NewStore(pool)
-	srv, err := api.New(api.Config{DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Definitions: defs,
-		Runs: execution.New(pool, defs, 0), TrustUserHeader: true, Events: event.NewFeed(pool, nil, "test")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &testEnv{t: t, pool: pool, defs: defs, h: srv}
+	e := eventsEnv(t)
 	for _, id := range []string{"alpha", "beta"} {
 		e.send("POST", "/api/v3/workflows", "alice", `{"workflow":{"id":"`+id+`","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`).expect(t, 200)
 	}
@@ -146,14 +139,7 @@ func TestLiveStreamOutlivesTimeouts(t *testing.T) {
 // events (issue 27); while none exists, the retained events stay readable.
 func TestEventsOfARecreatedWorkflow(t *testing.T) {
 	t.Parallel()
-	pool := dbtest.Pool(t)
-	defs := definition.NewStore(pool)
-	srv, err := api.New(api.Config{DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Definitions: defs,
-		Runs: execution.New(pool, defs, 0), TrustUserHeader: true, Events: event.NewFeed(pool, nil, "test")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &testEnv{t: t, pool: pool, defs: defs, h: srv}
+	e := eventsEnv(t)
 	push := `{"workflow":{"id":"again","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`
 	types := func(want int) []string {
 		t.Helper()
@@ -182,4 +168,18 @@ func TestEventsOfARecreatedWorkflow(t *testing.T) {
 	if got := types(1); len(got) != 1 || got[0] != "WORKFLOW_DEFINITION_CHANGE_EVENT" {
 		t.Fatalf("events of the new workflow again: %v, want its definition event only", got)
 	}
+}
+
+// eventsEnv is an API over a fresh database with an event feed and no live
+// hub, as the API Lambda has it.
+func eventsEnv(t *testing.T) *testEnv {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	defs := definition.NewStore(pool)
+	srv, err := api.New(api.Config{DB: pool, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Definitions: defs,
+		Runs: execution.New(pool, defs, 0), TrustUserHeader: true, Events: event.NewFeed(pool, nil, "test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testEnv{t: t, pool: pool, defs: defs, h: srv}
 }
