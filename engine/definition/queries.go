@@ -49,24 +49,6 @@ UPDATE workflow SET properties = $2, properties_version = $3, owner = $4, modifi
 const sqlInsertTimeline = `
 INSERT INTO workflow_timeline (workflow_id, event) VALUES ($1, $2)`
 
-// Get: one round trip resolves the selector ($2 > 0 a number, else $3 names
-// active, latest or default) and reads the version with the workflow's
-// current state and properties snapshot. A NULL version means the workflow
-// exists but the version does not.
-const sqlGetVersion = `
-SELECT v.version, v.definition, v.created_by, v.created_at, v.metadata, v.activate_time, v.activated_by,
-       w.active_version, w.latest_version, w.modified_at, w.owner,
-       w.properties_version, s.properties, s.author, s.created_at
-FROM workflow w
-LEFT JOIN workflow_version v ON v.workflow_id = w.workflow_id AND v.version = CASE
-        WHEN $2::bigint > 0 THEN $2::bigint
-        WHEN $3::text = 'latest' THEN w.latest_version
-        WHEN $3::text = 'active' THEN w.active_version
-        ELSE coalesce(w.active_version, w.latest_version) END
-LEFT JOIN workflow_properties_snapshot s
-       ON s.workflow_id = w.workflow_id AND s.snapshot_version = w.properties_version
-WHERE w.workflow_id = $1`
-
 // List: a page of versions, newest first, below the cursor ($2 = 0: from
 // the newest).
 const sqlListVersions = `

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -21,11 +22,16 @@ import (
 // signal triggers), a restart, a subworkflow's child and a foreach step's
 // iterations all come through it. In the caller's transaction it
 //
-//   - locks the workflows it admits under their run strategy (in id order;
-//     Options.Props names those the caller has locked already),
 //   - deduplicates by request id: a run whose request id a stored run or an
-//     earlier run of the call has is not created (Duplicated),
-//   - allocates instance ids (one UPDATE for every workflow),
+//     earlier run of the call has is not created (Duplicated); a concurrent
+//     start with the same request id that commits first makes the INSERT
+//     fail with a unique violation (IsDuplicate), which the caller answers
+//     as a duplicate,
+//   - locks the workflows it admits under their run strategy or allocates
+//     instance ids for (in id order; Options.Props names those the caller
+//     has locked already) and allocates the ids: one UPDATE for a single
+//     workflow, the common start, so the lock is held from the statement
+//     that allocates,
 //   - admits each run under its workflow's run strategy (PrepareStarts,
 //     Rooms): dropped (FIRST_ONLY), queued, or admitted; LAST_ONLY stops
 //     the runs it supersedes,
@@ -153,15 +159,12 @@ func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, err
 		}
 		out[i].Ref = runs[i].Ref
 	}
-	props, err := lockForCreate(ctx, tx, runs, opt.Props)
-	if err != nil {
-		return nil, err
-	}
 	fresh, err := dedup(ctx, tx, runs, out)
 	if err != nil {
 		return nil, err
 	}
-	if err := allocate(ctx, tx, runs, fresh, out); err != nil {
+	props, err := lockAndAllocate(ctx, tx, runs, fresh, opt.Props, out)
+	if err != nil {
 		return nil, err
 	}
 	for _, round := range rounds(runs, fresh) {
@@ -196,49 +199,89 @@ func AdmitAfterCommit(ctx context.Context, db Beginner, created []Created) {
 	}
 }
 
-// lockForCreate locks, in id order, the workflows whose runs need their
-// lock (admission under a strategy, or an instance id to allocate) and the
-// caller has not locked, and returns every known workflow's properties.
-func lockForCreate(ctx context.Context, tx Tx, runs []New, have map[string][]byte) (map[string][]byte, error) {
+// lockAndAllocate locks the workflows whose fresh runs need their lock
+// (admission under a strategy, or an instance id to allocate) and that the
+// caller has not locked, gives the runs without an instance id the next
+// ids of their workflows, in order, and returns every known workflow's
+// properties. A single workflow to lock and allocate for is one UPDATE;
+// several are locked in id order (so that creations of overlapping
+// workflows cannot deadlock) and then allocated for with one UPDATE.
+func lockAndAllocate(ctx context.Context, tx Tx, runs []New, fresh []int, have map[string][]byte, out []Created) (map[string][]byte, error) {
 	props := make(map[string][]byte, len(have))
 	for id, p := range have {
 		props[id] = p
 	}
-	var ids []string
-	for _, r := range runs {
+	need := map[string][]int{} // the runs each workflow allocates ids for
+	var lock, order []string
+	for _, i := range fresh {
+		r := runs[i]
+		id := r.Ref.WorkflowID
 		if r.Admission == ByStrategy || r.Ref.InstanceID == 0 {
-			if _, ok := props[r.Ref.WorkflowID]; !ok {
-				ids = append(ids, r.Ref.WorkflowID)
+			if _, ok := props[id]; !ok && !slices.Contains(lock, id) {
+				lock = append(lock, id)
 			}
 		}
+		if r.Ref.InstanceID == 0 {
+			if _, ok := need[id]; !ok {
+				order = append(order, id)
+			}
+			need[id] = append(need[id], i)
+		}
 	}
-	if len(ids) == 0 {
+	if len(lock) == 1 && len(order) == 1 && lock[0] == order[0] {
+		// The common start: lock, allocate and read the properties at once.
+		id := lock[0]
+		var p []byte
+		var last int64
+		err := tx.QueryRow(ctx, lockAllocateOneSQL, id, len(need[id])).Scan(&p, &last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, fmt.Errorf("workflow %s: %w", id, ErrWorkflowGone)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("allocate instance ids of %s: %w", id, err)
+		}
+		props[id] = p
+		assignIDs(runs, need[id], last, out)
 		return props, nil
 	}
+	if err := lockWorkflows(ctx, tx, lock, props); err != nil {
+		return nil, err
+	}
+	if err := allocate(ctx, tx, runs, need, order, out); err != nil {
+		return nil, err
+	}
+	return props, nil
+}
+
+// lockWorkflows locks the workflows ids in id order and reads their
+// properties into props.
+func lockWorkflows(ctx context.Context, tx Tx, ids []string, props map[string][]byte) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	slices.Sort(ids)
-	ids = slices.Compact(ids)
 	rows, err := tx.Query(ctx, lockWorkflowsSQL, ids)
 	if err != nil {
-		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		return fmt.Errorf("lock %d workflows: %w", len(ids), err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var id string
 		var p []byte
 		if err := rows.Scan(&id, &p); err != nil {
-			return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+			return fmt.Errorf("lock %d workflows: %w", len(ids), err)
 		}
 		props[id] = p
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		return fmt.Errorf("lock %d workflows: %w", len(ids), err)
 	}
 	for _, id := range ids {
 		if _, ok := props[id]; !ok {
-			return nil, fmt.Errorf("workflow %s: %w", id, ErrWorkflowGone)
+			return fmt.Errorf("workflow %s: %w", id, ErrWorkflowGone)
 		}
 	}
-	return props, nil
+	return nil
 }
 
 // dedup marks the runs whose request id a stored run, or an earlier run of
@@ -303,21 +346,9 @@ func dedup(ctx context.Context, tx Tx, runs []New, out []Created) ([]int, error)
 	return fresh, nil
 }
 
-// allocate gives the runs without an instance id the next ids of their
-// workflows, in order, with one UPDATE.
-func allocate(ctx context.Context, tx Tx, runs []New, fresh []int, out []Created) error {
-	need := map[string][]int{}
-	var order []string
-	for _, i := range fresh {
-		if runs[i].Ref.InstanceID != 0 {
-			continue
-		}
-		id := runs[i].Ref.WorkflowID
-		if _, ok := need[id]; !ok {
-			order = append(order, id)
-		}
-		need[id] = append(need[id], i)
-	}
+// allocate gives the runs need names for each workflow of order the next
+// ids of that workflow, in order, with one UPDATE.
+func allocate(ctx context.Context, tx Tx, runs []New, need map[string][]int, order []string, out []Created) error {
 	if len(order) == 0 {
 		return nil
 	}
@@ -337,11 +368,7 @@ func allocate(ctx context.Context, tx Tx, runs []New, fresh []int, out []Created
 		if err := rows.Scan(&id, &last); err != nil {
 			return fmt.Errorf("allocate instance ids: %w", err)
 		}
-		idx := need[id]
-		for k, i := range idx {
-			runs[i].Ref.InstanceID = last - int64(len(idx)-1-k)
-			out[i].Ref = runs[i].Ref
-		}
+		assignIDs(runs, need[id], last, out)
 		n++
 	}
 	if err := rows.Err(); err != nil {
@@ -351,6 +378,15 @@ func allocate(ctx context.Context, tx Tx, runs []New, fresh []int, out []Created
 		return fmt.Errorf("allocate instance ids: %d of %d workflows: %w", n, len(order), ErrWorkflowGone)
 	}
 	return nil
+}
+
+// assignIDs numbers the runs idx up to last, the workflow's latest
+// instance id after the allocation.
+func assignIDs(runs []New, idx []int, last int64, out []Created) {
+	for k, i := range idx {
+		runs[i].Ref.InstanceID = last - int64(len(idx)-1-k)
+		out[i].Ref = runs[i].Ref
+	}
 }
 
 // rounds splits the runs to create so that no round holds two runs of one
@@ -622,6 +658,15 @@ const dedupSQL = `
 SELECT i.workflow_id, i.request_id, i.instance_id, i.uuid::text, i.group_id, i.status, i.queued
 FROM unnest($1::text[], $2::text[]) AS k(id, request_id)
 JOIN workflow_instance i ON i.workflow_id = k.id AND i.request_id = k.request_id AND i.run_id = 1`
+
+// lockAllocateOneSQL locks one workflow, allocates $2 instance ids and
+// reads its properties: the common start in one statement. An UPDATE of
+// a non-key column takes the same FOR NO KEY UPDATE lock as
+// lockWorkflowsSQL.
+const lockAllocateOneSQL = `
+UPDATE workflow SET latest_instance_id = latest_instance_id + $2
+WHERE workflow_id = $1
+RETURNING properties, latest_instance_id`
 
 // allocateSQL allocates n instance ids per workflow in one statement.
 const allocateSQL = `

@@ -1,0 +1,79 @@
+package execution
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/workflow"
+)
+
+// BenchmarkConcurrentStarts: 16 clients start runs of one workflow (PARALLEL,
+// room for all) or of 16 workflows, through Service.Start, as the API does.
+// Concurrent starts of one workflow serialize on its row, so the time the
+// row stays locked per start bounds their rate. Reports starts/s and the
+// p50 and p99 latency of one start.
+func BenchmarkConcurrentStarts(b *testing.B) {
+	for _, tc := range []struct {
+		name      string
+		workflows int
+	}{{"one-workflow", 1}, {"16-workflows", 16}} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			pool := dbtest.Pool(b)
+			defs := definition.NewStore(pool)
+			for w := range tc.workflows {
+				d, err := workflow.DecodeJSON([]byte(fmt.Sprintf(`{"properties":{"owner":"o","run_strategy":{"rule":"PARALLEL","workflow_concurrency":1000000}},`+
+					`"workflow":{"id":"w%d","steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, w)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := defs.Create(ctx, d, "o"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			svc := New(pool, defs, 16)
+			const clients = 16
+			var mu sync.Mutex
+			var lat []time.Duration
+			b.ResetTimer()
+			began := time.Now()
+			var wg sync.WaitGroup
+			next := make(chan int)
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var mine []time.Duration
+					for range next {
+						t := time.Now()
+						if _, err := svc.Start(ctx, StartRequest{WorkflowID: fmt.Sprintf("w%d", c%tc.workflows), Version: "latest"}); err != nil {
+							b.Error(err)
+							return
+						}
+						mine = append(mine, time.Since(t))
+					}
+					mu.Lock()
+					lat = append(lat, mine...)
+					mu.Unlock()
+				}()
+			}
+			for i := 0; i < b.N; i++ {
+				next <- i
+			}
+			close(next)
+			wg.Wait()
+			elapsed := time.Since(began)
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "starts/s")
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
