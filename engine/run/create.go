@@ -434,15 +434,17 @@ func admit(ctx context.Context, tx Tx, runs []New, round []int, props map[string
 	}
 	var ids []string
 	var strict []bool
+	var limits []int64
 	for _, i := range round {
 		id := runs[i].Ref.WorkflowID
 		s, ok := a.strategies[id]
 		if _, dropped := a.drops[id]; ok && !dropped && s.Concurrency > 0 {
 			ids = append(ids, id)
 			strict = append(strict, s.Rule == workflow.RunStrategyStrictSequential)
+			limits = append(limits, s.Concurrency)
 		}
 	}
-	a.rooms, err = Rooms(ctx, tx, ids, strict)
+	a.rooms, err = Rooms(ctx, tx, ids, strict, limits)
 	return a, err
 }
 

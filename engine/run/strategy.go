@@ -112,8 +112,9 @@ const blockingRun = `
 // caller holds the workflow lock.
 const admitSQL = `
 WITH active AS (
-    SELECT count(*) AS n FROM workflow_instance
-    WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued),
+    SELECT count(*) AS n FROM (SELECT 1 FROM workflow_instance
+        WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
+        LIMIT $2::bigint) AS live),
 blocked AS (
     SELECT $3::boolean AND EXISTS (` + blockingRun + `) AS b),
 pick AS (
@@ -133,14 +134,6 @@ UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1, 
 WHERE workflow_id = $1 AND queued
   AND (instance_id, run_id) <> (SELECT instance_id, run_id FROM workflow_instance
       WHERE workflow_id = $1 AND queued ORDER BY instance_id DESC, run_id DESC LIMIT 1)
-RETURNING ` + stoppedColumns
-
-// supersedeAllQueuedSQL stops every queued run (LAST_ONLY, before a new
-// run is queued).
-const supersedeAllQueuedSQL = `
-UPDATE workflow_instance SET status = 'STOPPED', queued = false, seq = seq + 1,
-    end_time = now(), modify_time = now(), timeline = timeline || $2::jsonb
-WHERE workflow_id = $1 AND queued
 RETURNING ` + stoppedColumns
 
 // supersede stops queued runs of a workflow (LAST_ONLY) with sql, and
@@ -203,79 +196,6 @@ func AdmitQueued(ctx context.Context, tx Tx, workflowID string, props []byte) ([
 		out = append(out, a.ref)
 	}
 	return out, nil
-}
-
-// roomSQL reads, in one snapshot (see admitSQL), the admitted live runs,
-// whether runs are queued, and whether a failed run blocks ($2: strict).
-const roomSQL = `SELECT
-    (SELECT count(*) FROM workflow_instance
-     WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued),
-    EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = $1 AND queued),
-    $2::boolean AND EXISTS (` + blockingRun + `)`
-
-// RoomNow reports whether a new run may be admitted at once: nothing is
-// queued ahead of it, the workflow is not blocked and the strategy's
-// concurrency leaves room. The caller holds the workflow lock in tx; a
-// run that may start is inserted admitted, with its start message, which
-// saves queueing and admitting it.
-func RoomNow(ctx context.Context, tx Tx, workflowID string, props []byte) (bool, error) {
-	s := ParseStrategy(props)
-	if s.Concurrency <= 0 {
-		return false, nil
-	}
-	var active int64
-	var queued, blocked bool
-	strict := s.Rule == workflow.RunStrategyStrictSequential
-	if err := tx.QueryRow(ctx, roomSQL, workflowID, strict).Scan(&active, &queued, &blocked); err != nil {
-		return false, fmt.Errorf("check room for a run of %s: %w", workflowID, err)
-	}
-	return s.HasRoom(Room{Active: active, Queued: queued, Blocked: blocked}), nil
-}
-
-// PrepareStart applies what a run strategy does to the runs already there
-// when a new run is triggered, before the new run is inserted as queued.
-// The caller holds the workflow lock in tx. A non-empty drop means the new
-// run must not run (FIRST_ONLY with a run in progress or queued): the
-// caller records it STOPPED with drop as the reason. LAST_ONLY stops the
-// queued runs (the new one supersedes them) and asks the engine to stop the
-// admitted live ones; the new run is admitted when they have ended.
-func PrepareStart(ctx context.Context, tx Tx, workflowID string, props []byte) (drop string, err error) {
-	s := ParseStrategy(props)
-	switch s.Rule {
-	case workflow.RunStrategyFirstOnly:
-		var active int64
-		var queued, blocked bool
-		if err := tx.QueryRow(ctx, roomSQL, workflowID, false).Scan(&active, &queued, &blocked); err != nil {
-			return "", fmt.Errorf("count runs of %s: %w", workflowID, err)
-		}
-		if active > 0 || queued {
-			return "dropped by the FIRST_ONLY run strategy: another run of the workflow is in progress", nil
-		}
-	case workflow.RunStrategyLastOnly:
-		if err := supersede(ctx, tx, supersedeAllQueuedSQL, workflowID); err != nil {
-			return "", err
-		}
-		rows, err := tx.Query(ctx, `SELECT instance_id, run_id, group_id FROM workflow_instance
-            WHERE workflow_id = $1 AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued`, workflowID)
-		if err != nil {
-			return "", fmt.Errorf("list live runs of %s: %w", workflowID, err)
-		}
-		live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ActionMessage, error) {
-			m := ActionMessage{Ref: Ref{WorkflowID: workflowID}, Action: ActionStop,
-				Reason: "superseded by a newer run under the LAST_ONLY run strategy"}
-			err := r.Scan(&m.InstanceID, &m.RunID, &m.Group)
-			return m, err
-		})
-		if err != nil {
-			return "", fmt.Errorf("list live runs of %s: %w", workflowID, err)
-		}
-		for _, m := range live {
-			if _, err := queue.Enqueue(ctx, tx, queue.InstanceAction, m.Group, m); err != nil {
-				return "", err
-			}
-		}
-	}
-	return "", nil
 }
 
 // Beginner starts transactions: a pool in practice.
@@ -394,42 +314,47 @@ func StopCreated(ctx context.Context, db DB, log *slog.Logger, ref Ref, status i
 	return true, nil
 }
 
-// Batch forms of PrepareStart and RoomNow for starts of many workflows at
-// once (execution's batch start path): one statement per step for all the
-// workflows instead of one per workflow, each with the same rule as its
-// single form. The caller holds every workflow's lock; the workflows of one
-// call are distinct (a second start of a workflow goes in a later call, so
-// that it sees the first).
+// Admission of new runs (Create): one statement per step for all the
+// workflows of a round. The caller holds every workflow's lock; the
+// workflows of one call are distinct (a second start of a workflow goes in
+// a later round, so that it sees the first).
 
-// Room is what admission reads of a workflow's runs (see roomSQL).
+// Room is what admission reads of a workflow's runs: its admitted live
+// runs (counted up to the limit the caller passed Rooms), whether runs are
+// queued, and whether a failed run blocks it (STRICT_SEQUENTIAL).
 type Room struct {
 	Active  int64
 	Queued  bool
 	Blocked bool
 }
 
-// roomBatchSQL is roomSQL for many workflows: $1 their ids, $2 whether each
-// is STRICT_SEQUENTIAL.
+// roomBatchSQL reads, in one snapshot, the Room of many workflows: $1 their
+// ids, $2 whether each is STRICT_SEQUENTIAL, $3 up to how many live runs
+// to count for each (admission asks only whether there are fewer than the
+// concurrency, so a workflow with a million waiting runs costs no more
+// than one with a few).
 const roomBatchSQL = `
 SELECT c.id,
-    (SELECT count(*) FROM workflow_instance
-     WHERE workflow_id = c.id AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued),
+    (SELECT count(*) FROM (SELECT 1 FROM workflow_instance
+     WHERE workflow_id = c.id AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
+     LIMIT c.lim) AS live),
     EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = c.id AND queued),
     c.strict AND EXISTS (
         SELECT 1 FROM workflow_instance f
         WHERE f.workflow_id = c.id AND f.status = 'FAILED' AND NOT f.unblocked
           AND NOT EXISTS (SELECT 1 FROM workflow_instance n
               WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id))
-FROM unnest($1::text[], $2::boolean[]) AS c(id, strict)`
+FROM unnest($1::text[], $2::boolean[], $3::bigint[]) AS c(id, strict, lim)`
 
 // Rooms reads the admission state of many workflows in one statement;
-// strict[i] applies the STRICT_SEQUENTIAL block check to ids[i].
-func Rooms(ctx context.Context, tx Tx, ids []string, strict []bool) (map[string]Room, error) {
+// strict[i] applies the STRICT_SEQUENTIAL block check to ids[i] and
+// limits[i] bounds the count of its live runs (its concurrency).
+func Rooms(ctx context.Context, tx Tx, ids []string, strict []bool, limits []int64) (map[string]Room, error) {
 	out := make(map[string]Room, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := tx.Query(ctx, roomBatchSQL, ids, strict)
+	rows, err := tx.Query(ctx, roomBatchSQL, ids, strict, limits)
 	if err != nil {
 		return nil, fmt.Errorf("read room of %d workflows: %w", len(ids), err)
 	}
@@ -448,7 +373,9 @@ func Rooms(ctx context.Context, tx Tx, ids []string, strict []bool) (map[string]
 	return out, nil
 }
 
-// HasRoom is RoomNow's rule over a workflow's Room.
+// HasRoom reports whether a new run may be admitted at once: nothing is
+// queued ahead of it, the workflow is not blocked and the strategy's
+// concurrency leaves room.
 func (s Strategy) HasRoom(r Room) bool {
 	return s.Concurrency > 0 && !r.Queued && !r.Blocked && r.Active < s.Concurrency
 }
@@ -465,8 +392,9 @@ const liveBatchSQL = `
 SELECT workflow_id, instance_id, run_id, group_id FROM workflow_instance
 WHERE workflow_id = ANY($1::text[]) AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued`
 
-// PrepareStarts is PrepareStart for one new run of each of many workflows,
-// given their strategies: it returns the drop reason of each FIRST_ONLY
+// PrepareStarts applies what a run strategy does to the runs already there
+// when one new run of each of many workflows is triggered, given their
+// strategies: it returns the drop reason of each FIRST_ONLY
 // workflow whose new run must not run, and under LAST_ONLY stops the queued
 // runs and asks the engine to stop the admitted live ones.
 func PrepareStarts(ctx context.Context, tx Tx, strategies map[string]Strategy) (map[string]string, error) {
@@ -481,7 +409,11 @@ func PrepareStarts(ctx context.Context, tx Tx, strategies map[string]Strategy) (
 	}
 	drops := map[string]string{}
 	if len(firstOnly) > 0 {
-		rooms, err := Rooms(ctx, tx, firstOnly, make([]bool, len(firstOnly)))
+		ones := make([]int64, len(firstOnly))
+		for i := range ones {
+			ones[i] = 1
+		}
+		rooms, err := Rooms(ctx, tx, firstOnly, make([]bool, len(firstOnly)), ones)
 		if err != nil {
 			return nil, err
 		}
