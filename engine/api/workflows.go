@@ -364,15 +364,6 @@ func (s *Server) deactivateWorkflow(w http.ResponseWriter, r *http.Request) erro
 // nonterminal are the statuses Maestro's overview counts instances in.
 var nonterminal = []instance.WorkflowStatus{instance.WorkflowCreated, instance.WorkflowInProgress, instance.WorkflowPaused}
 
-// instanceStats is this API's own count of a workflow's recent instances
-// in its overview.
-type instanceStats struct {
-	LatestInstanceID  int64            `json:"latest_instance_id"`
-	CountedFrom       int64            `json:"counted_from_instance_id"`
-	StatusCounts      map[string]int64 `json:"status_counts"`
-	LatestInstanceIDs map[string]int64 `json:"latest_instance_ids"`
-}
-
 // workflowOverview answers Maestro's WorkflowOverviewResponse; the counts
 // cover the newest definition.OverviewInstanceWindow instances.
 func (s *Server) workflowOverview(w http.ResponseWriter, r *http.Request) error {
@@ -391,7 +382,7 @@ func (s *Server) workflowOverview(w http.ResponseWriter, r *http.Request) error 
 		NonterminalInstances: map[string]int64{}, FailedInstances: st.StatusCounts[string(instance.WorkflowFailed)],
 		LatestInstanceID: st.LatestInstanceID, Owner: o.Owner, CreatedBy: o.CreatedBy,
 		CreateTime: wire.Millis(o.CreateTime), ModifyTime: wire.Millis(o.ModifyTime),
-		Instances: instanceStats{LatestInstanceID: st.LatestInstanceID, CountedFrom: st.CountedFrom,
+		Instances: &wire.InstanceStats{LatestInstanceID: st.LatestInstanceID, CountedFrom: st.CountedFrom,
 			StatusCounts: st.StatusCounts, LatestInstanceIDs: st.LatestInstanceIDs},
 	}
 	for _, status := range nonterminal {

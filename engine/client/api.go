@@ -42,13 +42,11 @@ func (c *Client) ListWorkflows(ctx context.Context, text, cursor string, limit i
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	var p WorkflowPage
-	raw, err := c.get(ctx, "/api/v3/workflows", q, &p)
+	raw, err := c.get(ctx, "/api/v3/workflows", q, nil)
 	if err != nil {
 		return nil, err
 	}
-	p.Raw = raw
-	return &p, nil
+	return decodeWorkflowPage(raw)
 }
 
 // Overview reads a workflow's overview.

@@ -111,72 +111,75 @@ func decodeVersion(raw json.RawMessage) (*Version, error) {
 
 // WorkflowSummary is one workflow of a listing.
 type WorkflowSummary struct {
-	WorkflowID       string `json:"workflow_id"`
-	Name             string `json:"name"`
-	Description      string `json:"description"`
-	Owner            string `json:"owner"`
-	IsActive         bool   `json:"is_active"`
-	ActiveVersionID  *int64 `json:"active_version_id"`
-	LatestVersionID  int64  `json:"latest_version_id"`
-	LatestInstanceID int64  `json:"latest_instance_id"`
-	ModifyTime       Time   `json:"modify_time"`
+	WorkflowID       string
+	Name             string
+	Description      string
+	Owner            string
+	IsActive         bool
+	ActiveVersionID  *int64
+	LatestVersionID  int64
+	LatestInstanceID int64
+	ModifyTime       Time
 }
 
 // WorkflowPage is a page of workflows.
 type WorkflowPage struct {
-	Items []WorkflowSummary `json:"items"`
-	Next  string            `json:"next_cursor"`
-	Raw   json.RawMessage   `json:"-"`
+	Items []WorkflowSummary
+	// Next is the cursor of the next page; "" on the last.
+	Next string
+	Raw  json.RawMessage
+}
+
+// decodeWorkflowPage reads a listing (wire.WorkflowList).
+func decodeWorkflowPage(raw json.RawMessage) (*WorkflowPage, error) {
+	var w wire.WorkflowList
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("decode workflow list: %w", err)
+	}
+	p := &WorkflowPage{Items: make([]WorkflowSummary, 0, len(w.Items)), Raw: raw}
+	if w.Next != nil {
+		p.Next = *w.Next
+	}
+	for _, s := range w.Items {
+		p.Items = append(p.Items, WorkflowSummary{WorkflowID: s.WorkflowID, Name: s.Name, Description: s.Description,
+			Owner: s.Owner, IsActive: s.IsActive, ActiveVersionID: s.ActiveVersionID, LatestVersionID: s.LatestVersionID,
+			LatestInstanceID: s.LatestInstanceID, ModifyTime: millis(&s.ModifyTime)})
+	}
+	return p, nil
 }
 
 // Overview is a workflow's overview.
 type Overview struct {
-	WorkflowID       string `json:"workflow_id"`
-	ActiveVersionID  *int64 `json:"active_version_id"`
-	LatestVersionID  int64  `json:"latest_version_id"`
-	DefaultVersionID int64  `json:"default_version_id"`
-	Owner            string `json:"owner"`
-	CreatedBy        string `json:"created_by"`
-	CreateTime       Time   `json:"create_time"`
-	ModifyTime       Time   `json:"modify_time"`
+	WorkflowID       string
+	ActiveVersionID  *int64
+	LatestVersionID  int64
+	DefaultVersionID int64
+	Owner            string
+	CreatedBy        string
+	CreateTime       Time
+	ModifyTime       Time
 	// LatestInstanceID is the newest instance's id (0: never run).
-	LatestInstanceID int64 `json:"latest_instance_id"`
-	// StatusCounts counts the instances by status.
-	StatusCounts map[string]int64 `json:"-"`
-	Raw          json.RawMessage  `json:"-"`
+	LatestInstanceID int64
+	// StatusCounts counts the recent instances by status.
+	StatusCounts map[string]int64
+	Raw          json.RawMessage
 }
 
+// decodeOverview reads an overview (wire.WorkflowOverviewResponse).
 func decodeOverview(raw json.RawMessage) (*Overview, error) {
-	var w struct {
-		Overview
-		Instances *struct {
-			LatestInstanceID int64            `json:"latest_instance_id"`
-			StatusCounts     map[string]int64 `json:"status_counts"`
-		} `json:"instances"`
-		Nonterminal map[string]int64 `json:"nonterminal_instances"`
-		Failed      *int64           `json:"failed_instances"`
-	}
+	var w wire.WorkflowOverviewResponse
 	if err := json.Unmarshal(raw, &w); err != nil {
 		return nil, fmt.Errorf("decode workflow overview: %w", err)
 	}
-	o := w.Overview
-	o.Raw = raw
-	o.StatusCounts = map[string]int64{}
+	o := &Overview{WorkflowID: w.WorkflowID, ActiveVersionID: w.ActiveVersionID, LatestVersionID: w.LatestVersionID,
+		DefaultVersionID: w.DefaultVersionID, Owner: w.Owner, CreatedBy: w.CreatedBy, CreateTime: millis(&w.CreateTime),
+		ModifyTime: millis(&w.ModifyTime), LatestInstanceID: w.LatestInstanceID, StatusCounts: map[string]int64{}, Raw: raw}
 	if w.Instances != nil {
-		if o.LatestInstanceID == 0 {
-			o.LatestInstanceID = w.Instances.LatestInstanceID
-		}
 		for k, n := range w.Instances.StatusCounts {
 			o.StatusCounts[k] = n
 		}
 	}
-	for k, n := range w.Nonterminal {
-		o.StatusCounts[k] += n
-	}
-	if w.Failed != nil && *w.Failed > 0 {
-		o.StatusCounts["FAILED"] += *w.Failed
-	}
-	return &o, nil
+	return o, nil
 }
 
 // Run is one run of a workflow instance.

@@ -177,7 +177,17 @@ type WorkflowOverviewResponse struct {
 	CreatedBy            string              `json:"created_by"`
 	CreateTime           int64               `json:"create_time"`
 	ModifyTime           int64               `json:"modify_time"`
-	Instances            any                 `json:"instances"`
+	Instances            *InstanceStats      `json:"instances"`
+}
+
+// InstanceStats is this implementation's own count of a workflow's recent
+// instances in its overview: by status, over the instances from
+// CountedFrom on, and the newest instance of each status.
+type InstanceStats struct {
+	LatestInstanceID  int64            `json:"latest_instance_id"`
+	CountedFrom       int64            `json:"counted_from_instance_id"`
+	StatusCounts      map[string]int64 `json:"status_counts"`
+	LatestInstanceIDs map[string]int64 `json:"latest_instance_ids"`
 }
 
 // WorkflowTimeline is Maestro's workflow timeline. NextCursor (this
