@@ -35,6 +35,8 @@ BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
 # git ref will do.
 BENCH_BASE  ?= 158ebb9
 BENCH_ROUNDS ?= 5
+# BENCH_DB_DELAYS: the delays each way between the engine and PostgreSQL that make bench also measures (Aurora is a network away)
+BENCH_DB_DELAYS ?= 1ms 2ms
 BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000)$$
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
@@ -147,6 +149,7 @@ e2e: postgres emulator $(CDK)
 bench: postgres
 	@status=0; \
 	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
+	for d in $(BENCH_DB_DELAYS); do BENCH_DB_DELAY=$$d bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench-delay-$$d || status=$$?; done; \
 	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \

@@ -179,7 +179,8 @@ func withDatabase(dsn, db string) string {
 }
 
 // URL creates a fresh migrated database for t and returns its connection
-// string. The database is dropped when t ends.
+// string (through a delay proxy when DelayEnv is set). The database is
+// dropped when t ends.
 func URL(t testing.TB) string {
 	t.Helper()
 	admin, err := server()
@@ -217,7 +218,11 @@ func URL(t testing.TB) string {
 			t.Errorf("dbtest: drop database: %v", err)
 		}
 	})
-	return withDatabase(admin, name)
+	dsn, err := delayed(withDatabase(admin, name))
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	return dsn
 }
 
 // Pool creates a fresh migrated database for t and returns a pool on it,
