@@ -73,10 +73,16 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
+// enqueueSQL inserts a message and queues its notification (sent when the
+// transaction commits) in one statement: one round trip, which counts when
+// the database is a network away. The note is Message's JSON.
 const enqueueSQL = `
-INSERT INTO maestro_queue (queue_id, group_id, payload, trace_context)
-VALUES ($1, NULLIF($2::integer, -1), $3, NULLIF($4::text, ''))
-RETURNING message_id`
+WITH m AS (
+    INSERT INTO maestro_queue (queue_id, group_id, payload, trace_context)
+    VALUES ($1, NULLIF($2::integer, -1), $3, NULLIF($4::text, ''))
+    RETURNING message_id)
+SELECT message_id, pg_notify($5, json_build_object('q', $1::smallint, 'id', message_id, 'g', $2::integer)::text) IS NULL
+FROM m`
 
 // Enqueue inserts a message and notifies the engine, inside tx. The message
 // becomes visible, and the notification is delivered, only if tx commits.
@@ -86,23 +92,24 @@ func Enqueue(ctx context.Context, tx Execer, q ID, group int32, payload any) (Me
 		return Message{}, fmt.Errorf("encode %s message: %w", q, err)
 	}
 	m := Message{Queue: q, Group: group, Payload: body, TraceContext: tracing.Traceparent(ctx)}
-	if err := tx.QueryRow(ctx, enqueueSQL, q, group, body, m.TraceContext).Scan(&m.ID); err != nil {
+	var notified bool
+	if err := tx.QueryRow(ctx, enqueueSQL, q, group, body, m.TraceContext, Channel).Scan(&m.ID, &notified); err != nil {
 		return Message{}, fmt.Errorf("enqueue %s message: %w", q, err)
-	}
-	note, _ := json.Marshal(m)
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", Channel, string(note)); err != nil {
-		return Message{}, fmt.Errorf("notify %s message: %w", q, err)
 	}
 	return m, nil
 }
 
+// enqueueBatchSQL inserts the messages and queues their notifications in
+// one statement.
 const enqueueBatchSQL = `
-INSERT INTO maestro_queue (queue_id, group_id, payload, trace_context)
-SELECT $1, NULLIF(g, -1), p, NULLIF($4::text, '') FROM unnest($2::integer[], $3::jsonb[]) AS m(g, p)
-RETURNING message_id, coalesce(group_id, -1) AS g`
+WITH m AS (
+    INSERT INTO maestro_queue (queue_id, group_id, payload, trace_context)
+    SELECT $1, NULLIF(g, -1), p, NULLIF($4::text, '') FROM unnest($2::integer[], $3::jsonb[]) AS m(g, p)
+    RETURNING message_id, coalesce(group_id, -1) AS g)
+SELECT count(pg_notify($5, json_build_object('q', $1::smallint, 'id', message_id, 'g', g)::text)) FROM m`
 
 // EnqueueBatch inserts one message per payload, groups[i] targeting
-// payloads[i], and notifies the engine of each, inside tx: two statements
+// payloads[i], and notifies the engine of each, inside tx: one statement
 // whatever the number of messages (a foreach launching a batch of
 // iterations uses it).
 func EnqueueBatch[P any](ctx context.Context, tx Execer, q ID, groups []int32, payloads []P) error {
@@ -120,20 +127,12 @@ func EnqueueBatch[P any](ctx context.Context, tx Execer, q ID, groups []int32, p
 		}
 		bodies[i] = string(b)
 	}
-	notes := make([]string, 0, len(payloads))
-	// Execer has no Query: the ids come back as one aggregated row.
-	var ids, gs []int64
-	err := tx.QueryRow(ctx, `WITH m AS (`+enqueueBatchSQL+`) SELECT array_agg(message_id), array_agg(g::bigint) FROM m`,
-		q, groups, bodies, tracing.Traceparent(ctx)).Scan(&ids, &gs)
-	if err != nil {
+	var n int64
+	if err := tx.QueryRow(ctx, enqueueBatchSQL, q, groups, bodies, tracing.Traceparent(ctx), Channel).Scan(&n); err != nil {
 		return fmt.Errorf("enqueue %s batch: %w", q, err)
 	}
-	for i, id := range ids {
-		note, _ := json.Marshal(Message{Queue: q, ID: id, Group: int32(gs[i])})
-		notes = append(notes, string(note))
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, n) FROM unnest($2::text[]) AS n`, Channel, notes); err != nil {
-		return fmt.Errorf("notify %s batch: %w", q, err)
+	if n != int64(len(payloads)) {
+		return fmt.Errorf("enqueue %s batch: %d of %d messages", q, n, len(payloads))
 	}
 	return nil
 }
