@@ -79,7 +79,17 @@ func TestStepCompletion(t *testing.T) {
 	    {"step":{"id":"nap","type":"Sleep","sleep_seconds":30}}]}}`).expect(t, http.StatusOK)
 	start := e.send(http.MethodPost, "/api/v3/workflows/cb/versions/latest/actions/start", "alice", "").expect(t, http.StatusOK)
 	iid := start.num(t, "workflow_instance_id")
-	running := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/fn/attempts/latest", iid), "RUNNING")
+	fnPath := fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/fn/attempts/latest", iid)
+	running := e.waitAttempt(fnPath, "RUNNING")
+	// RUNNING comes before the invocation and its record that the attempt
+	// waits for a completion call: wait for that record.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(string(running.raw), `"`+completion.KeyAwaits+`":true`); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the Lambda step never recorded that it awaits a completion: %s", running.raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+		running = e.waitAttempt(fnPath, "RUNNING")
+	}
 	uuid := paramValue(t, running, "step_instance_uuid").(string)
 	napping := e.waitAttempt(fmt.Sprintf("/api/v3/workflows/cb/instances/%d/runs/1/steps/nap/attempts/latest", iid), "RUNNING")
 	napUUID := paramValue(t, napping, "step_instance_uuid").(string)

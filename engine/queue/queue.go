@@ -223,17 +223,21 @@ WHERE (queue_id, message_id) IN (
     SELECT queue_id, message_id FROM maestro_queue
     WHERE queue_id = ANY ($5::smallint[])
       AND (group_id = ANY ($1::integer[]) OR group_id IS NULL)
-      AND (owned_until IS NULL OR owned_until < now())
+      AND (owned_until < now() OR owned_until IS NULL AND created_at <= now() - $6::interval)
     ORDER BY message_id
     LIMIT $4
     FOR UPDATE SKIP LOCKED)
 RETURNING queue_id, message_id, COALESCE(group_id, -1), payload, COALESCE(trace_context, '')`
 
 // ClaimDue claims up to limit messages of the given queues that nobody
-// holds, for the given groups and for any-node messages. The sweeper uses it to pick up messages
-// whose notification was missed or whose worker died.
-func (s *Store) ClaimDue(ctx context.Context, queues []ID, groups []int32, node string, ttl time.Duration, limit int) ([]Message, error) {
-	rows, err := s.db.Query(ctx, claimDueSQL, groups, node, ttl, limit, queues)
+// holds, for the given groups and for any-node messages: those whose claim
+// ran out, and those never claimed that are at least grace old. The
+// sweeper uses it to pick up messages whose notification was missed or
+// whose worker died; the grace leaves a fresh message to the worker its
+// notification reached, so that it is not claimed twice (a second claim
+// is a wasted UPDATE, and under load a message would be handed out twice).
+func (s *Store) ClaimDue(ctx context.Context, queues []ID, groups []int32, node string, ttl, grace time.Duration, limit int) ([]Message, error) {
+	rows, err := s.db.Query(ctx, claimDueSQL, groups, node, ttl, limit, queues, grace)
 	if err != nil {
 		return nil, fmt.Errorf("claim due messages: %w", err)
 	}

@@ -284,3 +284,84 @@ func claimAs(t *testing.T, st *queue.Store, byNode map[string][]queue.Message) {
 		}
 	}
 }
+
+// The periodic sweep leaves a fresh message to the worker its notification
+// reached (no second claim of a message already on its way): ClaimDue
+// takes a never-claimed message only once it is grace old, and a message
+// whose claim ran out at once. The notification it carries matches the
+// message (queue, id, group), sent in the same statement as the insert.
+func TestClaimDueLeavesFreshMessagesToTheirNotification(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	st := queue.NewStore(pool)
+	fresh := enqueue(t, pool, queue.StartWorkflow, 3, "fresh")
+	expired := enqueue(t, pool, queue.StartWorkflow, 3, "expired")
+	if _, ok, err := st.Claim(ctx, expired.Queue, expired.ID, "dead", time.Millisecond); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	got, err := st.ClaimDue(ctx, []queue.ID{queue.StartWorkflow}, []int32{3}, "me", time.Hour, time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != expired.ID {
+		t.Fatalf("with an hour's grace the sweep claimed %+v, want only the expired message %d", got, expired.ID)
+	}
+	got, err = st.ClaimDue(ctx, []queue.ID{queue.StartWorkflow}, []int32{3}, "me", time.Hour, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != fresh.ID {
+		t.Fatalf("with no grace the sweep claimed %+v, want the fresh message %d", got, fresh.ID)
+	}
+}
+
+// Enqueue's notification, sent by the insert's own statement, decodes to
+// the message it announces.
+func TestEnqueueNotifiesTheMessage(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+queue.Channel); err != nil {
+		t.Fatal(err)
+	}
+	want := []queue.Message{enqueue(t, pool, queue.StepUpdate, 7, "one"), enqueue(t, pool, queue.InstanceAction, queue.AnyGroup, "two")}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, []int32{4, 5}, []string{"a", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var got []queue.Message
+	for len(got) < 4 {
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatalf("after %d notifications: %v", len(got), err)
+		}
+		m, err := queue.ParseNotification(n.Payload)
+		if err != nil {
+			t.Fatalf("notification %q: %v", n.Payload, err)
+		}
+		got = append(got, m)
+	}
+	for i, w := range want {
+		if got[i].Queue != w.Queue || got[i].ID != w.ID || got[i].Group != w.Group {
+			t.Errorf("notification %d is %+v, want %+v", i, got[i], w)
+		}
+	}
+	if got[2].Queue != queue.StartWorkflow || got[2].Group != 4 || got[3].Group != 5 || got[3].ID <= got[2].ID {
+		t.Errorf("batch notifications %+v %+v, want start messages of groups 4 and 5", got[2], got[3])
+	}
+}

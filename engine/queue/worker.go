@@ -46,7 +46,9 @@ type WorkerConfig struct {
 	// RetryDelay is how long a failed message waits (default 1s).
 	RetryDelay time.Duration
 	// SweepInterval is how often unclaimed messages are looked for
-	// (default 1s).
+	// (default 1s). The periodic sweep leaves a message nobody has claimed
+	// to its notification for one interval; the sweeps when the listener
+	// (re)connects and when groups are claimed (Sweep) take every one.
 	SweepInterval time.Duration
 	// Notifications are extra pg_notify channels the listener subscribes to
 	// on its connection, with what to do with a payload.
@@ -146,7 +148,7 @@ func (w *Worker) Offer(m Message) {
 // Sweep looks for unclaimed messages now instead of waiting for the next
 // tick; the engine calls it after claiming groups.
 func (w *Worker) Sweep(ctx context.Context) {
-	w.sweepOnce(ctx)
+	w.sweepOnce(ctx, 0)
 }
 
 func (w *Worker) deliver(d delivery) {
@@ -261,7 +263,7 @@ func (w *Worker) listenOnce(ctx context.Context) error {
 		defer w.cfg.OnListen(false)
 	}
 	// Anything sent while we were not listening is found by a sweep.
-	w.sweepOnce(ctx)
+	w.sweepOnce(ctx, 0)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -291,18 +293,20 @@ func (w *Worker) sweep(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			w.sweepOnce(ctx)
+			w.sweepOnce(ctx, w.cfg.SweepInterval)
 		}
 	}
 }
 
-func (w *Worker) sweepOnce(ctx context.Context) {
+// sweepOnce claims and offers due messages; one never claimed must be
+// grace old.
+func (w *Worker) sweepOnce(ctx context.Context, grace time.Duration) {
 	groups := w.cfg.Groups()
 	queues := make([]ID, 0, len(w.lanes))
 	for q := range w.lanes {
 		queues = append(queues, q)
 	}
-	msgs, err := w.cfg.Store.ClaimDue(ctx, queues, groups, w.cfg.Node, w.cfg.ClaimTTL, 256)
+	msgs, err := w.cfg.Store.ClaimDue(ctx, queues, groups, w.cfg.Node, w.cfg.ClaimTTL, grace, 256)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.cfg.Logger.Warn("sweep queue", "error", err.Error())
