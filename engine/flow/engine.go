@@ -430,13 +430,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	var paramErr error
 	var held int64
 	if created {
-		// The owner param's value; a read that fails is retried with the
-		// message rather than failing the run.
-		owner, err := e.store.WorkflowOwner(ctx, msg.Ref)
-		if err != nil {
-			return fmt.Errorf("start %s: %w", msg.Ref, err)
-		}
-		vals, paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending, owner)
+		vals, paramsJSON, paramErr = e.evaluateStartParams(ctx, msg.Ref, pending, pending.Owner)
 		// Admission against the memory budget: a run that does not fit now
 		// stays CREATED and its message is offered again; one that could
 		// never fit fails alone.

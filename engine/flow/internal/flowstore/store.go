@@ -201,6 +201,11 @@ type CreatedRow struct {
 	HasSteps bool
 	// RunConfig says how the run was started ({"policy": ...}).
 	RunConfig []byte
+	// Owner is the owner of the pushed workflow the run belongs to (its
+	// root workflow for an inline run), which the run's owner param holds;
+	// "" when the workflow is gone. Read in the same statement: the start
+	// path pays one round trip for both.
+	Owner string
 }
 
 // ReadCreated reads a run that is still CREATED; ok is false otherwise.
@@ -208,12 +213,14 @@ func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool,
 	var r CreatedRow
 	i := &r.Row
 	err := s.db.QueryRow(ctx, `SELECT `+instanceColumns+`, initiator, EXISTS (SELECT 1 FROM step_instance s
-            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config
+            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config,
+            COALESCE((SELECT owner FROM workflow WHERE workflow_id = $4), '')
         FROM workflow_instance i
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount,
-		&i.GroupID, &i.Status, &i.Seq, &i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime, &i.Parent,
-		&i.UUID, &i.Correlation, &i.Depth, &i.TraceContext, &r.Initiator, &r.HasSteps, &r.RunConfig)
+		ref.WorkflowID, ref.InstanceID, ref.RunID, instance.RootWorkflowID(ref.WorkflowID)).Scan(&i.WorkflowID, &i.InstanceID,
+		&i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq, &i.Definition, &i.RunParams, &i.Params,
+		&i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth, &i.TraceContext, &r.Initiator,
+		&r.HasSteps, &r.RunConfig, &r.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CreatedRow{}, false, nil
 	}
