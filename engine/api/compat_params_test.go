@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // TestMaestroMapParamsFixture pushes Maestro's sample-wf-map-params.json
@@ -21,7 +22,7 @@ func TestMaestroMapParamsFixture(t *testing.T) {
 	e.send(http.MethodPost, "/api/v3/workflows", "demo", body).expect(t, http.StatusOK)
 	e.send(http.MethodPost, "/api/v3/workflows/sample-wf-map-params/versions/latest/actions/start", "demo",
 		`{"initiator": {"type": "manual"}}`).expect(t, http.StatusOK)
-	done := e.waitTerminalWithin("/api/v3/workflows/sample-wf-map-params/instances/1", 2*60e9)
+	done := e.waitTerminalWithin("/api/v3/workflows/sample-wf-map-params/instances/1", 2*time.Minute)
 	if done.body["status"] != "SUCCEEDED" {
 		t.Fatalf("run ended %v: %s", done.body["status"], done.raw)
 	}
@@ -30,10 +31,10 @@ func TestMaestroMapParamsFixture(t *testing.T) {
 	v, _ := p1["evaluated_result"].(map[string]any)
 	l10, _ := v["l10"].(map[string]any)
 	for key, want := range map[string]any{
-		"e2": float64(123),                  // top-level e1.get('bar')
-		"e7": []any{1.0, 2.0, 3.0},          // top-level e1.get('bat').get('baz')
-		"e1": "bar",                         // its own expression
-		"l2": float64(1598399975650),        // a literal
+		"e2": float64(123),           // top-level e1.get('bar')
+		"e7": []any{1.0, 2.0, 3.0},   // top-level e1.get('bat').get('baz')
+		"e1": "bar",                  // its own expression
+		"l2": float64(1598399975650), // a literal
 	} {
 		if !reflect.DeepEqual(l10[key], want) {
 			t.Errorf("p1.l10.%s = %#v, want %#v", key, l10[key], want)
