@@ -297,6 +297,9 @@ func (s *Server) stepViews(r *http.Request, attempts []*execution.StepAttempt) (
 				return nil, err
 			}
 			c = newStepContext(run, owner)
+			if err := s.loadSignalOutputs(r.Context(), c); err != nil {
+				return nil, err
+			}
 			runs[a.RunID] = c
 		}
 		out = append(out, c.stepView(a))

@@ -182,7 +182,7 @@ func startInputs(n *run.New, runParams workflow.Params, initiator map[string]any
 		}
 	}
 	n.RunParams, n.TimeoutSeconds = encoded, int64(timeout/time.Second)
-	n.Timeline = []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated), createdReason(initiator))}
+	n.Timeline = instance.StatusChange(string(instance.WorkflowCreated), createdReason(initiator))
 	return nil
 }
 

@@ -103,8 +103,26 @@ type StepInstance struct {
 	Artifacts       json.RawMessage `json:"artifacts,omitempty"`
 	Timeline        json.RawMessage `json:"timeline,omitempty"`
 	Outputs         json.RawMessage `json:"outputs,omitempty"`
+	SignalOutputs   *SignalOutputs  `json:"signal_outputs,omitempty"`
 	StepType        string          `json:"step_type"`
 	DetailOmitted   bool            `json:"detail_omitted,omitempty"`
+}
+
+// SignalOutputs is Maestro's SignalOutputs: the output signals a step
+// attempt announced, in the order of its signal_outputs.
+type SignalOutputs struct {
+	Outputs []SignalOutput `json:"outputs"`
+}
+
+// SignalOutput is Maestro's SignalOutputs.SignalOutput: one announced
+// signal with its params (plain values), payload, seq id (signal_id) and
+// the time it was announced.
+type SignalOutput struct {
+	Name         string         `json:"name"`
+	Params       map[string]any `json:"params,omitempty"`
+	Payload      map[string]any `json:"payload,omitempty"`
+	SignalID     int64          `json:"signal_id"`
+	AnnounceTime int64          `json:"announce_time"`
 }
 
 // StepRuntime is Maestro's StepRuntimeState: the attempt's status and the

@@ -1,0 +1,97 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// A step instance carries Maestro's timeout_in_millis (the step's
+// effective timeout, one written with params resolved) and signal_outputs
+// (the output signals its attempt announced: name, params, signal_id,
+// announce_time), and its timeline has Maestro's events: STATUS with the
+// status alone, the reason in a LOG event with a level.
+func TestStepInstanceTimeoutSignalOutputsAndTimeline(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.withSampleEngine()
+	e.send(http.MethodPost, "/api/v3/workflows", "tester", `{"workflow": {"id": "step-fields",
+	  "params": {"mins": {"value": 5, "type": "LONG"}},
+	  "steps": [
+	    {"step": {"id": "a", "type": "NoOp", "timeout": "1h", "transition": {"successors": {"b": "true"}},
+	      "signal_outputs": [
+	        {"name": "out/first", "params": {"rows": {"expression": "mins * 2", "type": "LONG"}}},
+	        {"name": "out/second", "params": {"who": {"value": "a", "type": "STRING"}}}]}},
+	    {"step": {"id": "b", "type": "NoOp", "timeout": "${mins}m", "transition": {"successors": {"c": "true"}}}},
+	    {"step": {"id": "c", "type": "Sleep", "params": {"sleep_seconds": {"value": "oops", "type": "STRING"}}}}
+	  ]}}`).expect(t, http.StatusOK)
+	start := time.Now().UnixMilli()
+	e.send(http.MethodPost, "/api/v3/workflows/step-fields/versions/latest/actions/start", "tester", `{}`).expect(t, http.StatusOK)
+	const path = "/api/v3/workflows/step-fields/instances/1"
+	if r := e.waitTerminalWithin(path, time.Minute); r.body["status"] != "FAILED" {
+		t.Fatalf("run ended %v, want FAILED (step c's sleep_seconds is not a number): %s", r.body["status"], r.raw)
+	}
+
+	a := e.send(http.MethodGet, path+"/runs/1/steps/a/attempts/1", "tester", "").expect(t, http.StatusOK)
+	checkShape(t, "step-instance", a)
+	if a.body["timeout_in_millis"] != float64(3600000) {
+		t.Errorf("a: timeout_in_millis %v, want 3600000", a.body["timeout_in_millis"])
+	}
+	so, _ := a.body["signal_outputs"].(map[string]any)
+	outs, _ := so["outputs"].([]any)
+	if len(outs) != 2 {
+		t.Fatalf("a: signal_outputs %v, want two outputs", a.body["signal_outputs"])
+	}
+	first, _ := outs[0].(map[string]any)
+	second, _ := outs[1].(map[string]any)
+	p, _ := first["params"].(map[string]any)
+	if first["name"] != "out/first" || p["rows"] != float64(10) || second["name"] != "out/second" {
+		t.Errorf("a: signal_outputs %v, want out/first (rows 10) then out/second", outs)
+	}
+	id, _ := first["signal_id"].(float64)
+	at, _ := first["announce_time"].(float64)
+	if id <= 0 || int64(at) < start {
+		t.Errorf("a: signal_id %v, announce_time %v, want a seq and a time after the start", first["signal_id"], first["announce_time"])
+	}
+	sig := e.send(http.MethodGet, "/api/v3/signals/out%2Ffirst/instances/latest", "tester", "").expect(t, http.StatusOK)
+	if sig.body["seq_id"] != first["signal_id"] {
+		t.Errorf("signal_id %v is not the announced signal's seq_id %v", first["signal_id"], sig.body["seq_id"])
+	}
+
+	b := e.send(http.MethodGet, path+"/runs/1/steps/b/attempts/1", "tester", "").expect(t, http.StatusOK)
+	if b.body["timeout_in_millis"] != float64(300000) {
+		t.Errorf("b: timeout_in_millis %v, want 300000 (${mins}m with mins 5)", b.body["timeout_in_millis"])
+	}
+	if _, ok := b.body["signal_outputs"]; ok {
+		t.Errorf("b announced no signal but has signal_outputs: %v", b.body["signal_outputs"])
+	}
+	c := e.send(http.MethodGet, path+"/runs/1/steps/c/attempts/1", "tester", "").expect(t, http.StatusOK)
+	if _, ok := c.body["timeout_in_millis"]; ok {
+		t.Errorf("c has no timeout but timeout_in_millis %v", c.body["timeout_in_millis"])
+	}
+
+	// Timelines: STATUS events carry the status alone; reasons are LOG
+	// events with a level, WARN for a failure.
+	run := e.send(http.MethodGet, path, "tester", "").expect(t, http.StatusOK)
+	for who, r := range map[string]response{"run": run, "step c": c} {
+		events, _ := r.body["timeline"].([]any)
+		var warn bool
+		for _, ev := range events {
+			m := ev.(map[string]any)
+			switch m["type"] {
+			case "STATUS":
+				if _, has := m["message"]; has || m["status"] == nil {
+					t.Errorf("%s: STATUS event %v, want the status alone, as Maestro's TimelineStatusEvent", who, m)
+				}
+			case "LOG":
+				if m["level"] == nil || m["message"] == nil {
+					t.Errorf("%s: LOG event %v without level or message", who, m)
+				}
+				warn = warn || m["level"] == "WARN"
+			}
+		}
+		if !warn {
+			t.Errorf("%s: no WARN LOG event says why it failed: %v", who, events)
+		}
+	}
+}
