@@ -95,3 +95,48 @@ func TestStepInstanceTimeoutSignalOutputsAndTimeline(t *testing.T) {
 		}
 	}
 }
+
+// A run carries Maestro's internal_id (its workflow's, the same for every
+// run of the workflow) and execution_id (the run's uuid once an engine
+// started it; absent while it waits in its run strategy's queue).
+func TestInstanceInternalAndExecutionID(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.withSampleEngine()
+	for _, id := range []string{"ids-a", "ids-b"} {
+		e.send(http.MethodPost, "/api/v3/workflows", "tester", `{"properties": {"run_strategy": "SEQUENTIAL"},
+		  "workflow": {"id": "`+id+`", "steps": [{"step": {"id": "s", "type": "Sleep",
+		    "params": {"sleep_seconds": {"value": 1500, "type": "LONG"}}}}]}}`).expect(t, http.StatusOK)
+	}
+	for range 2 {
+		e.send(http.MethodPost, "/api/v3/workflows/ids-a/versions/latest/actions/start", "tester", `{}`).expect(t, http.StatusOK)
+	}
+	e.send(http.MethodPost, "/api/v3/workflows/ids-b/versions/latest/actions/start", "tester", `{}`).expect(t, http.StatusOK)
+	e.waitAttempt("/api/v3/workflows/ids-a/instances/1/runs/1/steps/s/attempts/latest", "RUNNING")
+	first := e.send(http.MethodGet, "/api/v3/workflows/ids-a/instances/1", "tester", "").expect(t, http.StatusOK)
+	queued := e.send(http.MethodGet, "/api/v3/workflows/ids-a/instances/2", "tester", "").expect(t, http.StatusOK)
+	other := e.send(http.MethodGet, "/api/v3/workflows/ids-b/instances/1", "tester", "").expect(t, http.StatusOK)
+	if first.body["execution_id"] == nil || first.body["execution_id"] != first.body["workflow_uuid"] {
+		t.Errorf("a started run: execution_id %v, want its workflow_uuid %v", first.body["execution_id"], first.body["workflow_uuid"])
+	}
+	if queued.body["status"] != "CREATED" {
+		t.Fatalf("the second run of a SEQUENTIAL workflow is %v, want CREATED (queued)", queued.body["status"])
+	}
+	if _, ok := queued.body["execution_id"]; ok {
+		t.Errorf("a queued run has execution_id %v; Maestro sets it when the run is launched", queued.body["execution_id"])
+	}
+	a1, _ := first.body["internal_id"].(float64)
+	a2, _ := queued.body["internal_id"].(float64)
+	b1, _ := other.body["internal_id"].(float64)
+	if a1 <= 0 || a1 != a2 || b1 <= 0 || a1 == b1 {
+		t.Errorf("internal_id: ids-a runs %v and %v (want one number), ids-b %v (want another)", a1, a2, b1)
+	}
+	page := e.send(http.MethodGet, "/api/v3/workflows/ids-a/instances?first=10", "tester", "").expect(t, http.StatusOK)
+	for _, el := range page.body["elements"].([]any) {
+		if el.(map[string]any)["internal_id"] != a1 {
+			t.Errorf("listed run has internal_id %v, want %v", el.(map[string]any)["internal_id"], a1)
+		}
+	}
+	e.send(http.MethodPut, "/api/v3/workflows/ids-a/actions/kill", "tester", "").expect(t, http.StatusAccepted)
+	e.send(http.MethodPut, "/api/v3/workflows/ids-b/actions/kill", "tester", "").expect(t, http.StatusAccepted)
+}

@@ -189,8 +189,25 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if view.InternalID, err = s.internalID(r.Context(), inst.WorkflowID); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, view)
 	return nil
+}
+
+// internalID is the internal id of the workflow a run belongs to (of the
+// root workflow for a foreach or while iteration's run); nil when the
+// workflow is gone.
+func (s *Server) internalID(ctx context.Context, workflowID string) (*int64, error) {
+	id, err := s.cfg.Definitions.InternalID(ctx, instance.RootWorkflowID(workflowID))
+	if errors.Is(err, definition.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
 }
 
 // instancePage is a PaginationResult of runs, each with its aggregated
@@ -198,6 +215,7 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) instancePage(r *http.Request, runs []*execution.Instance, aggregated bool, earliest, latest int64,
 	idOf func(*wire.WorkflowInstance) int64) (wire.PaginationResult[*wire.WorkflowInstance], error) {
 	views := make([]*wire.WorkflowInstance, 0, len(runs))
+	internalIDs := map[string]*int64{} // by workflow id: a page is mostly one workflow's runs
 	for _, inst := range runs {
 		if aggregated {
 			var err error
@@ -209,6 +227,14 @@ func (s *Server) instancePage(r *http.Request, runs []*execution.Instance, aggre
 		if err != nil {
 			return wire.PaginationResult[*wire.WorkflowInstance]{}, err
 		}
+		id, seen := internalIDs[inst.WorkflowID]
+		if !seen {
+			if id, err = s.internalID(r.Context(), inst.WorkflowID); err != nil {
+				return wire.PaginationResult[*wire.WorkflowInstance]{}, err
+			}
+			internalIDs[inst.WorkflowID] = id
+		}
+		view.InternalID = id
 		views = append(views, view)
 	}
 	return pageOf(views, earliest, latest, idOf), nil

@@ -137,6 +137,9 @@ func instanceView(inst *execution.Instance) (*wire.WorkflowInstance, error) {
 		ms := inst.TimeoutSeconds * 1000
 		v.TimeoutInMillis = &ms
 	}
+	if inst.StartTime != nil { // an engine has started the run's execution
+		v.ExecutionID = &v.UUID
+	}
 	evaluated := wire.MillisPtr(inst.StartTime)
 	if evaluated == nil {
 		evaluated = &v.CreateTime

@@ -4,7 +4,10 @@ import "encoding/json"
 
 // WorkflowInstance is Maestro's WorkflowInstance: one run of a workflow
 // instance. Queued and the extra fields of Initiator are this
-// implementation's own.
+// implementation's own. InternalID is the workflow's internal id (the
+// workflow row's, as Maestro's); ExecutionID, as Maestro's, is the id of
+// the run's execution in the engine, the run's uuid once an engine has
+// started it, absent before.
 type WorkflowInstance struct {
 	WorkflowID      string           `json:"workflow_id"`
 	InstanceID      int64            `json:"workflow_instance_id"`
@@ -13,6 +16,8 @@ type WorkflowInstance struct {
 	CorrelationID   string           `json:"correlation_id"`
 	VersionID       int64            `json:"workflow_version_id"`
 	GroupInfo       int64            `json:"group_info"`
+	InternalID      *int64           `json:"internal_id,omitempty"`
+	ExecutionID     *string          `json:"execution_id,omitempty"`
 	RunConfig       json.RawMessage  `json:"run_config,omitempty"`
 	RunParams       json.RawMessage  `json:"run_params,omitempty"`
 	RuntimeWorkflow json.RawMessage  `json:"runtime_workflow,omitempty"`
