@@ -140,3 +140,59 @@ func TestInstanceInternalAndExecutionID(t *testing.T) {
 	e.send(http.MethodPut, "/api/v3/workflows/ids-a/actions/kill", "tester", "").expect(t, http.StatusAccepted)
 	e.send(http.MethodPut, "/api/v3/workflows/ids-b/actions/kill", "tester", "").expect(t, http.StatusAccepted)
 }
+
+// A start request's runtime_tags and artifacts are taken as Maestro takes
+// them: the tags join the run's workflow tags (runtime_workflow) and its
+// run_config.runtime_tags, the artifacts are the run's artifacts.
+func TestStartWithRuntimeTagsAndArtifacts(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	e.withSampleEngine()
+	e.send(http.MethodPost, "/api/v3/workflows", "tester", `{"workflow": {"id": "rt-tags", "tags": ["team", {"name": "tier", "namespace": "PLATFORM"}],
+	  "steps": [{"step": {"id": "s", "type": "NoOp"}}]}}`).expect(t, http.StatusOK)
+	e.send(http.MethodPost, "/api/v3/workflows/rt-tags/versions/latest/actions/start", "tester", `{"initiator": {"type": "manual"},
+	  "runtime_tags": [{"name": "backfill", "namespace": "RUNTIME"}, "tier"],
+	  "artifacts": {"lineage": {"type": "DEFAULT", "data": {"source": "s3://bucket/key"}}}}`).expect(t, http.StatusOK)
+	done := e.waitTerminalWithin("/api/v3/workflows/rt-tags/instances/1", time.Minute)
+	if done.body["status"] != "SUCCEEDED" {
+		t.Fatalf("run ended %v: %s", done.body["status"], done.raw)
+	}
+	names := map[string]bool{}
+	rw, _ := done.body["runtime_workflow"].(map[string]any)
+	tags, _ := rw["tags"].([]any)
+	for _, tg := range tags {
+		switch x := tg.(type) {
+		case string:
+			names[x] = true
+		case map[string]any:
+			names[x["name"].(string)] = true
+		}
+	}
+	if len(tags) != 3 || !names["team"] || !names["tier"] || !names["backfill"] {
+		t.Errorf("runtime_workflow.tags = %v, want team, tier and backfill (tier once)", tags)
+	}
+	rc, _ := done.body["run_config"].(map[string]any)
+	if rt, _ := rc["runtime_tags"].([]any); len(rt) != 2 {
+		t.Errorf("run_config = %v, want its runtime_tags", rc)
+	}
+	art, _ := done.body["artifacts"].(map[string]any)
+	lineage, _ := art["lineage"].(map[string]any)
+	data, _ := lineage["data"].(map[string]any)
+	if lineage["type"] != "DEFAULT" || data["source"] != "s3://bucket/key" {
+		t.Errorf("artifacts = %v, want the start's", done.body["artifacts"])
+	}
+	// The version's own tags are unchanged; a run started without runtime
+	// tags has the version's.
+	v := e.send(http.MethodGet, "/api/v3/workflows/rt-tags/versions/latest", "tester", "").expect(t, http.StatusOK)
+	if w, _ := v.body["workflow"].(map[string]any); len(w["tags"].([]any)) != 2 {
+		t.Errorf("the version's tags changed: %v", w["tags"])
+	}
+	e.send(http.MethodPost, "/api/v3/workflows/rt-tags/versions/latest/actions/start", "tester", `{}`).expect(t, http.StatusOK)
+	second := e.waitTerminalWithin("/api/v3/workflows/rt-tags/instances/2", time.Minute)
+	if rw, _ := second.body["runtime_workflow"].(map[string]any); len(rw["tags"].([]any)) != 2 {
+		t.Errorf("a run without runtime tags has tags %v", rw["tags"])
+	}
+	if _, ok := second.body["artifacts"]; ok {
+		t.Errorf("a run started without artifacts has %v", second.body["artifacts"])
+	}
+}

@@ -61,9 +61,9 @@ type startBody struct {
 	// PersistFailedRun is accepted: a run whose params fail to evaluate is
 	// always kept, FAILED, with the reason on its timeline.
 	PersistFailedRun *bool `json:"persist_failed_run"`
-	// RuntimeTags and Artifacts are Maestro fields this implementation has
-	// no use for yet: a non-empty value is refused rather than dropped.
-	RuntimeTags json.RawMessage `json:"runtime_tags"`
+	// RuntimeTags are added to the run's workflow tags and kept in its
+	// run_config, Artifacts kept as the run's artifacts, as Maestro does.
+	RuntimeTags workflow.Tags   `json:"runtime_tags"`
 	Artifacts   json.RawMessage `json:"artifacts"`
 }
 
@@ -100,12 +100,6 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	if err := unsupported("runtime_tags", body.RuntimeTags); err != nil {
-		return err
-	}
-	if err := unsupported("artifacts", body.Artifacts); err != nil {
-		return err
-	}
 	if err := workflowParamsValid(body.RunParams); err != nil {
 		return err
 	}
@@ -116,6 +110,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	res, err := s.cfg.Runs.Start(r.Context(), execution.StartRequest{
 		WorkflowID: r.PathValue("id"), Version: r.PathValue("version"),
 		RunParams: body.RunParams, RequestID: body.RequestID, Initiator: initiator,
+		RuntimeTags: body.RuntimeTags, Artifacts: body.Artifacts,
 	})
 	if err != nil {
 		return err

@@ -128,7 +128,7 @@ func instanceView(inst *execution.Instance) (*wire.WorkflowInstance, error) {
 		RunParams: inst.RunParams, Initiator: initiatorView(inst.Initiator), Status: string(inst.Status),
 		CreateTime: wire.Millis(inst.CreateTime), StartTime: wire.MillisPtr(inst.StartTime),
 		EndTime: wire.MillisPtr(inst.EndTime), ModifyTime: wire.Millis(inst.ModifyTime), Timeline: inst.Timeline,
-		RequestID: inst.RequestID, Queued: inst.Queued,
+		RequestID: inst.RequestID, Queued: inst.Queued, Artifacts: inst.Artifacts,
 		// Maestro's request_time is when the start was asked for: the
 		// run's create time here (the start writes the run at once).
 		RequestTime: new(wire.Millis(inst.CreateTime)),

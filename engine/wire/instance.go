@@ -32,6 +32,7 @@ type WorkflowInstance struct {
 	EndTime         *int64           `json:"end_time,omitempty"`
 	ModifyTime      int64            `json:"modify_time"`
 	RuntimeOverview *RuntimeOverview `json:"runtime_overview,omitempty"`
+	Artifacts       json.RawMessage  `json:"artifacts,omitempty"`
 	Timeline        json.RawMessage  `json:"timeline,omitempty"`
 	AggregatedInfo  *AggregatedInfo  `json:"aggregated_info,omitempty"`
 	RequestID       *string          `json:"request_id,omitempty"`
