@@ -70,8 +70,9 @@ func sdkPython(t *testing.T) string {
 // builds a workflow with the SDK's Python DSL, validates and pushes it
 // with MaestroClient, starts it with run params, polls the instance until
 // it ends and reads the definition and a step instance back. It also
-// pushes the YAML with the SDK's command line (`maestro push`). It prints
-// one JSON object with what it saw.
+// pushes the YAML with the SDK's command line (`maestro push`) and stops
+// a running instance with client.stop. It prints one JSON object with what
+// it saw.
 const sdkScript = `
 import json, subprocess, sys, time
 from maestro import Workflow, Job, MaestroClient
@@ -109,12 +110,29 @@ out["step"] = client.get_instance("sdk-wf", 1, step_id="job2")
 out["attempt"] = client.get_instance("sdk-wf", 1, run_id=1, step_id="job2", attempt_id=1)
 out["workflow"] = client.get_workflow("sdk-wf", version="latest", enriched=True)
 out["missing"] = client.get_instance("sdk-wf", 99)
+
+nap = Workflow(id="sdk-stop")
+nap.owner(user).job(Job(id="nap", type="Sleep").param("sleep_seconds", 600))
+client.push_yaml(nap.to_yaml())
+client.start(workflow_id="sdk-stop")
+deadline = time.time() + 60
+while client.get_instance("sdk-stop", 1).get("status") != "IN_PROGRESS" and time.time() < deadline:
+    time.sleep(0.2)
+out["stop"] = client.stop(workflow_id="sdk-stop", instance_id=1)
+deadline = time.time() + 60
+while True:
+    stopped = client.get_instance("sdk-stop", 1)
+    if stopped.get("status") in ("SUCCEEDED", "FAILED", "STOPPED", "TIMED_OUT") or time.time() > deadline:
+        break
+    time.sleep(0.2)
+out["stopped"] = stopped
 print(json.dumps(out))
 `
 
 // TestMaestroPythonSDK runs Maestro's own Python SDK (maestro-sdk 0.1.4
 // from PyPI) against this API and an engine: push, validate, start, read
-// the run until SUCCEEDED, read the definition and steps back.
+// the run until SUCCEEDED, read the definition and steps back, and stop a
+// running instance.
 func TestMaestroPythonSDK(t *testing.T) {
 	python := sdkPython(t)
 	e := newTestServer(t)
@@ -195,6 +213,9 @@ func TestMaestroPythonSDK(t *testing.T) {
 	}
 	if w, _ := out["workflow"]["workflow"].(map[string]any); w == nil || w["id"] != "sdk-wf" {
 		t.Errorf("get_workflow answered %v", out["workflow"])
+	}
+	if out["stopped"]["status"] != "STOPPED" {
+		t.Errorf("a run the SDK stopped (client.stop) ended %v, want STOPPED; stop answered %v", out["stopped"]["status"], out["stop"])
 	}
 	if out["missing"]["status"] != "NOT_FOUND" {
 		t.Errorf("an instance that does not exist answered %v, want status NOT_FOUND (what the SDK's watch looks for)", out["missing"])
