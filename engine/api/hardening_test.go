@@ -141,7 +141,10 @@ func TestStartBodyIsStrict(t *testing.T) {
 		`{"request_id": "a\xffb"}`,
 		"{\"run_params\": {\"p\": {\"type\": \"STRING\", \"value\": \"\xc3\x28\"}}}",
 		`{"request_id": "a"} {"request_id": "b"}`,
-		`{"runtime_tags": [{"name": "t"}]}`,
+		`{"runtime_tags": [{"name": " "}]}`,
+		`{"runtime_tags": ["t", "t"]}`,
+		`{"artifacts": {"a": 1}}`,
+		`{"artifacts": ["a"]}`,
 		`{"initiator": {"type": "TIME"}}`,
 	} {
 		r := e.send("POST", start, "alice", bad).expect(t, 400)

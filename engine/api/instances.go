@@ -61,9 +61,9 @@ type startBody struct {
 	// PersistFailedRun is accepted: a run whose params fail to evaluate is
 	// always kept, FAILED, with the reason on its timeline.
 	PersistFailedRun *bool `json:"persist_failed_run"`
-	// RuntimeTags and Artifacts are Maestro fields this implementation has
-	// no use for yet: a non-empty value is refused rather than dropped.
-	RuntimeTags json.RawMessage `json:"runtime_tags"`
+	// RuntimeTags are added to the run's workflow tags and kept in its
+	// run_config, Artifacts kept as the run's artifacts, as Maestro does.
+	RuntimeTags workflow.Tags   `json:"runtime_tags"`
 	Artifacts   json.RawMessage `json:"artifacts"`
 }
 
@@ -100,12 +100,6 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
-	if err := unsupported("runtime_tags", body.RuntimeTags); err != nil {
-		return err
-	}
-	if err := unsupported("artifacts", body.Artifacts); err != nil {
-		return err
-	}
 	if err := workflowParamsValid(body.RunParams); err != nil {
 		return err
 	}
@@ -116,6 +110,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	res, err := s.cfg.Runs.Start(r.Context(), execution.StartRequest{
 		WorkflowID: r.PathValue("id"), Version: r.PathValue("version"),
 		RunParams: body.RunParams, RequestID: body.RequestID, Initiator: initiator,
+		RuntimeTags: body.RuntimeTags, Artifacts: body.Artifacts,
 	})
 	if err != nil {
 		return err
@@ -189,8 +184,25 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if view.InternalID, err = s.internalID(r.Context(), inst.WorkflowID); err != nil {
+		return err
+	}
 	writeJSON(w, http.StatusOK, view)
 	return nil
+}
+
+// internalID is the internal id of the workflow a run belongs to (of the
+// root workflow for a foreach or while iteration's run); nil when the
+// workflow is gone.
+func (s *Server) internalID(ctx context.Context, workflowID string) (*int64, error) {
+	id, err := s.cfg.Definitions.InternalID(ctx, instance.RootWorkflowID(workflowID))
+	if errors.Is(err, definition.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
 }
 
 // instancePage is a PaginationResult of runs, each with its aggregated
@@ -198,6 +210,7 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) instancePage(r *http.Request, runs []*execution.Instance, aggregated bool, earliest, latest int64,
 	idOf func(*wire.WorkflowInstance) int64) (wire.PaginationResult[*wire.WorkflowInstance], error) {
 	views := make([]*wire.WorkflowInstance, 0, len(runs))
+	internalIDs := map[string]*int64{} // by workflow id: a page is mostly one workflow's runs
 	for _, inst := range runs {
 		if aggregated {
 			var err error
@@ -209,6 +222,14 @@ func (s *Server) instancePage(r *http.Request, runs []*execution.Instance, aggre
 		if err != nil {
 			return wire.PaginationResult[*wire.WorkflowInstance]{}, err
 		}
+		id, seen := internalIDs[inst.WorkflowID]
+		if !seen {
+			if id, err = s.internalID(r.Context(), inst.WorkflowID); err != nil {
+				return wire.PaginationResult[*wire.WorkflowInstance]{}, err
+			}
+			internalIDs[inst.WorkflowID] = id
+		}
+		view.InternalID = id
 		views = append(views, view)
 	}
 	return pageOf(views, earliest, latest, idOf), nil
@@ -297,6 +318,9 @@ func (s *Server) stepViews(r *http.Request, attempts []*execution.StepAttempt) (
 				return nil, err
 			}
 			c = newStepContext(run, owner)
+			if err := s.loadSignalOutputs(r.Context(), c); err != nil {
+				return nil, err
+			}
 			runs[a.RunID] = c
 		}
 		out = append(out, c.stepView(a))

@@ -91,6 +91,8 @@ func (s *Server) restartInstance(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(r, &body); err != nil {
 		return err
 	}
+	// Maestro's restart request has no artifacts (its controller: "no
+	// runtimeTags, correlationId, or artifacts"): refused, not dropped.
 	if err := unsupported("artifacts", body.Artifacts); err != nil {
 		return err
 	}

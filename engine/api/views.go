@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/wire"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -126,7 +128,7 @@ func instanceView(inst *execution.Instance) (*wire.WorkflowInstance, error) {
 		RunParams: inst.RunParams, Initiator: initiatorView(inst.Initiator), Status: string(inst.Status),
 		CreateTime: wire.Millis(inst.CreateTime), StartTime: wire.MillisPtr(inst.StartTime),
 		EndTime: wire.MillisPtr(inst.EndTime), ModifyTime: wire.Millis(inst.ModifyTime), Timeline: inst.Timeline,
-		RequestID: inst.RequestID, Queued: inst.Queued,
+		RequestID: inst.RequestID, Queued: inst.Queued, Artifacts: inst.Artifacts,
 		// Maestro's request_time is when the start was asked for: the
 		// run's create time here (the start writes the run at once).
 		RequestTime: new(wire.Millis(inst.CreateTime)),
@@ -134,6 +136,9 @@ func instanceView(inst *execution.Instance) (*wire.WorkflowInstance, error) {
 	if inst.TimeoutSeconds > 0 {
 		ms := inst.TimeoutSeconds * 1000
 		v.TimeoutInMillis = &ms
+	}
+	if inst.StartTime != nil { // an engine has started the run's execution
+		v.ExecutionID = &v.UUID
 	}
 	evaluated := wire.MillisPtr(inst.StartTime)
 	if evaluated == nil {
@@ -350,6 +355,9 @@ type stepContext struct {
 	wf    *workflow.Workflow
 	owner string
 	ord   map[string]int64
+	// signalOutputs are the output signals of the run's attempts by
+	// outputKey, once loaded (Server.loadSignalOutputs).
+	signalOutputs map[string]*wire.SignalOutputs
 }
 
 func newStepContext(run *execution.Instance, owner string) *stepContext {
@@ -383,7 +391,7 @@ func (c *stepContext) stepView(a *execution.StepAttempt) *wire.StepInstance {
 		CorrelationID:  fmt.Sprintf("%s:%d:%d", c.run.WorkflowID, c.run.InstanceID, c.run.RunID),
 		StepInstanceID: c.ord[a.StepID], VersionID: c.run.Version, GroupInfo: int64(c.run.GroupID), Owner: c.owner,
 		Outputs: a.Outputs, Timeline: a.Timeline, StepType: a.Type, DetailOmitted: a.DetailOmitted,
-		RuntimeState: runtimeStateView(a),
+		RuntimeState: runtimeStateView(a), SignalOutputs: c.signalOutputs[outputKey(a.StepID, a.AttemptID)],
 	}
 	var defs workflow.Params
 	if n := c.node(a.StepID); n != nil {
@@ -395,12 +403,7 @@ func (c *stepContext) stepView(a *execution.StepAttempt) *wire.StepInstance {
 			v.Tags, _ = wire.Marshal(common.Tags)
 		}
 		v.Transition = transitionView(common.Transition)
-		if t := common.Timeout; t != nil {
-			if d, err := t.Resolve(); err == nil && d > 0 {
-				ms := d.Milliseconds()
-				v.TimeoutInMillis = &ms
-			}
-		}
+		v.TimeoutInMillis = stepTimeoutMillis(common.Timeout, c.run.Params, a.Params)
 	}
 	v.Params = paramsView(a.Params, defs, v.RuntimeState.EvaluateParamTime)
 	if len(a.Artifacts) > 2 {
@@ -408,6 +411,40 @@ func (c *stepContext) stepView(a *execution.StepAttempt) *wire.StepInstance {
 	}
 	v.StepRetry = retryView(a.RetryInfo)
 	return v
+}
+
+// stepTimeoutMillis is Maestro's StepInstance.timeout_in_millis, the
+// step's effective timeout: its own timeout, one written with params
+// ("${hours}h") resolved from the attempt's params and the run's as the
+// engine resolves it; nil when the step has none (Maestro then applies its
+// default limit and leaves the field out) or it cannot be resolved yet
+// (the attempt's params are not evaluated).
+func stepTimeoutMillis(t *workflow.Duration, runParams, stepParams json.RawMessage) *int64 {
+	if t == nil {
+		return nil
+	}
+	d, err := t.Resolve()
+	if errors.Is(err, workflow.ErrNeedsParams) {
+		var run, step params.Values
+		if len(stepParams) == 0 || json.Unmarshal(stepParams, &step) != nil || step == nil {
+			return nil
+		}
+		if len(runParams) > 0 && json.Unmarshal(runParams, &run) != nil {
+			return nil
+		}
+		vals := run.Plain()
+		maps.Copy(vals, step.Plain())
+		s, ierr := params.Interpolate(t.Text, vals)
+		if ierr != nil {
+			return nil
+		}
+		d, err = workflow.ParseDuration(s)
+	}
+	if err != nil || d <= 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
 }
 
 // transitionView is Maestro's StepInstanceTransition: each successor's

@@ -64,6 +64,8 @@ const sqlWorkflowExists = `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_
 // Owner: who may change the workflow (the API's authorization).
 const sqlOwner = `SELECT owner FROM workflow WHERE workflow_id = $1`
 
+const sqlInternalID = `SELECT internal_id FROM workflow WHERE workflow_id = $1`
+
 const sqlExists = `SELECT EXISTS (SELECT 1 FROM workflow WHERE workflow_id = $1)`
 
 // sqlAccess reads who may act on a workflow: its owner and the operators

@@ -185,6 +185,21 @@ func (s *Store) Owner(ctx context.Context, workflowID string) (string, error) {
 	return owner, nil
 }
 
+// InternalID returns the workflow's internal id, Maestro's internal_id: a
+// number of its own given when the workflow is first pushed (a workflow
+// pushed again after its deletion has a new one).
+func (s *Store) InternalID(ctx context.Context, workflowID string) (int64, error) {
+	var id int64
+	err := s.db.QueryRow(ctx, sqlInternalID, workflowID).Scan(&id)
+	if errNoRows(err) {
+		return 0, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read workflow %s internal id: %w", workflowID, err)
+	}
+	return id, nil
+}
+
 // Exists reports whether the workflow exists (any version, active or not).
 func (s *Store) Exists(ctx context.Context, workflowID string) (bool, error) {
 	var ok bool

@@ -47,6 +47,9 @@ type Instance struct {
 	// Parent is the run's parent (a subworkflow, foreach or while step)
 	// as the engine records it; nil for a top-level run.
 	Parent json.RawMessage
+	// Artifacts are those the start request gave the run (Maestro's
+	// WorkflowInstance.artifacts); nil when it gave none.
+	Artifacts json.RawMessage
 
 	groupID int32
 }
@@ -74,14 +77,14 @@ type StepSummary struct {
 
 const instanceSelect = `SELECT workflow_id, instance_id, run_id, workflow_version, uuid::text, request_id, status,
     initiator, run_params, params, timeline, create_time, start_time, end_time, modify_time, definition, group_id,
-    queued, run_config, timeout_seconds, parent
+    queued, run_config, timeout_seconds, parent, artifacts
     FROM workflow_instance`
 
 func scanInstance(r pgx.Row) (*Instance, error) {
 	var i Instance
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.UUID, &i.RequestID, &i.Status,
 		&i.Initiator, &i.RunParams, &i.Params, &i.Timeline, &i.CreateTime, &i.StartTime, &i.EndTime, &i.ModifyTime,
-		&i.Definition, &i.groupID, &i.Queued, &i.RunConfig, &i.TimeoutSeconds, &i.Parent)
+		&i.Definition, &i.groupID, &i.Queued, &i.RunConfig, &i.TimeoutSeconds, &i.Parent, &i.Artifacts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -175,7 +178,7 @@ const MaxListBytes = 4 << 20
 
 // size is roughly what the run's JSON takes.
 func (i *Instance) size() int {
-	return len(i.Initiator) + len(i.RunParams) + len(i.Params) + len(i.Timeline) + len(i.RunConfig) + 512
+	return len(i.Initiator) + len(i.RunParams) + len(i.Params) + len(i.Timeline) + len(i.RunConfig) + len(i.Artifacts) + 512
 }
 
 // StepAttempt is the API view of one step attempt.
@@ -330,7 +333,7 @@ func collectInstances(rows pgx.Rows) ([]*Instance, error) {
 func (s *Service) InstancesBetween(ctx context.Context, workflowID string, low, high int64) ([]*Instance, error) {
 	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (instance_id) workflow_id, instance_id, run_id, workflow_version,
             uuid::text, request_id, status, initiator, run_params, params, timeline, create_time, start_time, end_time,
-            modify_time, NULL::jsonb, group_id, queued, run_config, timeout_seconds, parent
+            modify_time, NULL::jsonb, group_id, queued, run_config, timeout_seconds, parent, artifacts
         FROM workflow_instance WHERE workflow_id = $1 AND instance_id BETWEEN $2 AND $3
         ORDER BY instance_id DESC, run_id DESC`, workflowID, low, high)
 	if err != nil {
@@ -348,7 +351,7 @@ func (s *Service) InstancesBetween(ctx context.Context, workflowID string, low, 
 func (s *Service) RunsBetween(ctx context.Context, workflowID string, instanceID, low, high int64) ([]*Instance, error) {
 	rows, err := s.db.Query(ctx, `SELECT workflow_id, instance_id, run_id, workflow_version,
             uuid::text, request_id, status, initiator, run_params, params, timeline, create_time, start_time, end_time,
-            modify_time, NULL::jsonb, group_id, queued, run_config, timeout_seconds, parent
+            modify_time, NULL::jsonb, group_id, queued, run_config, timeout_seconds, parent, artifacts
         FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id BETWEEN $3 AND $4
         ORDER BY run_id DESC`, workflowID, instanceID, low, high)
 	if err != nil {

@@ -196,8 +196,8 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 		created, err = run.Create(ctx, tx, []run.New{{
 			Ref: ref, Version: prev.version, Definition: definition, RunParams: runParams, Initiator: initiator,
 			TimeoutSeconds: prev.timeoutSeconds, RunConfig: runConfig, GroupCount: s.groupCount,
-			Timeline: []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
-				fmt.Sprintf("restart of run %d (%s)", prev.runID, policy))},
+			Timeline: instance.StatusChange(string(instance.WorkflowCreated),
+				fmt.Sprintf("restart of run %d (%s)", prev.runID, policy)),
 		}}, run.Options{Props: map[string][]byte{req.WorkflowID: props}})
 		if err != nil {
 			return err
@@ -305,8 +305,8 @@ func carrySteps(ctx context.Context, tx pgx.Tx, ref run.Ref, wf *workflow.Workfl
 	}
 	ev, _ := json.Marshal([]instance.TimelineEvent{instance.LogEvent("INFO",
 		fmt.Sprintf("completed in run %d; carried over by the restart", from))})
-	skipped, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.StepSkipped),
-		fmt.Sprintf("skipped by %s after run %d ended", by, from))})
+	skipped, _ := json.Marshal(instance.StatusChange(string(instance.StepSkipped),
+		fmt.Sprintf("skipped by %s after run %d ended", by, from)))
 	skip := make([]string, 0, len(rerun))
 	for id := range rerun {
 		skip = append(skip, id)

@@ -66,6 +66,12 @@ type StartRequest struct {
 	// RequestID makes the start idempotent: a repeat returns the first run.
 	RequestID string
 	Initiator map[string]any
+	// RuntimeTags (Maestro's runtime_tags) are merged into the run's
+	// workflow tags (MergeTags) and kept in its run_config.
+	RuntimeTags workflow.Tags
+	// Artifacts (Maestro's artifacts: a JSON object of artifacts by name)
+	// are kept as the run's artifacts; nil or {} for none.
+	Artifacts json.RawMessage
 }
 
 // StartResult is the run a start created, or found for a repeated request.
@@ -92,6 +98,13 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	start := run.New{Ref: run.Ref{WorkflowID: req.WorkflowID}, Version: v.Version, RequestID: req.RequestID,
 		Definition: v.Raw, Workflow: &v.Workflow, GroupCount: s.groupCount,
 		Check: func(n *run.New) error { return startInputs(n, req.RunParams, req.Initiator) }}
+	if err := withRuntimeTags(&start, req.RuntimeTags); err != nil {
+		return nil, err
+	}
+	artifacts, err := encodeArtifacts(req.Artifacts)
+	if err != nil {
+		return nil, err
+	}
 	var created []run.Created
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
@@ -100,6 +113,11 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		}
 		if created[0].Queued && testHookQueued != nil {
 			testHookQueued()
+		}
+		if c := created[0]; c.Err == nil && !c.Duplicated && artifacts != nil {
+			if _, err := tx.Exec(ctx, sqlSetArtifacts, c.Ref.WorkflowID, c.Ref.InstanceID, c.Ref.RunID, artifacts); err != nil {
+				return fmt.Errorf("store the artifacts of %s/%d: %w", c.Ref.WorkflowID, c.Ref.InstanceID, err)
+			}
 		}
 		return created[0].Err
 	})
@@ -182,7 +200,7 @@ func startInputs(n *run.New, runParams workflow.Params, initiator map[string]any
 		}
 	}
 	n.RunParams, n.TimeoutSeconds = encoded, int64(timeout/time.Second)
-	n.Timeline = []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated), createdReason(initiator))}
+	n.Timeline = instance.StatusChange(string(instance.WorkflowCreated), createdReason(initiator))
 	return nil
 }
 

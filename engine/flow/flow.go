@@ -565,13 +565,13 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	// A parent waiting in this process is woken in memory after the
 	// commit; one elsewhere through a step_update written with the end.
 	wakeHere := f.parent != nil && f.eng.waitsHere(f.parent.Ref, f.parent.StepID)
-	tl := instance.StatusEvent(string(status), reason)
+	tl := instance.StatusChange(string(status), reason)
 	u := flowstore.InstanceUpdate{
 		From: f.status, Status: status, Params: params, End: true,
-		Timeline: []instance.TimelineEvent{tl},
+		Timeline: tl,
 	}
 	if f.eng.events {
-		u.Event = f.info.InstanceEvent(f.ref, f.status, status, time.UnixMilli(tl.Timestamp))
+		u.Event = f.info.InstanceEvent(f.ref, f.status, status, time.UnixMilli(tl[0].Timestamp))
 	}
 	err := f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
 		if f.startRefused() {

@@ -43,7 +43,7 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 		return err
 	}
 	a.status = to
-	a.w.pending = append(a.w.pending, instance.StatusEvent(string(to), reason))
+	a.w.pending = append(a.w.pending, instance.StatusChange(string(to), reason)...)
 	a.w.pendingAt = append(a.w.pendingAt, time.Now())
 	return nil
 }

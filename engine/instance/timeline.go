@@ -8,16 +8,39 @@ import (
 
 // TimelineEvent is one entry of a workflow instance's or step attempt's
 // timeline as stored and served: Maestro's TimelineEvent, declared once in
-// engine/wire. The engine writes STATUS (a status change with its reason)
-// and LOG events.
+// engine/wire. The engine writes STATUS events (Maestro's
+// TimelineStatusEvent: a timestamp and the status entered, nothing else)
+// and LOG events (Maestro's TimelineLogEvent: a level and a message), the
+// reason for a status change among them.
 type TimelineEvent = wire.TimelineEvent
 
-// StatusEvent records entering status, with why.
-func StatusEvent(status, reason string) TimelineEvent {
-	return TimelineEvent{Type: wire.EventStatus, Timestamp: time.Now().UnixMilli(), Status: status, Message: reason}
+// StatusChange records entering status, with why, as Maestro writes it: a
+// STATUS event with the status alone, then, when reason is not empty, a
+// LOG event at the same instant carrying the reason at ReasonLevel(status).
+func StatusChange(status, reason string) []TimelineEvent {
+	now := time.Now().UnixMilli()
+	events := []TimelineEvent{{Type: wire.EventStatus, Timestamp: now, Status: status}}
+	if reason != "" {
+		events = append(events, TimelineEvent{Type: wire.EventLog, Timestamp: now, Level: ReasonLevel(status), Message: reason})
+	}
+	return events
 }
 
-// LogEvent records a message.
+// ReasonLevel is the level of the LOG event that says why a run or a step
+// entered status: WARN for a failure, a timeout or a stop (Maestro logs a
+// termination's reason at WARN), INFO otherwise.
+func ReasonLevel(status string) string {
+	switch status {
+	case string(WorkflowFailed), string(WorkflowStopped), string(WorkflowTimedOut),
+		string(StepUserFailed), string(StepPlatformFailed), string(StepTimeoutFailed), string(StepFatallyFailed),
+		string(StepInternallyFailed), string(StepCompletedWithError):
+		return wire.LevelWarn
+	}
+	return wire.LevelInfo
+}
+
+// LogEvent records a message at level (Maestro's levels: TRACE, DEBUG,
+// INFO, WARN, ERROR).
 func LogEvent(level, msg string) TimelineEvent {
 	return TimelineEvent{Type: wire.EventLog, Timestamp: time.Now().UnixMilli(), Level: level, Message: msg}
 }

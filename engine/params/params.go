@@ -382,16 +382,21 @@ func literalRefs(def workflow.Param) ([]string, error) {
 
 // literal returns a literal def's value with its strings interpolated; MAP
 // values are evaluated member by member since each member is itself a param
-// definition.
+// definition. As in Maestro's ParamEvaluator, each member is evaluated
+// against the params of the enclosing scope alone: a name in a member's
+// expression is the enclosing scope's param of that name, never a sibling
+// member (Maestro's sample-wf-map-params.json: p1.l10.e2 = e1.get('bar')
+// reads the top-level e1).
 func literal(ctx context.Context, def workflow.Param, env *scopeEnv, steps StepLookup, funcs map[string]sel.Func) (any, error) {
 	if nested, ok := def.MapValue(); ok {
-		vals, err := EvaluateIn(ctx, nested, Scope{Base: env.vals, Steps: steps, Funcs: funcs, member: true})
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[string]any, len(vals))
-		for k, v := range vals {
-			out[k] = v.Value
+		out := make(map[string]any, len(nested))
+		for _, name := range slices.Sorted(maps.Keys(nested)) {
+			vals, err := EvaluateIn(ctx, workflow.Params{name: nested[name]},
+				Scope{Base: env.vals, Steps: steps, Funcs: funcs, member: true})
+			if err != nil {
+				return nil, err
+			}
+			out[name] = vals[name].Value
 		}
 		return out, nil
 	}

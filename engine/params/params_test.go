@@ -346,3 +346,32 @@ func TestMaestroDefaultWorkflowParams(t *testing.T) {
 		}
 	}
 }
+
+// MAP members are evaluated against the enclosing scope, never their
+// siblings, as Maestro's ParamEvaluator does: a member expression naming
+// e1 reads the top-level e1 even when a sibling member is called e1.
+func TestMapMembersReadTheEnclosingScope(t *testing.T) {
+	t.Parallel()
+	top := expr(workflow.ParamTypeMap, "m = new Map(); m.put('bar', 123L); return m;")
+	p1 := lit(workflow.ParamTypeMap, map[string]workflow.Param{
+		"e1": expr(workflow.ParamTypeString, "'bar';"),
+		"e2": expr(workflow.ParamTypeLong, "e1.get('bar');"),
+		"s":  str("n=${n}"),
+		"n":  long(5),
+	})
+	got, err := params.Evaluate(context.Background(), workflow.Params{"e1": top, "p1": p1, "n": long(7)}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := got["p1"].Value.(map[string]any)
+	if m["e1"] != "bar" || m["e2"] != int64(123) || m["s"] != "n=7" || m["n"] != int64(5) {
+		t.Fatalf("p1 = %#v, want e1 bar, e2 123 (top-level e1), s n=7 (top-level n), n 5", m)
+	}
+	// A member naming only a sibling finds nothing.
+	_, err = params.Evaluate(context.Background(), workflow.Params{"p": lit(workflow.ParamTypeMap, map[string]workflow.Param{
+		"a": long(1), "b": expr(workflow.ParamTypeLong, "a + 1"),
+	})}, nil, nil)
+	if err == nil {
+		t.Fatal("a member reading a sibling member was evaluated; Maestro binds only the enclosing scope")
+	}
+}

@@ -472,7 +472,7 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 			s := adm.strategies[r.Ref.WorkflowID]
 			if reason, drop := adm.drops[r.Ref.WorkflowID]; drop {
 				res.Status = instance.WorkflowStopped
-				timeline = append(timeline, instance.StatusEvent(string(instance.WorkflowStopped), reason))
+				timeline = append(timeline, instance.StatusChange(string(instance.WorkflowStopped), reason)...)
 				dropped = append(dropped, i)
 			} else if res.Queued = !s.HasRoom(adm.rooms[r.Ref.WorkflowID]); res.Queued {
 				timeline = append(timeline, instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule)))

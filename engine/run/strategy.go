@@ -139,8 +139,8 @@ RETURNING ` + stoppedColumns
 // supersede stops queued runs of a workflow (LAST_ONLY) with sql, and
 // records their CREATED -> STOPPED events in tx.
 func supersede(ctx context.Context, tx Tx, sql, workflowID string) error {
-	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowStopped),
-		"superseded by a newer run under the LAST_ONLY run strategy")})
+	tl, _ := json.Marshal(instance.StatusChange(string(instance.WorkflowStopped),
+		"superseded by a newer run under the LAST_ONLY run strategy"))
 	rows, err := tx.Query(ctx, sql, workflowID, tl)
 	if err != nil {
 		return fmt.Errorf("supersede queued runs of %s: %w", workflowID, err)
@@ -290,7 +290,7 @@ RETURNING ` + stoppedColumns
 // runs.
 // Admission failures are logged to log (AdmitIfQueued).
 func StopCreated(ctx context.Context, db DB, log *slog.Logger, ref Ref, status instance.WorkflowStatus, reason string) (bool, error) {
-	tl, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(status), reason)})
+	tl, _ := json.Marshal(instance.StatusChange(string(status), reason))
 	stopped := false
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, stopCreatedSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, status, tl)
@@ -426,8 +426,8 @@ func PrepareStarts(ctx context.Context, tx Tx, strategies map[string]Strategy) (
 	if len(lastOnly) == 0 {
 		return drops, nil
 	}
-	ev, _ := json.Marshal([]instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowStopped),
-		"superseded by a newer run under the LAST_ONLY run strategy")})
+	ev, _ := json.Marshal(instance.StatusChange(string(instance.WorkflowStopped),
+		"superseded by a newer run under the LAST_ONLY run strategy"))
 	superseded, err := tx.Query(ctx, supersedeBatchSQL, lastOnly, ev)
 	if err != nil {
 		return nil, fmt.Errorf("supersede queued runs of %d workflows: %w", len(lastOnly), err)

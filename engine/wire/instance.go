@@ -4,7 +4,10 @@ import "encoding/json"
 
 // WorkflowInstance is Maestro's WorkflowInstance: one run of a workflow
 // instance. Queued and the extra fields of Initiator are this
-// implementation's own.
+// implementation's own. InternalID is the workflow's internal id (the
+// workflow row's, as Maestro's); ExecutionID, as Maestro's, is the id of
+// the run's execution in the engine, the run's uuid once an engine has
+// started it, absent before.
 type WorkflowInstance struct {
 	WorkflowID      string           `json:"workflow_id"`
 	InstanceID      int64            `json:"workflow_instance_id"`
@@ -13,6 +16,8 @@ type WorkflowInstance struct {
 	CorrelationID   string           `json:"correlation_id"`
 	VersionID       int64            `json:"workflow_version_id"`
 	GroupInfo       int64            `json:"group_info"`
+	InternalID      *int64           `json:"internal_id,omitempty"`
+	ExecutionID     *string          `json:"execution_id,omitempty"`
 	RunConfig       json.RawMessage  `json:"run_config,omitempty"`
 	RunParams       json.RawMessage  `json:"run_params,omitempty"`
 	RuntimeWorkflow json.RawMessage  `json:"runtime_workflow,omitempty"`
@@ -27,6 +32,7 @@ type WorkflowInstance struct {
 	EndTime         *int64           `json:"end_time,omitempty"`
 	ModifyTime      int64            `json:"modify_time"`
 	RuntimeOverview *RuntimeOverview `json:"runtime_overview,omitempty"`
+	Artifacts       json.RawMessage  `json:"artifacts,omitempty"`
 	Timeline        json.RawMessage  `json:"timeline,omitempty"`
 	AggregatedInfo  *AggregatedInfo  `json:"aggregated_info,omitempty"`
 	RequestID       *string          `json:"request_id,omitempty"`
@@ -103,8 +109,26 @@ type StepInstance struct {
 	Artifacts       json.RawMessage `json:"artifacts,omitempty"`
 	Timeline        json.RawMessage `json:"timeline,omitempty"`
 	Outputs         json.RawMessage `json:"outputs,omitempty"`
+	SignalOutputs   *SignalOutputs  `json:"signal_outputs,omitempty"`
 	StepType        string          `json:"step_type"`
 	DetailOmitted   bool            `json:"detail_omitted,omitempty"`
+}
+
+// SignalOutputs is Maestro's SignalOutputs: the output signals a step
+// attempt announced, in the order of its signal_outputs.
+type SignalOutputs struct {
+	Outputs []SignalOutput `json:"outputs"`
+}
+
+// SignalOutput is Maestro's SignalOutputs.SignalOutput: one announced
+// signal with its params (plain values), payload, seq id (signal_id) and
+// the time it was announced.
+type SignalOutput struct {
+	Name         string         `json:"name"`
+	Params       map[string]any `json:"params,omitempty"`
+	Payload      map[string]any `json:"payload,omitempty"`
+	SignalID     int64          `json:"signal_id"`
+	AnnounceTime int64          `json:"announce_time"`
 }
 
 // StepRuntime is Maestro's StepRuntimeState: the attempt's status and the

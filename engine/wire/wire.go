@@ -32,6 +32,8 @@ const (
 	EventAction  = "ACTION"
 	EventDetails = "DETAILS"
 	LevelInfo    = "INFO"
+	LevelWarn    = "WARN"
+	LevelError   = "ERROR"
 )
 
 // TimelineEvent is Maestro's TimelineEvent in any of its types: LOG

@@ -97,3 +97,36 @@ func marshalNoEscape(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// CheckTags checks tags given outside a definition (a start request's
+// runtime_tags) as a definition's tags are checked; field names them in
+// the problems.
+func CheckTags(ts Tags, field string) error {
+	s := Validator{}.start()
+	s.tags(ts, rootLoc(field))
+	return s.err()
+}
+
+// MergeTags is Maestro's TagList merge: base's tags, each replaced by the
+// tag of the same name in more, then the tags of more whose names base does
+// not have, in order.
+func MergeTags(base, more Tags) Tags {
+	if len(more) == 0 {
+		return base
+	}
+	byName := make(map[string]int, len(base))
+	out := make(Tags, 0, len(base)+len(more))
+	for _, t := range base {
+		byName[t.Name] = len(out)
+		out = append(out, t)
+	}
+	for _, t := range more {
+		if i, ok := byName[t.Name]; ok {
+			out[i] = t
+			continue
+		}
+		byName[t.Name] = len(out)
+		out = append(out, t)
+	}
+	return out
+}

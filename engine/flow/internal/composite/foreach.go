@@ -586,8 +586,8 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 	b.runs = append(b.runs, run.New{
 		Ref: run.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run}, UUID: uuid.NewString(),
 		Definition: b.def, RunParams: runParams, Initiator: initiator,
-		Timeline: []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
-			fmt.Sprintf("iteration %d of foreach step %s of %s", it, p.StepID, p.Ref))},
+		Timeline: instance.StatusChange(string(instance.WorkflowCreated),
+			fmt.Sprintf("iteration %d of foreach step %s of %s", it, p.StepID, p.Ref)),
 		TimeoutSeconds: iterationTimeout, GroupCount: b.groupCount, Parent: parent, ParentKey: parentKey,
 		Depth: b.depth, Correlation: b.correlation, Admission: run.Always,
 	})

@@ -390,8 +390,8 @@ func (h *host) createChild(ctx context.Context, node string, p run.Parent, spec 
 			initiatorType, by = "WHILE", fmt.Sprintf("iteration %d of while step", p.Iteration)
 			admission = run.Always // an iteration is not admitted under a run strategy
 		}
-		timeline := []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowCreated),
-			fmt.Sprintf("started by %s %s of %s", by, p.StepID, p.Ref))}
+		timeline := instance.StatusChange(string(instance.WorkflowCreated),
+			fmt.Sprintf("started by %s %s of %s", by, p.StepID, p.Ref))
 		if recursive {
 			admission = run.Always
 			timeline = append(timeline, instance.LogEvent("INFO",

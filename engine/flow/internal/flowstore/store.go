@@ -245,7 +245,7 @@ func StartOp(ctx context.Context, ref run.Ref, group int32, gen int64, node stri
 
 // PickedUp is the timeline entry of a run that engine node starts.
 func PickedUp(node string) []instance.TimelineEvent {
-	return []instance.TimelineEvent{instance.StatusEvent(string(instance.WorkflowInProgress), "picked up by engine node "+node)}
+	return instance.StatusChange(string(instance.WorkflowInProgress), "picked up by engine node "+node)
 }
 
 // GroupHeld reports whether node still holds group at gen.

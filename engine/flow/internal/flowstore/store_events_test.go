@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -163,7 +164,7 @@ func BenchmarkStepWrites(b *testing.B) {
 				tl := []instance.TimelineEvent{}
 				for _, st := range []instance.StepStatus{instance.StepCreated, instance.StepInitialized, instance.StepWaitingForSignals,
 					instance.StepEvaluatingParams, instance.StepWaitingForPermits, instance.StepStarting} {
-					tl = append(tl, instance.StatusEvent(string(st), ""))
+					tl = append(tl, instance.StatusChange(string(st), "")...)
 				}
 				w := StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: tl, Start: true}
 				if events {
@@ -172,8 +173,8 @@ func BenchmarkStepWrites(b *testing.B) {
 				if err := s.Write(ctx, InsertStepOp(ctx, ref, 0, 1, id, 1, stepUUID, "NoOp", w)); err != nil {
 					b.Fatal(err)
 				}
-				tl = []instance.TimelineEvent{instance.StatusEvent("RUNNING", ""), instance.StatusEvent("FINISHING", ""),
-					instance.StatusEvent("SUCCEEDED", "")}
+				tl = slices.Concat(instance.StatusChange("RUNNING", ""), instance.StatusChange("FINISHING", ""),
+					instance.StatusChange("SUCCEEDED", ""))
 				w = StepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: tl, End: true}
 				if events {
 					w.Event = ri.StepEvent(ref, id, 1, stepUUID, instance.StepStarting, 2, tl)

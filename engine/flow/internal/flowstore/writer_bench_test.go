@@ -3,6 +3,7 @@ package flowstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func BenchmarkWriter(b *testing.B) {
 					tl := []instance.TimelineEvent{}
 					for _, st := range []instance.StepStatus{instance.StepCreated, instance.StepInitialized, instance.StepWaitingForSignals,
 						instance.StepEvaluatingParams, instance.StepWaitingForPermits, instance.StepStarting} {
-						tl = append(tl, instance.StatusEvent(string(st), ""))
+						tl = append(tl, instance.StatusChange(string(st), "")...)
 					}
 					sw := StepWrite{Status: instance.StepStarting, Seq: 1, Timeline: tl, Start: true,
 						Event: ri.StepEvent(ref, id, 1, stepUUID, instance.StepNotCreated, 1, tl)}
@@ -80,8 +81,8 @@ func BenchmarkWriter(b *testing.B) {
 						b.Error(err)
 						return
 					}
-					tl = []instance.TimelineEvent{instance.StatusEvent("RUNNING", ""), instance.StatusEvent("FINISHING", ""),
-						instance.StatusEvent("SUCCEEDED", "")}
+					tl = slices.Concat(instance.StatusChange("RUNNING", ""), instance.StatusChange("FINISHING", ""),
+						instance.StatusChange("SUCCEEDED", ""))
 					sw = StepWrite{Status: instance.StepSucceeded, Seq: 2, Timeline: tl, End: true,
 						Event: ri.StepEvent(ref, id, 1, stepUUID, instance.StepStarting, 2, tl)}
 					if err := w.Write(ctx, UpdateStepOp(ctx, ref, int32(i%4), 1, id, 1, sw)); err != nil {
