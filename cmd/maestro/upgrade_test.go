@@ -117,6 +117,7 @@ func (c *upgradeClient) call(method, path string, body any) (int, map[string]any
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("user", "upgrade")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -213,7 +214,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	}
 	defer pool.Close()
 	waitOwnedWithin(t, pool, map[string]int{"old-1": 4, "old-2": 4}, 60*time.Second)
-	oldAPI := startServerBinary(t, oldBin, []string{"api"}, env, "MAESTRO_GROUP_COUNT=8")
+	oldAPI := startServerBinary(t, oldBin, []string{"api", "--trust-user-header"}, env, "MAESTRO_GROUP_COUNT=8")
 	api := &upgradeClient{}
 	api.addr.Store(oldAPI.addr)
 
@@ -257,7 +258,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	t.Logf("engines replaced with %d runs in flight, %s after the upgrade began", inFlight(), time.Since(upgradeAt).Round(time.Millisecond))
 
 	// 3. Switch the API: the new one serves, then the old one stops.
-	newAPI := startServerBinary(t, newBin, []string{"api"}, env)
+	newAPI := startServerBinary(t, newBin, []string{"api", "--trust-user-header"}, env)
 	api.addr.Store(newAPI.addr)
 	api.startMany(t, upgradeRuns+50, 50)
 	// A start repeated across the switch is the same run (request ids).
