@@ -324,9 +324,15 @@ func (b *Broker) act(ctx context.Context, tx pgx.Tx, fresh []*signal.Signal, wai
 		return Stats{}, nil, err
 	}
 	if paused {
-		seqs := make([]int64, len(fresh))
-		for i, sg := range fresh {
-			seqs[i] = sg.Seq
+		subscribed := make(map[string]bool, len(relevant))
+		for _, sub := range relevant {
+			subscribed[sub.SignalName] = true
+		}
+		var seqs []int64
+		for _, sg := range fresh {
+			if subscribed[sg.Name] {
+				seqs = append(seqs, sg.Seq)
+			}
 		}
 		if err := signal.DeferTriggers(ctx, tx, seqs); err != nil {
 			return Stats{}, nil, err
