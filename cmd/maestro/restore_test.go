@@ -131,6 +131,19 @@ func asPostgres(t *testing.T, cmd *exec.Cmd, paths ...string) {
 	}
 }
 
+// drillRuns pushes a chain of three sleeps of sleep seconds each and a
+// NoOp (the four steps checkFinished counts) and starts n runs of it: long
+// enough to be in flight when a backup taken on a loaded machine ends.
+func drillRuns(t *testing.T, dsn string, n int, sleep float64) *killFixture {
+	t.Helper()
+	return pushAndStart(t, dsn, n, chainDefinition("drill", `{"owner":"tester","run_strategy":{"rule":"PARALLEL","workflow_concurrency":100}}`, 4, func(i int) string {
+		if i == 3 {
+			return `"type":"NoOp"`
+		}
+		return fmt.Sprintf(`"type":"Sleep","sleep_seconds":%g`, sleep)
+	}))
+}
+
 // resumeOnRestored starts two engines on the restored database (new node
 // ids, as new ECS tasks are) and checks the runs of f: each succeeds with
 // exactly one attempt per step there, no flow group stays with the lost
@@ -177,7 +190,7 @@ func TestRestoreDrill(t *testing.T) {
 	if out, err := migrateWith(maestroBinary(t), "DATABASE_URL="+src); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
-	f := startRuns(t, src, 60)
+	f := drillRuns(t, src, 60, 10)
 	live := engineProcess(t, src, "live-1", "4")
 	f.waitProgress(t, 30)
 
@@ -239,7 +252,7 @@ func TestLogicalRestoreDrill(t *testing.T) {
 			}
 		}
 	}
-	f := startRuns(t, src, 40)
+	f := drillRuns(t, src, 40, 4)
 	live := engineProcess(t, src, "live-1", "4")
 	f.waitProgress(t, 10)
 
