@@ -134,6 +134,11 @@ WHERE id = 1 RETURNING (SELECT triggers_paused FROM maintenance WHERE id = 1)`
 // kept, and matched on resume).
 func (s *Store) SetTriggersPaused(ctx context.Context, on bool, actor, reason string) (before bool, err error) {
 	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// Waits for the batches under way; new ones wait for this commit.
+		var ok bool
+		if err := tx.QueryRow(ctx, triggersPauseLockExclusive).Scan(&ok); err != nil {
+			return fmt.Errorf("lock the trigger pause: %w", err)
+		}
 		if err := tx.QueryRow(ctx, setTriggersPausedSQL, on, actor, reason).Scan(&before); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrNoMaintenanceRow
@@ -153,14 +158,29 @@ func (s *Store) SetTriggersPaused(ctx context.Context, on bool, actor, reason st
 // fire or match: true while an operator has paused every trigger.
 const TriggersPausedSQL = `SELECT coalesce((SELECT triggers_paused FROM maintenance WHERE id = 1), false)`
 
-// TriggersPausedLocked reports whether every trigger is paused, reading the
-// maintenance row under a share lock held until tx ends: a pause (an
-// update of the row) waits for tx, so no trigger fires after the pause
-// commits. A database without the row (before migration 00170) is not
-// paused.
+// triggersPauseLockSQL takes the advisory lock that orders a pause
+// against the batches that fire or match triggers: each batch holds it
+// shared for its transaction, a pause takes it exclusively. An advisory
+// lock lives in the lock manager, so the hot paths write nothing to the
+// maintenance row to hold it (a share row lock on one row taken by every
+// batch would rewrite that row's header and create multixacts).
+const (
+	triggersPauseLockShared    = `SELECT true FROM pg_advisory_xact_lock_shared(hashtextextended('maestro.ops.triggers_paused', 0))`
+	triggersPauseLockExclusive = `SELECT true FROM pg_advisory_xact_lock(hashtextextended('maestro.ops.triggers_paused', 0))`
+)
+
+// TriggersPausedLocked reports, inside tx, whether every trigger is paused,
+// holding the pause lock shared until tx ends: a pause waits for tx, and a
+// batch that begins after the pause committed sees it (the row is read by
+// a statement that starts after the lock is granted). So no trigger fires
+// after the pause command returns. A database without the row (before
+// migration 00170) is not paused.
 func TriggersPausedLocked(ctx context.Context, tx Querier) (bool, error) {
-	var paused bool
-	err := tx.QueryRow(ctx, `SELECT triggers_paused FROM maintenance WHERE id = 1 FOR SHARE`).Scan(&paused)
+	var ok, paused bool
+	if err := tx.QueryRow(ctx, triggersPauseLockShared).Scan(&ok); err != nil {
+		return false, fmt.Errorf("lock the trigger pause: %w", err)
+	}
+	err := tx.QueryRow(ctx, `SELECT triggers_paused FROM maintenance WHERE id = 1`).Scan(&paused)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

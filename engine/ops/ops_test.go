@@ -184,3 +184,50 @@ func TestStuckRuns(t *testing.T) {
 		t.Errorf("second = %+v", r)
 	}
 }
+
+// A pause waits for a batch under way (one that read "not paused"), and a
+// batch that begins after the pause committed sees it: no trigger fires
+// after the pause command returns.
+func TestPauseWaitsForBatchesUnderWay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	s := ops.New(pool)
+	batch, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batch.Rollback(ctx) //nolint:errcheck
+	if paused, err := ops.TriggersPausedLocked(ctx, batch); err != nil || paused {
+		t.Fatalf("batch before the pause: paused = %v, %v", paused, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.SetTriggersPaused(ctx, true, "ops", "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the pause returned (%v) while a batch that read \"not paused\" was under way", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := batch.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pause did not return once the batch ended")
+	}
+	next, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Rollback(ctx) //nolint:errcheck
+	if paused, err := ops.TriggersPausedLocked(ctx, next); err != nil || !paused {
+		t.Errorf("batch after the pause: paused = %v, %v", paused, err)
+	}
+}

@@ -234,8 +234,8 @@ func (s *Scheduler) FireBatch(ctx context.Context) (Stats, error) {
 	var results []execution.BatchResult
 	var earliest time.Time // the earliest fire time of a started run
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		// The maintenance row is read under a share lock: a pause waits
-		// for the batches under way, and none starts a run after it.
+		// Under the pause lock, shared: a pause waits for the batches
+		// under way, and none starts a run after it.
 		paused, err := ops.TriggersPausedLocked(ctx, tx)
 		if err != nil || paused {
 			st.Paused = paused
