@@ -41,13 +41,15 @@ BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|Benc
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
+UPGRADE_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgupgrade-$(shell id -u)
+UPGRADE_FROM ?=
 SOAK_PGDIR  ?= $(or $(TMPDIR),/tmp)/maestro-pgsoak-$(shell id -u)
 PORT        ?= 8080
 ADDR        ?= 127.0.0.1:$(PORT)
 BENCH_TEMPORAL_COUNT ?= 3
 BENCH_TEMPORAL_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-temporal-$(shell id -u)
 
-.PHONY: run test postgres emulator cfnlint browser screenshots build lambdas synth e2e rds-ca bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
+.PHONY: run test postgres emulator cfnlint browser screenshots build lambdas synth e2e upgrade rds-ca bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080, or ADDR=host:port / PORT=n (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -140,6 +142,17 @@ e2e: postgres emulator $(CDK)
 	MAESTRO_E2E=1 MAESTRO_E2E_DIR=$(E2E_DIR) MAESTRO_E2E_LAMBDA_DIR=$(CURDIR)/build/e2e/lambda MAESTRO_TEST_PGDIR=$(E2E_PGDIR) \
 		$(GO) test -count=1 -v -timeout 10m -run '^TestEndToEnd$$' ./localstack/e2e/ || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(E2E_PGDIR) || true; \
+	exit $$status
+
+## upgrade: the previous release (the commit before the newest migration, or
+## UPGRADE_FROM=<ref>) and this tree side by side on one database while 1,000
+## runs are in flight: migrate, replace the engines one at a time, switch the
+## API; no run lost, doubled or stuck (TestUpgradeUnderLoad, a few minutes)
+upgrade: postgres
+	@set -o pipefail; status=0; \
+	MAESTRO_UPGRADE=1 MAESTRO_UPGRADE_FROM=$(UPGRADE_FROM) MAESTRO_TEST_PGDIR=$(UPGRADE_PGDIR) \
+		$(GO) test -count=1 -v -timeout 15m -run '^TestUpgradeUnderLoad$$' ./cmd/maestro/ 2>&1 | grep -v '^{"time"' || status=$$?; \
+	$(GO) run ./cmd/maestro localpg stop --dir $(UPGRADE_PGDIR) || true; \
 	exit $$status
 
 ## bench: the hot-path benchmarks of this tree side by side with BENCH_BASE (run

@@ -8,6 +8,7 @@
 //	maestro api [--addr 127.0.0.1:8081]   the REST API alone, beside engines
 //	maestro migrate                       apply migrations to DATABASE_URL and exit
 //	maestro groups show|raise --to N      show or raise the flow group count, online
+//	maestro ops stuck|nodes|drain|triggers|dlq|audit   operator commands (docs/cli.md)
 //	maestro sel eval 'EXPR' [--params J]  evaluate a SEL expression
 //	maestro localpg start|stop|url --dir D   manage a throwaway PostgreSQL cluster
 package main
@@ -111,6 +112,14 @@ var serverCommands = []serverCommand{
 		usage: "show | raise --to N", helpArgs: []string{"raise", "-h"},
 		env: databaseEnv,
 		run: runGroups},
+	{name: "ops", short: "operator commands: stuck runs, engine nodes, drain a node, pause or resume every trigger, re-drive a DLQ, the audit log",
+		usage:    "stuck | nodes | drain --node ID | triggers pause|resume|status | dlq redrive --queue-url URL | audit",
+		helpArgs: []string{"-h"},
+		env: concat(databaseEnv, []string{
+			"MAESTRO_OPERATOR     the operator recorded in the audit log (default the login name; --as)",
+			"AWS_REGION, AWS_*    dlq redrive: the AWS configuration (MAESTRO_AWS_ENDPOINT: another endpoint, e.g. an emulator)",
+		}),
+		run: runOps},
 }
 
 func concat(lists ...[]string) []string {

@@ -140,7 +140,10 @@ func previousRelease(t *testing.T) string {
 	}
 	sort.Strings(files)
 	newest := files[len(files)-1]
-	added, err := exec.Command("git", "log", "-1", "--format=%H", "--diff-filter=A", "--", newest).Output()
+	// -m --first-parent: a migration that reached this branch in a merge
+	// commit counts as added by that merge, whose first parent is the
+	// release before it.
+	added, err := exec.Command("git", "log", "-1", "--format=%H", "-m", "--first-parent", "--diff-filter=A", "--", newest).Output()
 	if err != nil {
 		t.Fatalf("git log %s: %v", newest, err)
 	}
@@ -148,7 +151,7 @@ func previousRelease(t *testing.T) string {
 		// Not committed yet: the previous release is HEAD.
 		return "HEAD"
 	}
-	return strings.TrimSpace(string(added)) + "^"
+	return strings.TrimSpace(string(added)) + "^1"
 }
 
 // buildRelease builds cmd/maestro of ref from `git archive` in a temporary

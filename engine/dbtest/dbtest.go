@@ -193,6 +193,27 @@ func URL(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
+	return createFrom(t, admin, tpl)
+}
+
+// EmptyURL creates a fresh database without any migration applied (an
+// older release's binary migrates it itself; a restore fills it) and
+// returns its connection string. The database is dropped when t ends.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	admin, err := server()
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	return createFrom(t, admin, "template0")
+}
+
+// createFrom creates a database from template tpl on the server admin
+// connects to, dropped when t ends.
+func createFrom(t testing.TB, admin, tpl string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "maestro_test_" + hex.EncodeToString(b[:])

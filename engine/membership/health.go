@@ -35,7 +35,8 @@ func (h Health) OK() bool { return h.Healthy }
 //     longer know that it holds its groups (it fences itself meanwhile);
 //   - it holds no group while groups are free or expired, so it cannot do
 //     the work it is there for. A node that holds no group because live
-//     nodes hold them all is a healthy standby.
+//     nodes hold them all is a healthy standby, and so is a node an
+//     operator drains (maestro ops drain).
 func (n *Node) Health(ctx context.Context, timeout time.Duration) Health {
 	h := Health{NodeID: n.cfg.NodeID, OwnedGroups: len(n.Owned()), UnownedGroups: -1, LastLeaseRound: n.lastLeaseRound()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -52,7 +53,7 @@ func (n *Node) Health(ctx context.Context, timeout time.Duration) Health {
 	if age := time.Since(h.LastLeaseRound); age > n.cfg.Lease {
 		h.Problems = append(h.Problems, fmt.Sprintf("no successful lease round for %s (lease %s)", age.Round(time.Millisecond), n.cfg.Lease))
 	}
-	if h.OwnedGroups == 0 && unowned > 0 {
+	if h.OwnedGroups == 0 && unowned > 0 && !n.drained.Load() {
 		h.Problems = append(h.Problems, fmt.Sprintf("holds no flow group while %d are free or expired", unowned))
 	}
 	h.Healthy = len(h.Problems) == 0

@@ -116,6 +116,9 @@ type Node struct {
 	soon *time.Timer
 	// leaseRound is when the last lease round succeeded (UnixNano).
 	leaseRound atomic.Int64
+	// drained: at its last round an operator had this node drained
+	// (engine_node.draining), so it holds no group on purpose.
+	drained atomic.Bool
 }
 
 // New builds a node over db whose groups host runs.

@@ -36,6 +36,9 @@ func (n *Node) round(ctx context.Context) {
 		n.soon.Reset(d + 10*time.Millisecond)
 	}
 	share := min(n.maxGroups(), fairShare(n.GroupCount(), live, n.cfg.NodeID))
+	if drain := isDraining(live, n.cfg.NodeID) && share == 0; drain != n.drained.Swap(drain) {
+		n.cfg.Logger.Info("engine node drain changed (maestro ops drain)", "node_id", n.cfg.NodeID, "draining", drain)
+	}
 	owned := n.heldCount()
 	if owned > share {
 		n.releaseSurplus(ctx, owned-share)

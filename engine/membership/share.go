@@ -16,20 +16,40 @@ import (
 // membership, so they converge without negotiating.
 
 // fairShare is how many of groups the node should hold among the live
-// nodes (sorted by id): groups / nodes, and one more for the first
-// groups % nodes of them. A node missing from live (its membership could
-// not be read) holds what a lone node would.
+// nodes (sorted by id) that are not draining: groups / nodes, and one more
+// for the first groups % nodes of them. A draining node holds none. A node
+// missing from live (its membership could not be read) holds what a lone
+// node would, and so does every node when all are draining (an operator
+// forced it: the groups must not stop).
 func fairShare(groups int, live []Member, node string) int {
-	n := len(live)
-	idx := slices.IndexFunc(live, func(m Member) bool { return m.NodeID == node })
-	if n == 0 || idx < 0 {
+	self := slices.IndexFunc(live, func(m Member) bool { return m.NodeID == node })
+	if self < 0 {
 		return groups
 	}
+	active := make([]Member, 0, len(live))
+	for _, m := range live {
+		if !m.Draining {
+			active = append(active, m)
+		}
+	}
+	if len(active) == 0 {
+		active = live
+	} else if live[self].Draining {
+		return 0
+	}
+	n := len(active)
+	idx := slices.IndexFunc(active, func(m Member) bool { return m.NodeID == node })
 	share := groups / n
 	if idx < groups%n {
 		share++
 	}
 	return share
+}
+
+// isDraining reports whether live marks node draining.
+func isDraining(live []Member, node string) bool {
+	i := slices.IndexFunc(live, func(m Member) bool { return m.NodeID == node })
+	return i >= 0 && live[i].Draining
 }
 
 // nextExpiry is when the first other live node's membership runs out, if

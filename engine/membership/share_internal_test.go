@@ -44,6 +44,28 @@ func TestFairShareAddsUpAndFavoursTheFirstNodes(t *testing.T) {
 	}
 }
 
+// A draining node's share is 0 and the others divide every group among
+// themselves; if every node drains (forced), they keep sharing them.
+func TestFairShareLeavesDrainingNodesOut(t *testing.T) {
+	t.Parallel()
+	live := members("a", "b", "c")
+	live[1].Draining = true
+	want := map[string]int{"a": 8, "b": 0, "c": 8}
+	for id, w := range want {
+		if got := fairShare(16, live, id); got != w {
+			t.Errorf("b draining: %s gets %d, want %d", id, got, w)
+		}
+	}
+	if !isDraining(live, "b") || isDraining(live, "a") {
+		t.Error("isDraining does not read the member's flag")
+	}
+	all := members("a", "b")
+	all[0].Draining, all[1].Draining = true, true
+	if a, b := fairShare(16, all, "a"), fairShare(16, all, "b"); a+b != 16 {
+		t.Errorf("every node draining: shares %d + %d, want all 16 held", a, b)
+	}
+}
+
 func TestNextExpiryOnlyWhenItComesBeforeTheHeartbeat(t *testing.T) {
 	t.Parallel()
 	live := []Member{{NodeID: "a", ExpiresIn: 300 * time.Millisecond}, {NodeID: "b", ExpiresIn: 9 * time.Second},

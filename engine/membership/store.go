@@ -28,6 +28,9 @@ type Member struct {
 	NodeID string
 	// ExpiresIn is how long the node stays live without renewing.
 	ExpiresIn time.Duration
+	// Draining: an operator drains the node (maestro ops drain): it holds
+	// no group and the others share the groups out without it.
+	Draining bool
 }
 
 const ensureGroupsSQL = `INSERT INTO flow_group (group_id) SELECT g FROM generate_series(0, $1 - 1) AS g ON CONFLICT DO NOTHING`
@@ -133,13 +136,13 @@ const registerNodeSQL = `
 WITH me AS (
     INSERT INTO engine_node (node_id, heartbeat_at, expires_at) VALUES ($1, now(), now() + $2::interval)
     ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at
-    RETURNING node_id, expires_at),
+    RETURNING node_id, expires_at, draining),
 swept AS (
     DELETE FROM engine_node WHERE expires_at < now() - interval '1 hour' AND node_id <> $1)
-SELECT node_id, extract(epoch FROM expires_at - now())::float8, (SELECT group_count FROM flow_group_count)
+SELECT node_id, extract(epoch FROM expires_at - now())::float8, (SELECT group_count FROM flow_group_count), draining
 FROM engine_node WHERE expires_at > now() AND node_id <> $1
 UNION ALL
-SELECT node_id, extract(epoch FROM expires_at - now())::float8, (SELECT group_count FROM flow_group_count) FROM me
+SELECT node_id, extract(epoch FROM expires_at - now())::float8, (SELECT group_count FROM flow_group_count), draining FROM me
 ORDER BY 1`
 
 // register renews node's membership for lease and returns the live nodes,
@@ -154,7 +157,7 @@ func (s store) register(ctx context.Context, node string, lease time.Duration) (
 	live, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) {
 		var m Member
 		var secs float64
-		err := r.Scan(&m.NodeID, &secs, &recorded)
+		err := r.Scan(&m.NodeID, &secs, &recorded, &m.Draining)
 		m.ExpiresIn = time.Duration(secs * float64(time.Second))
 		return m, err
 	})

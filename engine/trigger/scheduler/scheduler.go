@@ -23,6 +23,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/metrics"
+	"github.com/maestro-aws/maestro/engine/ops"
 	"github.com/maestro-aws/maestro/engine/trigger"
 	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 	"github.com/maestro-aws/maestro/engine/workflow"
@@ -133,6 +134,9 @@ type Stats struct {
 	Missed     int64 `json:"missed"`
 	// Pending counts workflows whose trigger rows were built first.
 	Pending int `json:"pending_synced"`
+	// Paused: an operator paused every trigger (maestro ops triggers
+	// pause); nothing was claimed.
+	Paused bool `json:"paused,omitempty"`
 	// MaxLag is how late the latest started run was started: the
 	// longest time between a started run's fire time (its trigger's
 	// delay included) and the commit that created it.
@@ -146,6 +150,7 @@ func (s *Stats) add(o Stats) {
 	s.Started += o.Started
 	s.Duplicated += o.Duplicated
 	s.Refused += o.Refused
+	s.Paused = s.Paused || o.Paused
 	s.Missed += o.Missed
 	s.Pending += o.Pending
 	s.MaxLag = max(s.MaxLag, o.MaxLag)
@@ -157,6 +162,9 @@ func (s *Scheduler) FireDue(ctx context.Context) (Stats, error) {
 	var total Stats
 	start := time.Now()
 	defer func() {
+		if total.Paused {
+			s.cfg.Logger.Info("time triggers paused by an operator (maestro ops triggers resume)")
+		}
 		if total.Claimed > 0 || total.Pending > 0 {
 			s.cfg.Logger.Info("time triggers fired", "batches", total.Batches, "claimed", total.Claimed,
 				"started", total.Started, "duplicated", total.Duplicated, "refused", total.Refused, "missed", total.Missed,
@@ -226,6 +234,13 @@ func (s *Scheduler) FireBatch(ctx context.Context) (Stats, error) {
 	var results []execution.BatchResult
 	var earliest time.Time // the earliest fire time of a started run
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// Under the pause lock, shared: a pause waits for the batches
+		// under way, and none starts a run after it.
+		paused, err := ops.TriggersPausedLocked(ctx, tx)
+		if err != nil || paused {
+			st.Paused = paused
+			return err
+		}
 		now := s.cfg.Clock()
 		rows, err := trigger.Claim(ctx, tx, now, s.cfg.BatchSize)
 		if err != nil || len(rows) == 0 {

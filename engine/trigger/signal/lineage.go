@@ -189,3 +189,28 @@ func CountPending(ctx context.Context, q Querier) (int64, error) {
 	}
 	return n, nil
 }
+
+// DeferTriggers records signals whose matching against signal triggers
+// waits while triggers are paused (signal_trigger_deferred, migration
+// 00170); a signal already deferred is left as it is.
+func DeferTriggers(ctx context.Context, tx Execer, seqs []int64) error {
+	if _, err := tx.Exec(ctx, sqlDeferTriggers, seqs); err != nil {
+		return fmt.Errorf("defer %d signals while triggers are paused: %w", len(seqs), err)
+	}
+	return nil
+}
+
+// ClaimDeferred claims up to limit signals deferred while triggers were
+// paused, oldest first, deleting their rows inside tx, and returns their
+// seqs. Rows another transaction holds are skipped.
+func ClaimDeferred(ctx context.Context, tx Querier, limit int) ([]int64, error) {
+	rows, err := tx.Query(ctx, sqlClaimDeferred, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim deferred signals: %w", err)
+	}
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("claim deferred signals: %w", err)
+	}
+	return seqs, nil
+}

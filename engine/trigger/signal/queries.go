@@ -167,3 +167,11 @@ INSERT INTO signal_lineage (seq, signal_name, kind, workflow_id, instance_id, ru
 SELECT s, n, 'STARTED', w, i, 1, u FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::uuid[])
     AS x(s, n, w, i, u)
 ON CONFLICT DO NOTHING`
+
+// Signals deferred while triggers are paused (maestro ops triggers pause).
+const sqlDeferTriggers = `INSERT INTO signal_trigger_deferred (seq) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING`
+
+const sqlClaimDeferred = `
+DELETE FROM signal_trigger_deferred WHERE seq IN (
+    SELECT seq FROM signal_trigger_deferred ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING seq`

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/ops"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/trigger"
@@ -77,10 +78,14 @@ type Stats struct {
 	// refused).
 	Matched int
 	Started int
+	// Deferred counts the signals kept for the signal triggers while an
+	// operator has paused every trigger (maestro ops triggers pause).
+	Deferred int
 }
 
 // Add adds o to s.
 func (s *Stats) Add(o Stats) {
+	s.Deferred += o.Deferred
 	s.Stored += o.Stored
 	s.Woken += o.Woken
 	s.Matched += o.Matched
@@ -214,6 +219,68 @@ func (b *Broker) ProcessPending(ctx context.Context, limit int) (Stats, int, err
 	return stats, n, nil
 }
 
+// ProcessDeferred matches up to limit signals kept for the signal triggers
+// while triggers were paused against the triggers subscribed now, oldest
+// first, in one transaction that deletes their deferred rows (the steps
+// waiting for them were woken when they arrived), and returns what it did
+// and how many it processed. While triggers are still paused it does
+// nothing.
+func (b *Broker) ProcessDeferred(ctx context.Context, limit int) (Stats, int, error) {
+	var (
+		stats   Stats
+		started []execution.BatchResult
+		n       int
+	)
+	err := retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, b.db, func(tx pgx.Tx) error {
+			n, stats, started = 0, Stats{}, nil
+			paused, err := ops.TriggersPausedLocked(ctx, tx)
+			if err != nil || paused {
+				return err
+			}
+			seqs, err := signal.ClaimDeferred(ctx, tx, limit)
+			if err != nil || len(seqs) == 0 {
+				return err
+			}
+			n = len(seqs)
+			bySeq, err := signal.BySeq(ctx, tx, seqs)
+			if err != nil {
+				return err
+			}
+			sigs := make([]*signal.Signal, 0, len(bySeq))
+			names := make([]string, 0, len(bySeq))
+			for _, s := range bySeq {
+				sigs = append(sigs, s)
+			}
+			slices.SortFunc(sigs, func(a, b *signal.Signal) int { return cmp.Compare(a.Seq, b.Seq) })
+			for _, s := range sigs {
+				names = append(names, s.Name)
+			}
+			var subs []trigger.Subscription
+			batch := &pgx.Batch{}
+			signal.QueueLockNames(batch, names, true)
+			trigger.QueueSubscriptions(batch, names, nil, &subs)
+			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+				return fmt.Errorf("match %d deferred signals: %w", len(sigs), err)
+			}
+			if len(subs) == 0 {
+				return nil
+			}
+			m, err := b.match(ctx, tx, sigs, subs)
+			if err != nil {
+				return err
+			}
+			stats.Matched, stats.Started, started = m.matched, m.started, m.results
+			return nil
+		})
+	})
+	if err != nil {
+		return Stats{}, 0, err
+	}
+	b.runs.AfterBatch(ctx, started)
+	return stats, n, nil
+}
+
 // act wakes the waiters of the new signals' names and matches the new
 // signals against the subscribed triggers, inside tx, which holds the
 // names' exclusive locks.
@@ -247,6 +314,30 @@ func (b *Broker) act(ctx context.Context, tx pgx.Tx, fresh []*signal.Signal, wai
 		}
 	}
 	if len(relevant) == 0 {
+		return stats, nil, nil
+	}
+	// While triggers are paused the signals are kept for the triggers,
+	// matched when they resume (ProcessDeferred); the waiting steps above
+	// are woken regardless.
+	paused, err := ops.TriggersPausedLocked(ctx, tx)
+	if err != nil {
+		return Stats{}, nil, err
+	}
+	if paused {
+		subscribed := make(map[string]bool, len(relevant))
+		for _, sub := range relevant {
+			subscribed[sub.SignalName] = true
+		}
+		var seqs []int64
+		for _, sg := range fresh {
+			if subscribed[sg.Name] {
+				seqs = append(seqs, sg.Seq)
+			}
+		}
+		if err := signal.DeferTriggers(ctx, tx, seqs); err != nil {
+			return Stats{}, nil, err
+		}
+		stats.Deferred = len(seqs)
 		return stats, nil, nil
 	}
 	m, err := b.match(ctx, tx, fresh, relevant)

@@ -96,8 +96,28 @@ func (s *Sweeper) loop(ctx context.Context) {
 }
 
 // Sweep matches pending signals until none is left (or an error, left to
-// the next sweep).
+// the next sweep), then the signals deferred while triggers were paused,
+// once they are resumed.
 func (s *Sweeper) Sweep(ctx context.Context) {
+	s.sweepPending(ctx)
+	for ctx.Err() == nil {
+		stats, n, err := s.Broker.ProcessDeferred(ctx, s.Batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.Logger.Warn("matching signals deferred by a trigger pause failed; the next sweep retries", "error", err.Error())
+			}
+			return
+		}
+		if n > 0 && s.Swept != nil {
+			s.Swept(stats)
+		}
+		if n < s.Batch {
+			return
+		}
+	}
+}
+
+func (s *Sweeper) sweepPending(ctx context.Context) {
 	for ctx.Err() == nil {
 		stats, n, err := s.Broker.ProcessPending(ctx, s.Batch)
 		if err != nil {
