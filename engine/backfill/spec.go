@@ -274,8 +274,9 @@ func ParamValue(paramType workflow.ParamType, value string) (workflow.Param, err
 }
 
 // ParamType is the type of the partition param: the workflow's when it
-// defines the param (LONG or STRING only), else LONG for YYYYMMDD,
-// YYYYMMDDHH and LONG values and STRING for the others.
+// defines the param (LONG or STRING only), else LONG for LONG values and
+// STRING for the others (Maestro's default TARGET_RUN_DATE is a STRING
+// yyyyMMdd).
 func ParamType(wf *workflow.Workflow, param, format string) (workflow.ParamType, error) {
 	if p, ok := wf.Params[param]; ok {
 		switch p.Type {
@@ -289,8 +290,7 @@ func ParamType(wf *workflow.Workflow, param, format string) (workflow.ParamType,
 		}
 		return "", invalid("param %s is %s; a backfill partitions on a LONG or STRING param", param, p.Type)
 	}
-	switch format {
-	case FormatDate, FormatHour, FormatLong:
+	if format == FormatLong {
 		return workflow.ParamTypeLong, nil
 	}
 	return workflow.ParamTypeString, nil

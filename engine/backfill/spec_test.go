@@ -89,7 +89,8 @@ func TestParamTypeAndValue(t *testing.T) {
 		{"L", FormatDashDate, "", true},
 		{"S", FormatDate, workflow.ParamTypeString, false},
 		{"B", FormatDate, "", true},
-		{"UNDECLARED", FormatDate, workflow.ParamTypeLong, false},
+		{"UNDECLARED", FormatDate, workflow.ParamTypeString, false},
+		{"UNDECLARED", FormatLong, workflow.ParamTypeLong, false},
 		{"UNDECLARED", FormatDashDate, workflow.ParamTypeString, false},
 	} {
 		got, err := ParamType(wf, c.param, c.format)
