@@ -157,7 +157,14 @@ type Store struct {
 	db   *pgxpool.Pool
 	defs *definition.Store
 	runs *execution.Service
+	// testPause, tests only, runs inside a driver pass's transaction once
+	// it has started runs, before the commit.
+	testPause func()
 }
+
+// SetTestPause, tests only, makes every driver pass that starts runs call
+// f before it commits (the kill -9 tests land a kill there).
+func (s *Store) SetTestPause(f func()) { s.testPause = f }
 
 // NewStore returns a store over db; defs names the versions backfills
 // run, runs starts their runs.

@@ -217,6 +217,9 @@ func (s *Store) topUp(ctx context.Context, tx pgx.Tx, b *Backfill, st *DriveStat
 			return nil, fmt.Errorf("link %d partitions to their runs: %w", len(link.seqs), err)
 		}
 	}
+	if len(starts) > 0 && s.testPause != nil {
+		s.testPause()
+	}
 	return results, nil
 }
 

@@ -18,8 +18,14 @@ import (
 	"github.com/maestro-aws/maestro/engine/startstop"
 )
 
-// EnvInterval sets Driver.Interval (a Go duration).
-const EnvInterval = "MAESTRO_BACKFILL_INTERVAL"
+// Environment variables of FromEnv.
+const (
+	// EnvInterval sets Driver.Interval (a Go duration).
+	EnvInterval = "MAESTRO_BACKFILL_INTERVAL"
+	// EnvTestPause, tests only, holds each pass that starts runs open this
+	// long before its commit, logging "test pause inside a backfill pass".
+	EnvTestPause = "MAESTRO_BACKFILL_TEST_PAUSE"
+)
 
 // DefaultInterval is the time between passes without a kick.
 const DefaultInterval = 2 * time.Second
@@ -32,6 +38,9 @@ type Driver struct {
 	Logger *slog.Logger
 	// Interval is the time between passes (DefaultInterval when zero).
 	Interval time.Duration
+	// TestPause, tests only, holds each pass that starts runs open this
+	// long before its commit (EnvTestPause).
+	TestPause time.Duration
 	// Passed, when set, is told what each pass that did something did
 	// (tests, metrics).
 	Passed func(backfill.DriveStats)
@@ -44,12 +53,14 @@ type Driver struct {
 // FromEnv builds a Driver with its interval from the environment.
 func FromEnv(getenv func(string) string, store *backfill.Store, logger *slog.Logger) (*Driver, error) {
 	d := &Driver{Store: store, Logger: logger}
-	if v := getenv(EnvInterval); v != "" {
-		iv, err := time.ParseDuration(v)
-		if err != nil || iv <= 0 {
-			return nil, fmt.Errorf("%s=%q: want a duration such as 2s", EnvInterval, v)
+	for name, dst := range map[string]*time.Duration{EnvInterval: &d.Interval, EnvTestPause: &d.TestPause} {
+		if v := getenv(name); v != "" {
+			iv, err := time.ParseDuration(v)
+			if err != nil || iv <= 0 {
+				return nil, fmt.Errorf("%s=%q: want a duration such as 2s", name, v)
+			}
+			*dst = iv
 		}
-		d.Interval = iv
 	}
 	return d, nil
 }
@@ -73,6 +84,12 @@ func (d *Driver) Start(ctx context.Context) error {
 	d.init()
 	if d.Interval <= 0 {
 		d.Interval = DefaultInterval
+	}
+	if d.TestPause > 0 {
+		d.Store.SetTestPause(func() {
+			d.Logger.Warn("test pause inside a backfill pass", "pause", d.TestPause.String())
+			time.Sleep(d.TestPause)
+		})
 	}
 	return d.runner.Start(ctx, d.loop)
 }
