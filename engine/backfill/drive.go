@@ -42,8 +42,10 @@ func RequestID(backfillID string, seq, attempt int) string {
 //     others are started through execution's batch path (run.Create) with
 //     a BACKFILL initiator and a request id per partition attempt, and
 //     linked to their runs in the same transaction,
-//   - ends it SUCCEEDED, or FAILED when a partition failed or stopped,
-//     once no partition is pending or in flight.
+//   - ends it SUCCEEDED, or FAILED when a partition (or, with
+//     downstream, a downstream run) failed or stopped, once no partition
+//     is pending or in flight (and, with downstream, no downstream run is
+//     live and no output signal of its runs waits to be matched).
 func (s *Store) Drive(ctx context.Context) (DriveStats, error) {
 	var st DriveStats
 	rows, err := s.db.Query(ctx, sqlLive)
@@ -96,7 +98,7 @@ func (s *Store) driveOne(ctx context.Context, tx pgx.Tx, id string, st *DriveSta
 		return nil, err
 	}
 	var open, bad int
-	if err := tx.QueryRow(ctx, sqlRemaining, b.ID).Scan(&open, &bad); err != nil {
+	if err := tx.QueryRow(ctx, sqlRemaining, b.ID, b.WorkflowID, b.Downstream).Scan(&open, &bad); err != nil {
 		return nil, fmt.Errorf("count open partitions: %w", err)
 	}
 	if open == 0 {

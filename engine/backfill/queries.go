@@ -122,8 +122,26 @@ UPDATE backfill_partition p SET state = t.state, instance_id = t.iid, modify_tim
 FROM unnest($2::integer[], $3::text[], $4::bigint[]) AS t(seq, state, iid)
 WHERE p.backfill_id = $1 AND p.seq = t.seq`
 
-// sqlRemaining counts partitions not ended, and those that ended badly.
+// sqlRemaining counts partitions not ended and those that ended badly;
+// with downstream ($3) it counts too the downstream runs not ended (and
+// the backfill's output signals not matched yet, which may start more)
+// and those that ended badly (the latest run of each instance).
 const sqlRemaining = `
-SELECT count(*) FILTER (WHERE state IN ('PENDING', 'RUNNING')),
-       count(*) FILTER (WHERE state IN ('FAILED', 'STOPPED'))
-FROM backfill_partition WHERE backfill_id = $1`
+SELECT (SELECT count(*) FROM backfill_partition WHERE backfill_id = $1 AND state IN ('PENDING', 'RUNNING'))
+     + CASE WHEN $3 THEN
+         (SELECT count(*) FROM workflow_instance w
+          WHERE w.initiator ? 'backfill_id' AND w.initiator->>'backfill_id' = $1 AND w.workflow_id <> $2
+            AND w.status IN ('CREATED', 'IN_PROGRESS', 'PAUSED'))
+       + (SELECT count(*) FROM signal_pending sp
+          JOIN signal_lineage l ON l.seq = sp.seq AND l.kind = 'PRODUCED'
+          JOIN workflow_instance w ON w.workflow_id = l.workflow_id AND w.instance_id = l.instance_id AND w.run_id = l.run_id
+          WHERE w.initiator ? 'backfill_id' AND w.initiator->>'backfill_id' = $1)
+       ELSE 0 END,
+       (SELECT count(*) FROM backfill_partition WHERE backfill_id = $1 AND state IN ('FAILED', 'STOPPED'))
+     + CASE WHEN $3 THEN
+         (SELECT count(*) FROM workflow_instance w
+          WHERE w.initiator ? 'backfill_id' AND w.initiator->>'backfill_id' = $1 AND w.workflow_id <> $2
+            AND w.status IN ('FAILED', 'TIMED_OUT', 'STOPPED')
+            AND NOT EXISTS (SELECT 1 FROM workflow_instance n WHERE n.workflow_id = w.workflow_id
+                AND n.instance_id = w.instance_id AND n.run_id > w.run_id))
+       ELSE 0 END`

@@ -189,3 +189,37 @@ func CountPending(ctx context.Context, q Querier) (int64, error) {
 	}
 	return n, nil
 }
+
+// Producer is the run whose step produced a signal instance (an output
+// signal).
+type Producer struct {
+	WorkflowID string
+	InstanceID int64
+	RunID      int64
+}
+
+// Producers returns the producing run of each of seqs that a step
+// produced; signals announced otherwise are absent.
+func Producers(ctx context.Context, q Querier, seqs []int64) (map[int64]Producer, error) {
+	out := map[int64]Producer{}
+	if len(seqs) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, sqlProducers, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("read the producers of %d signals: %w", len(seqs), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var p Producer
+		if err := rows.Scan(&seq, &p.WorkflowID, &p.InstanceID, &p.RunID); err != nil {
+			return nil, fmt.Errorf("read the producers of %d signals: %w", len(seqs), err)
+		}
+		out[seq] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the producers of %d signals: %w", len(seqs), err)
+	}
+	return out, nil
+}

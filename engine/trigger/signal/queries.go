@@ -167,3 +167,7 @@ INSERT INTO signal_lineage (seq, signal_name, kind, workflow_id, instance_id, ru
 SELECT s, n, 'STARTED', w, i, 1, u FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::uuid[])
     AS x(s, n, w, i, u)
 ON CONFLICT DO NOTHING`
+
+// sqlProducers reads the runs that produced signal instances.
+const sqlProducers = `SELECT DISTINCT ON (seq) seq, workflow_id, instance_id, run_id FROM signal_lineage
+WHERE kind = 'PRODUCED' AND seq = ANY($1::bigint[]) ORDER BY seq, workflow_id, instance_id, run_id`
