@@ -132,4 +132,45 @@ func TestBackfillRunsToTheEndOnTheEngine(t *testing.T) {
 	if first["value"] != "20240105" || init["type"] != "BACKFILL" || init["backfill_id"] != id || params["value"] != "20240105" {
 		t.Fatalf("newest partition %v ran as %s", first, run.raw)
 	}
+	// Every run and step event of the backfill's runs carries its id.
+	var with, without int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE payload->>'b' = $1),
+            count(*) FILTER (WHERE payload->>'b' IS NULL) FROM maestro_event WHERE workflow_id = 'daily' AND kind IN (1, 2)`,
+		id).Scan(&with, &without); err != nil {
+		t.Fatal(err)
+	}
+	if with < 10 || without != 0 {
+		t.Fatalf("%d run and step events carry the backfill id, %d do not", with, without)
+	}
+}
+
+// TestBackfillEventsOnTheFeed: a backfill's status changes are served by
+// the events endpoint like the others.
+func TestBackfillEventsOnTheFeed(t *testing.T) {
+	t.Parallel()
+	e := eventsEnv(t)
+	e.send(http.MethodPost, "/api/v3/workflows", "alice", backfillWorkflow).expect(t, http.StatusOK)
+	c := e.send(http.MethodPost, "/api/v3/workflows/daily/backfills", "alice",
+		`{"param":"TARGET_RUN_DATE","from":"20240101","to":"20240103"}`).expect(t, http.StatusOK)
+	id := c.body["backfill_id"].(string)
+	e.send(http.MethodPost, "/api/v3/backfills/"+id+"/actions/pause", "alice", "").expect(t, http.StatusOK)
+	var page response
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		page = e.send(http.MethodGet, "/api/v3/events?type=BACKFILL_STATUS_CHANGE_EVENT", "", "").expect(t, http.StatusOK)
+		if len(page.body["events"].([]any)) == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	evs := page.body["events"].([]any)
+	if len(evs) != 2 {
+		t.Fatalf("backfill events: %s", page.raw)
+	}
+	first, second := evs[0].(map[string]any), evs[1].(map[string]any)
+	if first["backfill_id"] != id || first["new_status"] != "RUNNING" || first["cluster_name"] != "test" ||
+		second["old_status"] != "RUNNING" || second["new_status"] != "PAUSED" || second["author"] != "alice" ||
+		first["counts"].(map[string]any)["PENDING"] != float64(3) {
+		t.Fatalf("backfill events: %s", page.raw)
+	}
 }

@@ -109,6 +109,11 @@ func (s *Store) driveOne(ctx context.Context, tx pgx.Tx, id string, st *DriveSta
 		if _, err := tx.Exec(ctx, sqlSetStatus, b.ID, string(to)); err != nil {
 			return nil, fmt.Errorf("end backfill %s: %w", to, err)
 		}
+		old := b.Status
+		b.Status = to
+		if err := writeEvent(ctx, tx, b, old, ""); err != nil {
+			return nil, err
+		}
 		st.Ended++
 	}
 	return results, nil

@@ -101,8 +101,10 @@ func (s *Store) Create(ctx context.Context, req CreateRequest) (b *Backfill, dup
 		if _, err := tx.Exec(ctx, sqlInsertPartitions, id, values); err != nil {
 			return fmt.Errorf("insert %d partitions of backfill %s: %w", len(values), id, err)
 		}
-		b, err = scanBackfill(tx.QueryRow(ctx, sqlGet, id))
-		return err
+		if b, err = scanBackfill(tx.QueryRow(ctx, sqlGet, id)); err != nil {
+			return err
+		}
+		return writeEvent(ctx, tx, b, "", req.Caller)
 	})
 	if err != nil {
 		return nil, false, err
@@ -267,8 +269,13 @@ func (s *Store) Act(ctx context.Context, id string, action Action, caller string
 				return fmt.Errorf("set backfill %s %s: %w", id, to, err)
 			}
 		}
-		out, err = scanBackfill(tx.QueryRow(ctx, sqlGet, id))
-		return err
+		if out, err = scanBackfill(tx.QueryRow(ctx, sqlGet, id)); err != nil {
+			return err
+		}
+		if to != b.Status || action == ActionRetry {
+			return writeEvent(ctx, tx, out, b.Status, caller)
+		}
+		return nil
 	})
 	return out, err
 }

@@ -258,6 +258,27 @@ func TestDriveKeepsConcurrencyAndRetriesFailed(t *testing.T) {
 	if d.Partitions[0].Attempt != 1 || *d.Partitions[0].InstanceID != ids[0] {
 		t.Fatalf("retried partition %+v; want attempt 1 on run %d", d.Partitions[0], ids[0])
 	}
+	// Every status change is an event in the outbox, in order.
+	rows, err = w.pool.Query(ctx, `SELECT coalesce(payload->>'old_status', ''), payload->>'new_status', payload->>'backfill_id'
+        FROM maestro_event WHERE payload->>'type' = 'BACKFILL_STATUS_CHANGE_EVENT' ORDER BY tx, event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for rows.Next() {
+		var from, to, id string
+		if err := rows.Scan(&from, &to, &id); err != nil {
+			t.Fatal(err)
+		}
+		if id != b.ID {
+			t.Fatalf("event of backfill %s", id)
+		}
+		changes = append(changes, from+">"+to)
+	}
+	rows.Close()
+	if want := []string{">RUNNING", "RUNNING>FAILED", "FAILED>RUNNING", "RUNNING>SUCCEEDED"}; !slices.Equal(changes, want) {
+		t.Fatalf("backfill events %v; want %v", changes, want)
+	}
 }
 
 // TestSkipAndRerun: a value with a SUCCEEDED run of the version is
