@@ -15,7 +15,7 @@ import (
 func scenarioBackfill(t *testing.T, d *Deployment) {
 	id := uniqueID("backfill")
 	name := "table." + id
-	d.push(t, map[string]any{"properties": map[string]any{"owner": "e2e", "run_strategy": map[string]any{"rule": "PARALLEL", "workflow_concurrency": 10}},
+	d.push(t, map[string]any{"properties": map[string]any{"run_strategy": map[string]any{"rule": "PARALLEL", "workflow_concurrency": 10}},
 		"workflow": map[string]any{"id": id, "steps": []any{map[string]any{"step": map[string]any{"id": "load", "type": "NoOp",
 			"signal_outputs": []any{map[string]any{"name": name,
 				"params": map[string]any{"dt": map[string]any{"type": "STRING", "value": "${TARGET_RUN_DATE}"}}}}}}}}})
