@@ -168,7 +168,8 @@ func OutputsSQLAt(n int) string {
 // ClaimPending claims up to limit signals stored without having been
 // matched (signal_pending) that are at least minAge old, deleting their
 // rows inside tx, and returns their seqs. Rows another transaction holds
-// are skipped.
+// are skipped, and so are the signals of runs of a paused backfill that
+// propagates downstream (held until it is resumed).
 func ClaimPending(ctx context.Context, tx Querier, limit int, minAge time.Duration) ([]int64, error) {
 	rows, err := tx.Query(ctx, sqlClaimPending, limit, minAge)
 	if err != nil {

@@ -142,10 +142,19 @@ signal_out_lineage AS (
 
 // Pending: claim signals not matched yet, oldest first, deleting their
 // rows in the transaction that matches them.
+//
+// A signal a run of a paused backfill produced (with downstream) is held:
+// the backfill's downstream is paused with it, and the signal is matched
+// once it is resumed (docs/backfill.md).
 const sqlClaimPending = `
 DELETE FROM signal_pending WHERE seq IN (
-    SELECT seq FROM signal_pending WHERE create_time <= now() - $2::interval
-    ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+    SELECT p.seq FROM signal_pending p WHERE p.create_time <= now() - $2::interval
+      AND NOT EXISTS (SELECT 1 FROM signal_lineage l
+          JOIN workflow_instance w ON w.workflow_id = l.workflow_id AND w.instance_id = l.instance_id AND w.run_id = l.run_id
+          JOIN backfill b ON b.backfill_id = w.initiator->>'backfill_id'
+          WHERE l.seq = p.seq AND l.kind = 'PRODUCED' AND w.initiator ? 'backfill_id'
+            AND b.status = 'PAUSED' AND b.downstream)
+    ORDER BY p.seq LIMIT $1 FOR UPDATE OF p SKIP LOCKED)
 RETURNING seq`
 
 const sqlCountPending = `SELECT count(*) FROM signal_pending`

@@ -33,6 +33,10 @@ func TestBackfillDownstreamThroughSignals(t *testing.T) {
 		"steps": [{"step": {"id": "use", "type": "Sleep", "sleep_seconds": 1}}]}}`)
 	e.Push(`{"properties": {"owner": "o", "run_strategy": "PARALLEL"}, "workflow": {"id": "slowdaily",
 		"steps": [{"step": {"id": "load", "type": "NoOp", "signal_outputs": [{"name": "table/slow"}]}}]}}`)
+	e.Push(`{"properties": {"owner": "o", "run_strategy": "PARALLEL"}, "workflow": {"id": "gated",
+		"steps": [{"step": {"id": "nap", "type": "Sleep", "sleep_seconds": 2, "signal_outputs": [{"name": "table/gated"}]}}]}}`)
+	e.Push(`{"properties": {"owner": "o", "run_strategy": "PARALLEL"}, "workflow": {"id": "gatedreport",
+		"signal_triggers": [{"definitions": {"table/gated": {}}}], "steps": [{"step": {"id": "use", "type": "NoOp"}}]}}`)
 	e.Push(`{"properties": {"owner": "o", "run_strategy": "PARALLEL"}, "workflow": {"id": "slowreport",
 		"signal_triggers": [{"definitions": {"table/slow": {}}}],
 		"steps": [{"step": {"id": "use", "type": "Sleep", "sleep_seconds": 600}}]}}`)
@@ -80,6 +84,31 @@ func TestBackfillDownstreamThroughSignals(t *testing.T) {
 	if ds := get(without.ID).Downstream; len(ds) != 0 {
 		t.Fatalf("a backfill without downstream has downstream runs %v", ds)
 	}
+
+	// Paused, the backfill's downstream is paused with it: the output
+	// signal of the run that ends meanwhile is held, and starts its
+	// downstream run once the backfill is resumed.
+	gated := create("gated", []string{"20240106"}, true)
+	waitFor(t, "the gated partition's run to run", func() bool { return get(gated.ID).Counts["IN_PROGRESS"] == 1 })
+	if _, err := store.Act(ctx, gated.ID, backfill.ActionPause, "o"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the gated partition's run to succeed", func() bool { return get(gated.ID).Counts["SUCCEEDED"] == 1 })
+	time.Sleep(time.Second) // sweeps pass meanwhile
+	if n := e.count(`SELECT count(*) FROM workflow_instance WHERE workflow_id = 'gatedreport'`); n != 0 {
+		t.Fatalf("a paused backfill's signal started %d downstream runs", n)
+	}
+	if n := e.count(`SELECT count(*) FROM signal_pending`); n != 1 {
+		t.Fatalf("%d signals held; want the paused backfill's one", n)
+	}
+	if _, err := store.Act(ctx, gated.ID, backfill.ActionResume, "o"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the resumed backfill to end with its downstream run", func() bool {
+		g := get(gated.ID)
+		ds := g.Downstream["gatedreport"]
+		return g.Status == backfill.Succeeded && ds != nil && ds.Counts["SUCCEEDED"] == 1
+	})
 
 	// Cancel stops the downstream run in flight.
 	slow := create("slowdaily", []string{"20240105"}, true)
