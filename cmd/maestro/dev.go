@@ -105,6 +105,11 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 		return err
 	}
 	defer signals.Stop()
+	backfills, err := startBackfills(ctx, pool, defs, runs, logger)
+	if err != nil {
+		return err
+	}
+	defer backfills.Stop()
 	handler, err := apiHandler(pool, logger, userHeaderOrAnonymous, defs, runs, events.Feed)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/authz"
+	"github.com/maestro-aws/maestro/engine/backfill"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/eventsvc"
@@ -26,6 +27,7 @@ import (
 	enginerun "github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
 	"github.com/maestro-aws/maestro/engine/tracing"
+	backfilldriver "github.com/maestro-aws/maestro/engine/trigger/backfill"
 	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 )
 
@@ -84,11 +86,19 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 	defer eng.Stop()
 	// A step's output signals: matched after their commit, and by a sweep
 	// after a crash (docs/signals.md).
-	signals.Broker = signalbroker.New(pool, execution.New(pool, definition.NewStore(pool), eng.GroupCount()), logger)
+	defs := definition.NewStore(pool)
+	runs := execution.New(pool, defs, eng.GroupCount())
+	signals.Broker = signalbroker.New(pool, runs, logger)
 	if err := signals.Start(ctx); err != nil {
 		return err
 	}
 	defer signals.Stop()
+	// Backfills: every engine drives them (docs/backfill.md).
+	backfills, err := startBackfills(ctx, pool, defs, runs, logger)
+	if err != nil {
+		return err
+	}
+	defer backfills.Stop()
 	if err := rec.Start(ctx, envDuration("MAESTRO_METRICS_INTERVAL", time.Minute), eng.SampleMetrics); err != nil {
 		return err
 	}
@@ -215,4 +225,18 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
+}
+
+// startBackfills starts the backfill driver of an engine process
+// (MAESTRO_BACKFILL_INTERVAL sets its pace).
+func startBackfills(ctx context.Context, pool *pgxpool.Pool, defs *definition.Store, runs *execution.Service,
+	logger *slog.Logger) (*backfilldriver.Driver, error) {
+	d, err := backfilldriver.FromEnv(os.Getenv, backfill.NewStore(pool, defs, runs), logger)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Start(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
 }

@@ -81,6 +81,12 @@ var routeAccess = map[string]access{
 	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/kill":                workflowOperator,
 	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies": workflowOperator,
 
+	// Backfills start and stop runs of their workflow.
+	"POST /api/v3/workflows/{id}/backfills":                 workflowOperator,
+	"POST /api/v3/backfills/{backfill_id}/actions/{action}": {authz.Operator, backfillInPath},
+	"GET /api/v3/workflows/{id}/backfills":                  reader,
+	"GET /api/v3/backfills/{backfill_id}":                   reader,
+
 	// Breakpoints: the workflow is named in the body, the query or the path.
 	"POST /api/v3/workflows/steps/breakpoints":   {authz.Operator, workflowInBody},
 	"DELETE /api/v3/workflows/steps/breakpoints": {authz.Operator, workflowInQuery},

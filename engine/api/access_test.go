@@ -61,6 +61,8 @@ var accessCases = []accessCase{
 	{"POST /api/v3/workflows/steps/breakpoints", "POST", "/api/v3/workflows/steps/breakpoints", `{"workflow_id":"wf","step_id":"a"}`, "operator", 200},
 	{"DELETE /api/v3/workflows/steps/breakpoints", "DELETE", "/api/v3/workflows/steps/breakpoints?workflowId=wf&stepId=b", "", "operator", 200},
 	{"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", "PUT", "/api/v3/workflows/steps/breakpoints/wf/instances/3/runs/1/steps/a/attempts/1/actions/resume", "", "operator", 200},
+	{"POST /api/v3/workflows/{id}/backfills", "POST", "/api/v3/workflows/wf/backfills", `{"param":"P","values":["a","b"]}`, "operator", 200},
+	{"POST /api/v3/backfills/{backfill_id}/actions/{action}", "POST", "/api/v3/backfills/bf1/actions/pause", "", "operator", 200},
 	{"POST /api/v3/tag-permits", "POST", "/api/v3/tag-permits", `{"tag":"gpu","max_allowed":3}`, "owner", 200},
 	{"DELETE /api/v3/tag-permits/{tag}", "DELETE", "/api/v3/tag-permits/gpu", "", "owner", 200},
 	{"PUT /api/v3/output-data", "PUT", "/api/v3/output-data", `{"workflow_id":"wf","workflow_instance_id":3,"workflow_run_id":1,"step_id":"b","step_attempt_id":1,"step_instance_uuid":"11111111-1111-1111-1111-111111111111","step_token":"{{step_token}}","params":{"x":{"type":"LONG","value":1}}}`, "reader", 200},
@@ -103,6 +105,9 @@ func authzFixture(t *testing.T) (*testEnv, http.Handler) {
 		`INSERT INTO step_paused (workflow_id, instance_id, run_id, step_id, attempt_id, group_id)
 		 SELECT workflow_id, instance_id, run_id, 'a', 1, group_id FROM workflow_instance WHERE workflow_id = 'wf' AND instance_id = 3`,
 		`UPDATE workflow_instance SET status = 'IN_PROGRESS', seq = seq + 1 WHERE workflow_id = 'wf' AND instance_id = 3`,
+		`INSERT INTO backfill (backfill_id, workflow_id, workflow_version, param, param_type, format, spec, concurrency,
+		     downstream, rerun, status, created_by, partition_count)
+		 VALUES ('bf1', 'wf', 1, 'P', 'STRING', 'STRING', '{"values":["x"]}', 1, false, false, 'RUNNING', 'alice', 1)`,
 	} {
 		if _, err := e.pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -131,7 +136,8 @@ func (e *testEnv) fingerprint(t *testing.T) string {
         (SELECT count(*) FROM maestro_queue), (SELECT count(*) FROM step_breakpoint), (SELECT count(*) FROM signal_instance),
         (SELECT string_agg(t::text, ',' ORDER BY tag) FROM tag_permit t),
         (SELECT count(*) FROM step_paused WHERE resumed), (SELECT count(*) FROM step_output_data),
-        (SELECT count(*) FROM workflow_properties_snapshot), (SELECT string_agg(j::text, ',' ORDER BY job_type, version) FROM job_template j)))`).Scan(&fp)
+        (SELECT count(*) FROM workflow_properties_snapshot), (SELECT string_agg(j::text, ',' ORDER BY job_type, version) FROM job_template j),
+        (SELECT string_agg(b.backfill_id || b.status, ',' ORDER BY backfill_id) FROM backfill b)))`).Scan(&fp)
 	if err != nil {
 		t.Fatal(err)
 	}

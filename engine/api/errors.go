@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/maestro-aws/maestro/engine/authz"
+	"github.com/maestro-aws/maestro/engine/backfill"
 	"github.com/maestro-aws/maestro/engine/breakpoint"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
@@ -180,6 +181,9 @@ var sentinels = []sentinel{
 
 	{err: tagpermit.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
 	{err: breakpoint.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
+	{err: backfill.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
+	{err: backfill.ErrInvalid, status: http.StatusBadRequest, code: "BAD_REQUEST"},
+	{err: backfill.ErrInvalidTransition, status: http.StatusConflict, code: "CONFLICT"},
 
 	{err: event.ErrNoStream, internal: true},
 }

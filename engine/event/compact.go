@@ -55,6 +55,8 @@ type compactStep struct {
 	From     instance.StepStatus `json:"f"`
 	Changes  []change            `json:"t"`
 	SyncTime int64               `json:"y"`
+	// Backfill is the run's backfill id, absent for none.
+	Backfill string `json:"b,omitempty"`
 }
 
 // compactRun is a WorkflowInstanceStatusChangeEvent.
@@ -70,12 +72,13 @@ type compactRun struct {
 	New         instance.WorkflowStatus `json:"n"`
 	EventTime   int64                   `json:"e"`
 	SyncTime    int64                   `json:"y"`
+	Backfill    string                  `json:"b,omitempty"`
 }
 
 func compactStepOf(e *StepInstanceStatusChangeEvent) compactStep {
 	c := compactStep{InstanceID: e.WorkflowInstanceID, RunID: e.WorkflowRunID, StepID: e.StepID, AttemptID: e.StepAttemptID,
 		UUID: e.WorkflowUUID, StepUUID: e.StepUUID, Correlation: e.CorrelationID, StepIndex: e.StepInstanceID,
-		SyncTime: e.SyncTime, Changes: make([]change, len(e.StatusChangeRecords))}
+		SyncTime: e.SyncTime, Backfill: e.BackfillID, Changes: make([]change, len(e.StatusChangeRecords))}
 	for i, r := range e.StatusChangeRecords {
 		if i == 0 {
 			c.From = r.OldStatus
@@ -119,6 +122,10 @@ func (c *compactStep) appendJSON(b []byte) []byte {
 	}
 	b = append(b, `],"y":`...)
 	b = strconv.AppendInt(b, c.SyncTime, 10)
+	if c.Backfill != "" {
+		b = append(b, `,"b":`...)
+		b = appendString(b, c.Backfill)
+	}
 	return append(b, '}')
 }
 
@@ -146,7 +153,7 @@ func appendString(b []byte, s string) []byte {
 func (c compactStep) expand(workflowID string, seq int64) *StepInstanceStatusChangeEvent {
 	e := &StepInstanceStatusChangeEvent{WorkflowID: workflowID, WorkflowInstanceID: c.InstanceID, WorkflowRunID: c.RunID,
 		StepID: c.StepID, StepAttemptID: c.AttemptID, WorkflowUUID: c.UUID, StepUUID: c.StepUUID, CorrelationID: c.Correlation,
-		StepInstanceID: c.StepIndex, Seq: seq, SyncTime: c.SyncTime, Type: StepInstanceStatusChange,
+		StepInstanceID: c.StepIndex, Seq: seq, SyncTime: c.SyncTime, BackfillID: c.Backfill, Type: StepInstanceStatusChange,
 		StatusChangeRecords: make([]StatusChangeRecord, len(c.Changes))}
 	from := c.From
 	for i, ch := range c.Changes {
@@ -159,14 +166,14 @@ func (c compactStep) expand(workflowID string, seq int64) *StepInstanceStatusCha
 func compactRunOf(e *WorkflowInstanceStatusChangeEvent) compactRun {
 	return compactRun{InstanceID: e.WorkflowInstanceID, RunID: e.WorkflowRunID, UUID: e.WorkflowUUID, Correlation: e.CorrelationID,
 		Depth: e.Depth, Name: e.WorkflowName, Tags: e.Tags, Old: e.OldStatus, New: e.NewStatus, EventTime: e.EventTime,
-		SyncTime: e.SyncTime}
+		SyncTime: e.SyncTime, Backfill: e.BackfillID}
 }
 
 func (c compactRun) expand(workflowID string, seq int64) *WorkflowInstanceStatusChangeEvent {
 	return &WorkflowInstanceStatusChangeEvent{WorkflowID: workflowID, WorkflowInstanceID: c.InstanceID, WorkflowRunID: c.RunID,
 		WorkflowUUID: c.UUID, CorrelationID: c.Correlation, Depth: c.Depth, WorkflowName: c.Name, Tags: c.Tags,
 		OldStatus: c.Old, NewStatus: c.New, EventTime: c.EventTime, Seq: seq, SyncTime: c.SyncTime,
-		Type: WorkflowInstanceStatusChange}
+		BackfillID: c.Backfill, Type: WorkflowInstanceStatusChange}
 }
 
 // errNoPayload reports an event read without its payload (Consume).

@@ -35,6 +35,9 @@ const (
 	// Alert is an alert raised from a workflow's alerting properties
 	// (engine/alert); it goes to the alert topic.
 	Alert Type = "ALERT"
+	// BackfillStatusChange is a managed backfill's status change (ours;
+	// docs/backfill.md).
+	BackfillStatusChange Type = "BACKFILL_STATUS_CHANGE_EVENT"
 )
 
 // Kind is the maestro_event.kind column: a type as a small number.
@@ -51,6 +54,7 @@ var kinds = map[Type]Kind{
 	WorkflowDeactivationChange:   7,
 	WorkflowDeletionChange:       8,
 	Alert:                        9,
+	BackfillStatusChange:         10,
 }
 
 // Types lists every event type in kind order.
@@ -134,10 +138,13 @@ type StepInstanceStatusChangeEvent struct {
 	StatusChangeRecords []StatusChangeRecord `json:"status_change_records"`
 	// Seq is the step attempt's write sequence after this write (our
 	// addition): it orders the attempt's events.
-	Seq      int64 `json:"seq"`
-	SyncTime int64 `json:"sync_time"`
-	SendTime int64 `json:"send_time,omitempty"`
-	Type     Type  `json:"type"`
+	Seq int64 `json:"seq"`
+	// BackfillID is the backfill the run belongs to (our addition;
+	// docs/backfill.md), absent for none.
+	BackfillID string `json:"backfill_id,omitempty"`
+	SyncTime   int64  `json:"sync_time"`
+	SendTime   int64  `json:"send_time,omitempty"`
+	Type       Type   `json:"type"`
 }
 
 // WorkflowInstanceStatusChangeEvent reports one status change of a run.
@@ -157,10 +164,13 @@ type WorkflowInstanceStatusChangeEvent struct {
 	EventTime          int64                   `json:"event_time"`
 	// Seq is the run's write sequence after this write (our addition): it
 	// orders the run's events.
-	Seq      int64 `json:"seq"`
-	SyncTime int64 `json:"sync_time"`
-	SendTime int64 `json:"send_time,omitempty"`
-	Type     Type  `json:"type"`
+	Seq int64 `json:"seq"`
+	// BackfillID is the backfill the run belongs to (our addition;
+	// docs/backfill.md), absent for none.
+	BackfillID string `json:"backfill_id,omitempty"`
+	SyncTime   int64  `json:"sync_time"`
+	SendTime   int64  `json:"send_time,omitempty"`
+	Type       Type   `json:"type"`
 }
 
 // WorkflowChangeEvent is every workflow-level change event: a new version
@@ -227,4 +237,25 @@ type AlertEvent struct {
 	SyncTime           int64      `json:"sync_time"`
 	SendTime           int64      `json:"send_time,omitempty"`
 	Type               Type       `json:"type"`
+}
+
+// BackfillStatusChangeEvent reports one status change of a managed
+// backfill (docs/backfill.md): created RUNNING (old_status empty), paused,
+// resumed, cancelled, retried, ended.
+type BackfillStatusChangeEvent struct {
+	EventID         string `json:"event_id,omitempty"`
+	BackfillID      string `json:"backfill_id"`
+	WorkflowID      string `json:"workflow_id"`
+	WorkflowVersion int64  `json:"workflow_version"`
+	OldStatus       string `json:"old_status,omitempty"`
+	NewStatus       string `json:"new_status"`
+	// Author is who acted ("" for the driver's own moves).
+	Author string `json:"author,omitempty"`
+	// Counts are the backfill's partitions by state at the change.
+	Counts      map[string]int `json:"counts,omitempty"`
+	ClusterName string         `json:"cluster_name,omitempty"`
+	EventTime   int64          `json:"event_time"`
+	SyncTime    int64          `json:"sync_time"`
+	SendTime    int64          `json:"send_time,omitempty"`
+	Type        Type           `json:"type"`
 }

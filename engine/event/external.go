@@ -142,6 +142,8 @@ func Render(wire []byte, id, cluster string, sent time.Time) ([]byte, Meta, erro
 		return render[WorkflowInstanceStatusChangeEvent](wire, id, cluster, ms)
 	case Alert:
 		return render[AlertEvent](wire, id, cluster, ms)
+	case BackfillStatusChange:
+		return render[BackfillStatusChangeEvent](wire, id, cluster, ms)
 	}
 	if _, ok := kinds[head.Type]; !ok {
 		return nil, Meta{}, fmt.Errorf("unknown event type %q", head.Type)
@@ -203,6 +205,12 @@ func (e *WorkflowChangeEvent) stamp(id, cluster string, sent int64) Meta {
 	setID(&e.EventID, id)
 	e.ClusterName, e.SendTime = cluster, sent
 	return Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID}
+}
+
+func (e *BackfillStatusChangeEvent) stamp(id, cluster string, sent int64) Meta {
+	setID(&e.EventID, id)
+	e.ClusterName, e.SendTime = cluster, sent
+	return Meta{EventID: e.EventID, Type: e.Type, WorkflowID: e.WorkflowID, Statuses: []string{e.NewStatus}}
 }
 
 func setID(dst *string, id string) {

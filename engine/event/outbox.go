@@ -206,6 +206,11 @@ func (e *WorkflowInstanceStatusChangeEvent) header() (Type, string) {
 
 func (e *WorkflowChangeEvent) header() (Type, string) { return e.Type, e.WorkflowID }
 
+func (e *BackfillStatusChangeEvent) header() (Type, string) {
+	e.Type = BackfillStatusChange
+	return e.Type, e.WorkflowID
+}
+
 func (e *AlertEvent) header() (Type, string) {
 	e.Type = Alert
 	return e.Type, e.WorkflowID
@@ -231,6 +236,10 @@ func NewRecord(p Payload) Record {
 			e.SyncTime = now
 		}
 	case *AlertEvent:
+		if e.SyncTime == 0 {
+			e.SyncTime = now
+		}
+	case *BackfillStatusChangeEvent:
 		if e.SyncTime == 0 {
 			e.SyncTime = now
 		}

@@ -132,6 +132,7 @@ func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64, val
 		f.nodes[wf.Steps[i].ID()] = &wf.Steps[i]
 	}
 	f.info = run.NewRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
+	f.info.SetBackfill(row.BackfillID)
 	if row.StartTime != nil {
 		f.started = *row.StartTime
 	}

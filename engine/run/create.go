@@ -558,9 +558,9 @@ func droppedEvent(r *New, c Created) event.Record {
 		correlation = RootCorrelation(c.Ref)
 	}
 	if r.Workflow != nil {
-		return DroppedRunEventOf(c.Ref, r.Workflow, c.UUID, r.Depth, correlation)
+		return DroppedRunEventOf(c.Ref, r.Workflow, c.UUID, r.Depth, correlation, BackfillOf(r.Initiator))
 	}
-	return DroppedRunEvent(c.Ref, r.Definition, c.UUID, r.Depth, correlation)
+	return DroppedRunEvent(c.Ref, r.Definition, c.UUID, r.Depth, correlation, BackfillOf(r.Initiator))
 }
 
 // columns are a round's runs as the INSERT's arrays.

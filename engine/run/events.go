@@ -28,6 +28,8 @@ type RunInfo struct {
 	depth       int
 	name        string
 	tags        []event.Tag
+	// backfill is the backfill the run belongs to, "" for none.
+	backfill string
 	// stepIndex is each step's position in the workflow, from 1 (the
 	// events' step_instance_id).
 	stepIndex map[string]int64
@@ -47,13 +49,26 @@ func NewRunInfo(wf *workflow.Workflow, uuid, correlation string, depth int) RunI
 	return ri
 }
 
+// SetBackfill names the backfill the run belongs to (its initiator's
+// backfill_id): its events carry it.
+func (ri *RunInfo) SetBackfill(id string) { ri.backfill = id }
+
+// BackfillOf is the backfill id an initiator (JSON) carries, "" for none.
+func BackfillOf(initiator []byte) string {
+	var v struct {
+		BackfillID string `json:"backfill_id"`
+	}
+	_ = json.Unmarshal(initiator, &v)
+	return v.BackfillID
+}
+
 // InstanceEvent is the event of a run's status change from -> to, without
 // its seq (the write adds it).
 func (ri *RunInfo) InstanceEvent(ref Ref, from, to instance.WorkflowStatus, at time.Time) []byte {
 	return event.NewRecord(&event.WorkflowInstanceStatusChangeEvent{
 		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
 		WorkflowUUID: ri.uuid, CorrelationID: ri.correlation, Depth: ri.depth, WorkflowName: ri.name, Tags: ri.tags,
-		OldStatus: from, NewStatus: to, EventTime: at.UnixMilli(),
+		OldStatus: from, NewStatus: to, EventTime: at.UnixMilli(), BackfillID: ri.backfill,
 	}).Payload
 }
 
@@ -77,7 +92,7 @@ func (ri *RunInfo) StepEvent(ref Ref, stepID string, attempt int64, stepUUID str
 	return event.NewRecord(&event.StepInstanceStatusChangeEvent{
 		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
 		StepID: stepID, StepAttemptID: attempt, WorkflowUUID: ri.uuid, StepUUID: stepUUID, CorrelationID: ri.correlation,
-		StepInstanceID: ri.stepIndex[stepID], StatusChangeRecords: records, Seq: seq,
+		StepInstanceID: ri.stepIndex[stepID], StatusChangeRecords: records, Seq: seq, BackfillID: ri.backfill,
 	}).Payload
 }
 
@@ -112,17 +127,18 @@ func stoppedEvents(rows pgx.Rows, workflowID string, from, to instance.WorkflowS
 // DroppedRunEvent is the event of a run that ends as it is created, because
 // its run strategy dropped it (CREATED -> STOPPED): the API writes it with
 // the run. definition is the run's workflow JSON.
-func DroppedRunEvent(ref Ref, definition []byte, uuid string, depth int, correlation string) event.Record {
+func DroppedRunEvent(ref Ref, definition []byte, uuid string, depth int, correlation, backfill string) event.Record {
 	var wf workflow.Workflow
 	if err := json.Unmarshal(definition, &wf); err != nil {
 		wf = workflow.Workflow{ID: ref.WorkflowID}
 	}
-	return DroppedRunEventOf(ref, &wf, uuid, depth, correlation)
+	return DroppedRunEventOf(ref, &wf, uuid, depth, correlation, backfill)
 }
 
 // DroppedRunEventOf is DroppedRunEvent for a definition already decoded.
-func DroppedRunEventOf(ref Ref, wf *workflow.Workflow, uuid string, depth int, correlation string) event.Record {
+func DroppedRunEventOf(ref Ref, wf *workflow.Workflow, uuid string, depth int, correlation, backfill string) event.Record {
 	ri := NewRunInfo(wf, uuid, correlation, depth)
+	ri.SetBackfill(backfill)
 	return event.Record{Kind: InstanceStatusKind, WorkflowID: ref.WorkflowID,
 		Payload: ri.InstanceEvent(ref, instance.WorkflowCreated, instance.WorkflowStopped, time.Now())}
 }

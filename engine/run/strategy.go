@@ -104,7 +104,8 @@ const blockingRun = `
       AND NOT EXISTS (SELECT 1 FROM workflow_instance n
           WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id)`
 
-// admitSQL admits, oldest trigger first, as many queued runs as the
+// admitSQL admits, oldest trigger first (a backfill's runs after every
+// other: a backfill yields, docs/backfill.md), as many queued runs as the
 // concurrency ($2) leaves room for next to the admitted live runs; none
 // when $3 (STRICT_SEQUENTIAL) and a failed run blocks. One statement, so
 // one snapshot: a run that ends meanwhile (ends do not take the workflow
@@ -120,7 +121,7 @@ blocked AS (
 pick AS (
     SELECT instance_id, run_id FROM workflow_instance
     WHERE workflow_id = $1 AND queued
-    ORDER BY instance_id, run_id
+    ORDER BY coalesce(initiator->>'type', '') = 'BACKFILL', instance_id, run_id
     LIMIT CASE WHEN (SELECT b FROM blocked) THEN 0 ELSE GREATEST($2 - (SELECT n FROM active), 0) END)
 UPDATE workflow_instance w SET queued = false, modify_time = now()
 FROM pick

@@ -168,7 +168,8 @@ func OutputsSQLAt(n int) string {
 // ClaimPending claims up to limit signals stored without having been
 // matched (signal_pending) that are at least minAge old, deleting their
 // rows inside tx, and returns their seqs. Rows another transaction holds
-// are skipped.
+// are skipped, and so are the signals of runs of a paused backfill that
+// propagates downstream (held until it is resumed).
 func ClaimPending(ctx context.Context, tx Querier, limit int, minAge time.Duration) ([]int64, error) {
 	rows, err := tx.Query(ctx, sqlClaimPending, limit, minAge)
 	if err != nil {
@@ -213,4 +214,38 @@ func ClaimDeferred(ctx context.Context, tx Querier, limit int) ([]int64, error) 
 		return nil, fmt.Errorf("claim deferred signals: %w", err)
 	}
 	return seqs, nil
+}
+
+// Producer is the run whose step produced a signal instance (an output
+// signal).
+type Producer struct {
+	WorkflowID string
+	InstanceID int64
+	RunID      int64
+}
+
+// Producers returns the producing run of each of seqs that a step
+// produced; signals announced otherwise are absent.
+func Producers(ctx context.Context, q Querier, seqs []int64) (map[int64]Producer, error) {
+	out := map[int64]Producer{}
+	if len(seqs) == 0 {
+		return out, nil
+	}
+	rows, err := q.Query(ctx, sqlProducers, seqs)
+	if err != nil {
+		return nil, fmt.Errorf("read the producers of %d signals: %w", len(seqs), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var p Producer
+		if err := rows.Scan(&seq, &p.WorkflowID, &p.InstanceID, &p.RunID); err != nil {
+			return nil, fmt.Errorf("read the producers of %d signals: %w", len(seqs), err)
+		}
+		out[seq] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the producers of %d signals: %w", len(seqs), err)
+	}
+	return out, nil
 }

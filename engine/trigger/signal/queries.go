@@ -142,10 +142,19 @@ signal_out_lineage AS (
 
 // Pending: claim signals not matched yet, oldest first, deleting their
 // rows in the transaction that matches them.
+//
+// A signal a run of a paused backfill produced (with downstream) is held:
+// the backfill's downstream is paused with it, and the signal is matched
+// once it is resumed (docs/backfill.md).
 const sqlClaimPending = `
 DELETE FROM signal_pending WHERE seq IN (
-    SELECT seq FROM signal_pending WHERE create_time <= now() - $2::interval
-    ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+    SELECT p.seq FROM signal_pending p WHERE p.create_time <= now() - $2::interval
+      AND NOT EXISTS (SELECT 1 FROM signal_lineage l
+          JOIN workflow_instance w ON w.workflow_id = l.workflow_id AND w.instance_id = l.instance_id AND w.run_id = l.run_id
+          JOIN backfill b ON b.backfill_id = w.initiator->>'backfill_id'
+          WHERE l.seq = p.seq AND l.kind = 'PRODUCED' AND w.initiator ? 'backfill_id'
+            AND b.status = 'PAUSED' AND b.downstream)
+    ORDER BY p.seq LIMIT $1 FOR UPDATE OF p SKIP LOCKED)
 RETURNING seq`
 
 const sqlCountPending = `SELECT count(*) FROM signal_pending`
@@ -175,3 +184,7 @@ const sqlClaimDeferred = `
 DELETE FROM signal_trigger_deferred WHERE seq IN (
     SELECT seq FROM signal_trigger_deferred ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
 RETURNING seq`
+
+// sqlProducers reads the runs that produced signal instances.
+const sqlProducers = `SELECT DISTINCT ON (seq) seq, workflow_id, instance_id, run_id FROM signal_lineage
+WHERE kind = 'PRODUCED' AND seq = ANY($1::bigint[]) ORDER BY seq, workflow_id, instance_id, run_id`

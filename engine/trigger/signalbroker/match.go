@@ -212,6 +212,11 @@ func (b *Broker) startSets(ctx context.Context, tx pgx.Tx, sets []completeSet, v
 	)
 	for i, s := range sets {
 		evals[i] = s.trig.evaluate(ctx, s.workflowID, s.members, now)
+	}
+	if err := applyBackfills(ctx, tx, sets, evals); err != nil {
+		return matchOutcome{}, nil, err
+	}
+	for i, s := range sets {
 		if !evals[i].run {
 			continue
 		}

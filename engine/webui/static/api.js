@@ -152,6 +152,12 @@ export const api = {
   async resume(id, iid, run, step, attempt) {
     return call('PUT', `/workflows/steps/breakpoints/${enc(id)}/instances/${iid}/runs/${run}/steps/${enc(step)}/attempts/${attempt}/actions/resume`);
   },
+  /** backfill reads a backfill with its partitions and downstream runs. */
+  async backfill(id) { return call('GET', `/backfills/${enc(id)}`); },
+  /** backfills lists a workflow's backfills, newest first. */
+  async backfills(id) { return items(await call('GET', `/workflows/${enc(id)}/backfills`), 'backfills'); },
+  /** actOnBackfill pauses, resumes, cancels or retries a backfill. */
+  async actOnBackfill(id, action) { return call('POST', `/backfills/${enc(id)}/actions/${enc(action)}`); },
   /** events opens the live stream of a run's events; onEvent gets each. */
   events(id, iid, onEvent, onError) {
     const es = new EventSource(`${BASE}/events?workflow_id=${enc(id)}&workflow_instance_id=${iid}`);

@@ -1,5 +1,6 @@
 // app.js: the Maestro web UI. Plain ES modules, no build step: hash routes
-// #/ (workflows), #/workflows/ID (a workflow) and #/runs/ID/INSTANCE/RUN (a run).
+// #/ (workflows), #/workflows/ID (a workflow), #/runs/ID/INSTANCE/RUN (a run)
+// and #/backfills/ID (a backfill).
 import { api, ApiError, currentUser, setUser, terminalRun, time } from './api.js';
 import { esc, graph, layout, svg } from './dag.js';
 
@@ -90,9 +91,10 @@ async function workflowsPage() {
 
 async function workflowPage(id) {
   main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
-  const [ov, ver, versions, triggers, runs] = await Promise.all([
+  const [ov, ver, versions, triggers, runs, backfills] = await Promise.all([
     api.overview(id), api.version(id, 'latest'),
     api.versions(id).catch(() => []), api.triggers(id).catch(() => []), api.instances(id).catch(() => []),
+    api.backfills(id).catch(() => []),
   ]);
   const wf = ver.workflow || {};
   const g = graph(wf);
@@ -121,7 +123,96 @@ async function workflowPage(id) {
       h('section', {}, h('h2', {}, 'Runs'), runsTable(id, runs)),
       h('section', {},
         h('h2', {}, 'Time triggers'), triggersTable(triggers, wf),
+        h('h2', {}, 'Backfills'), backfillsTable(backfills),
         h('h2', {}, 'Versions'), versionsTable(versions, ov))));
+}
+
+function backfillsTable(list) {
+  if (!list.length) return h('p', { class: 'empty' }, 'No backfills: start one with `maestro backfill start`.');
+  return h('table', { class: 'list', id: 'backfills' },
+    h('thead', {}, h('tr', {}, ['Backfill', 'Status', 'Param', 'Range', 'Partitions'].map(x => h('th', {}, x)))),
+    h('tbody', {}, list.map(b => h('tr', {},
+      h('td', {}, h('a', { href: `#/backfills/${encodeURIComponent(b.backfill_id)}` }, b.backfill_id.slice(0, 8))),
+      h('td', {}, badge(b.status)), h('td', {}, b.param), h('td', {}, backfillRange(b)), h('td', {}, b.partition_count)))));
+}
+
+function backfillRange(b) {
+  if (b.values && b.values.length) return b.values.length > 4 ? b.values.slice(0, 4).join(', ') + ', …' : b.values.join(', ');
+  return `${b.from} … ${b.to}${b.interval ? ' every ' + b.interval : ''}`;
+}
+
+// ---- backfill page -----------------------------------------------------------
+
+const BACKFILL_ENDED = new Set(['SUCCEEDED', 'FAILED', 'CANCELLED']);
+const PARTITION_ENDED = ['SUCCEEDED', 'FAILED', 'STOPPED', 'TIMED_OUT', 'SKIPPED', 'CANCELLED'];
+// The actions each status allows (docs/backfill.md, the state machine).
+const BACKFILL_ACTIONS = { RUNNING: ['pause', 'cancel', 'retry'], PAUSED: ['resume', 'cancel', 'retry'], FAILED: ['retry', 'cancel'] };
+
+/** partitionGrid draws one cell per partition, coloured by status, as one
+ * string of HTML: 10,000 cells stay one cheap assignment. */
+function partitionGrid(b) {
+  const wf = encodeURIComponent(b.workflow_id);
+  const cells = (b.partitions || []).map(p => {
+    const title = esc(`${p.value}: ${p.status}${p.workflow_instance_id ? ' (instance ' + p.workflow_instance_id + ')' : ''}`);
+    const cls = `cell st-${esc(p.status)}`;
+    return p.workflow_instance_id
+      ? `<a class="${cls}" title="${title}" data-value="${esc(p.value)}" href="#/runs/${wf}/${p.workflow_instance_id}/latest"></a>`
+      : `<span class="${cls}" title="${title}" data-value="${esc(p.value)}"></span>`;
+  });
+  const grid = h('div', { class: 'grid', id: 'partitions', role: 'list', 'aria-label': 'partitions' });
+  grid.innerHTML = cells.join('');
+  return grid;
+}
+
+function downstreamTable(ds) {
+  const ids = Object.keys(ds || {}).sort();
+  if (!ids.length) return h('p', { class: 'empty' }, 'No downstream runs.');
+  return h('table', { class: 'list', id: 'downstream' },
+    h('thead', {}, h('tr', {}, ['Workflow', 'Runs', 'By status'].map(x => h('th', {}, x)))),
+    h('tbody', {}, ids.map(id => {
+      const d = ds[id];
+      return h('tr', {},
+        h('td', {}, h('a', { href: `#/workflows/${encodeURIComponent(id)}` }, id)),
+        h('td', {}, d.runs.slice(0, 20).map(r => h('a', { href: runHref(id, r.workflow_instance_id, r.workflow_run_id), class: 'run-link' },
+          badge(r.status), ' #' + r.workflow_instance_id)), d.runs.length > 20 ? ` … ${d.runs.length - 20} more` : ''),
+        h('td', {}, Object.entries(d.counts).map(([k, v]) => `${k} ${v}`).join(', ')));
+    })));
+}
+
+async function backfillPage(bid) {
+  const render = b => {
+    const counts = b.counts || {};
+    const done = PARTITION_ENDED.reduce((n, s) => n + (counts[s] || 0), 0);
+    const pct = b.partition_count ? Math.round(100 * done / b.partition_count) : 0;
+    const actions = (BACKFILL_ACTIONS[b.status] || []).map(a => h('button', {
+      class: a === 'cancel' ? 'danger' : 'secondary', id: `backfill-${a}`,
+      onclick: () => confirmAction(`${a === 'retry' ? 'Retry the failed partitions of' : a[0].toUpperCase() + a.slice(1)} backfill ${bid.slice(0, 8)}?`,
+        a === 'cancel' ? 'Its runs in flight are stopped' + (b.downstream_enabled ? ', and its downstream runs.' : '.') : null,
+        async () => { await api.actOnBackfill(bid, a); render(await api.backfill(bid)); }),
+    }, a === 'retry' ? 'Retry failed' : a[0].toUpperCase() + a.slice(1)));
+    main.replaceChildren(
+      h('nav', { class: 'crumbs' }, h('a', { href: '#/' }, 'Workflows'), ' / ',
+        h('a', { href: `#/workflows/${encodeURIComponent(b.workflow_id)}` }, b.workflow_id), ' / backfill ', bid.slice(0, 8)),
+      h('header', { class: 'page-head' },
+        h('div', {}, h('h1', {}, 'Backfill of ', b.workflow_id, ' ', badge(b.status)),
+          h('p', { class: 'meta' }, `${b.param} (${b.param_type}, ${b.format}) ${backfillRange(b)} · version ${b.workflow_version} · concurrency ${b.concurrency} · ${b.order} first · downstream ${b.downstream_enabled ? 'yes' : 'no'} · rerun ${b.rerun ? 'yes' : 'no'}`),
+          h('p', { class: 'meta', id: 'backfill-progress' }, `${done} of ${b.partition_count} partitions ended (${pct}%) · `,
+            Object.entries(counts).sort().map(([k, v]) => `${k} ${v}`).join(', '))),
+        h('div', { class: 'actions' }, actions)),
+      h('section', {}, h('h2', {}, 'Partitions'), partitionGrid(b)),
+      h('section', {}, h('h2', {}, 'Downstream'), downstreamTable(b.downstream)));
+    document.body.dataset.backfill = b.status;
+  };
+  render(await api.backfill(bid));
+  // Live: refreshed every 2 s while it runs, every 10 s once it ended (a
+  // retry or a late downstream run changes it again).
+  let last = 0;
+  const timer = setInterval(async () => {
+    if (BACKFILL_ENDED.has(document.body.dataset.backfill) && Date.now() - last < 10000) return;
+    last = Date.now();
+    try { render(await api.backfill(bid)); } catch { /* the next refresh tries again */ }
+  }, 2000);
+  cleanup = () => clearInterval(timer);
 }
 
 function parseParams(text) {
@@ -415,10 +506,12 @@ async function route() {
   cleanup = () => {};
   delete document.body.dataset.ready;
   delete document.body.dataset.steps;
+  delete document.body.dataset.backfill;
   const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
   try {
     if (parts[0] === 'workflows' && parts[1]) await workflowPage(parts[1]);
     else if (parts[0] === 'runs' && parts.length >= 3) await runPage(parts[1], Number(parts[2]), parts[3] || 'latest');
+    else if (parts[0] === 'backfills' && parts[1]) await backfillPage(parts[1]);
     else await workflowsPage();
     if (!document.body.dataset.ready) document.body.dataset.ready = parts[0] || 'workflows';
   } catch (e) {

@@ -67,16 +67,20 @@ type InstanceRow struct {
 	// TraceContext is the traceparent the run was created in (""
 	// untraced): the flow's work continues that trace on any node.
 	TraceContext string
+	// BackfillID is the backfill the run belongs to (its initiator's
+	// backfill_id), "" for none: the run's events carry it.
+	BackfillID string
 }
 
 const instanceColumns = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
     definition, run_params, params, timeout_seconds, start_time, parent, uuid::text AS uuid_text,
-    ` + run.CorrelationSQL + ` AS correlation, depth, COALESCE(trace_context, '') AS trace_ctx`
+    ` + run.CorrelationSQL + ` AS correlation, depth, COALESCE(trace_context, '') AS trace_ctx,
+    COALESCE(initiator->>'backfill_id', '') AS backfill_id`
 
 // instanceColumnNames names instanceColumns, for a query reading them from
 // a CTE.
 const instanceColumnNames = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
-    definition, run_params, params, timeout_seconds, start_time, parent, uuid_text, correlation, depth, trace_ctx`
+    definition, run_params, params, timeout_seconds, start_time, parent, uuid_text, correlation, depth, trace_ctx, backfill_id`
 
 // InstanceColumns and InstanceColumnNames are instanceColumns and
 // instanceColumnNames for a statement written elsewhere that returns runs
@@ -94,7 +98,7 @@ func scanInstance(r pgx.CollectableRow) (InstanceRow, error) {
 	var i InstanceRow
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq,
 		&i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth,
-		&i.TraceContext)
+		&i.TraceContext, &i.BackfillID)
 	return i, err
 }
 
@@ -219,8 +223,8 @@ func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool,
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
 		ref.WorkflowID, ref.InstanceID, ref.RunID, instance.RootWorkflowID(ref.WorkflowID)).Scan(&i.WorkflowID, &i.InstanceID,
 		&i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq, &i.Definition, &i.RunParams, &i.Params,
-		&i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth, &i.TraceContext, &r.Initiator,
-		&r.HasSteps, &r.RunConfig, &r.Owner)
+		&i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth, &i.TraceContext, &i.BackfillID,
+		&r.Initiator, &r.HasSteps, &r.RunConfig, &r.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CreatedRow{}, false, nil
 	}
