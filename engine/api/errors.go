@@ -20,6 +20,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/jobtemplate"
+	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/tagpermit"
@@ -180,6 +181,8 @@ var sentinels = []sentinel{
 
 	{err: tagpermit.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
 	{err: breakpoint.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND", trim: true},
+
+	{err: retention.ErrNotArchived, status: http.StatusNotFound, code: "NOT_FOUND"},
 
 	{err: event.ErrNoStream, internal: true},
 }
