@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CDK_VERSION := 2.1148.1
 CDK_DIR     := infra/.cdk
 CDK         := $(CDK_DIR)/node_modules/.bin/cdk
-LAMBDAS     := api timetrigger publisher signals migrate
+LAMBDAS     := api timetrigger publisher signals migrate archiver
 BUILD       ?= build
 # Architecture of the Lambda packages: arm64 for AWS (Graviton); make e2e
 # builds for this machine, since the emulator runs them as local processes.
