@@ -12,7 +12,7 @@ const (
 	// EnvRetention is the deployment's retention: a Go duration ("720h")
 	// or a number of days ("30d"). Unset, archival is off.
 	EnvRetention = "MAESTRO_RETENTION"
-	// EnvBatch is the runs per batch (default 100).
+	// EnvBatch is the runs per batch (default 500).
 	EnvBatch = "MAESTRO_RETENTION_BATCH"
 	// EnvInterval is how often a long-running process runs a pass
 	// (default 10m).

@@ -42,7 +42,7 @@ type Config struct {
 	// Required; at least MinRetention.
 	Retention time.Duration
 	// BatchSize is how many runs one batch archives and deletes (default
-	// 100): one transaction deletes them with their steps.
+	// 500): one short transaction deletes them with their steps.
 	BatchSize int
 	// MaxRuns bounds the runs one pass archives (default 100,000), so a
 	// pass that catches up with a long backlog still ends.
@@ -85,7 +85,7 @@ func New(db *pgxpool.Pool, store archive.Store, cfg Config) (*Archiver, error) {
 		return nil, fmt.Errorf("retention: the retention %s is shorter than %s", cfg.Retention, MinRetention)
 	}
 	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 100
+		cfg.BatchSize = 500
 	}
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = 100_000
