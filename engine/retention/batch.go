@@ -22,15 +22,34 @@ type runKey struct {
 }
 
 // batch archives and deletes one batch; it returns how many candidates
-// it found.
-func (a *Archiver) batch(ctx context.Context, now time.Time, retention int64, earliest time.Time, res *Result) (int, error) {
-	keys, err := a.candidates(ctx, now, retention, earliest)
-	if err != nil || len(keys) == 0 {
-		return 0, err
+// it found and how many of them it tried (those not skipped earlier in the
+// pass). A run skipped because someone held it is added to skipped and not
+// tried again in this pass.
+func (a *Archiver) batch(ctx context.Context, now time.Time, retention int64, earliest time.Time, res *Result,
+	skipped map[runKey]bool) (found, tried int, err error) {
+	all, err := a.candidates(ctx, now, retention, earliest)
+	if err != nil || len(all) == 0 {
+		return 0, 0, err
 	}
+	keys := make([]runKey, 0, len(all))
+	for _, k := range all {
+		if !skipped[k] {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return len(all), 0, nil
+	}
+	found, tried, err = a.archiveBatch(ctx, now, retention, keys, res, skipped)
+	return len(all), tried, err
+}
+
+// archiveBatch writes keys' runs to the archive and deletes them.
+func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention int64, keys []runKey, res *Result,
+	skipped map[runKey]bool) (int, int, error) {
 	records, err := a.load(ctx, keys)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// One object per root workflow and end date (UTC) of the batch.
 	type part struct {
@@ -49,7 +68,7 @@ func (a *Archiver) batch(ctx context.Context, now time.Time, retention int64, ea
 		r.ArchivedAt = archivedAt
 		ended, err := r.EndTime()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		key := archive.Key(instance.RootWorkflowID(k.WorkflowID), ended, batchID)
 		p := parts[key]
@@ -59,7 +78,7 @@ func (a *Archiver) batch(ctx context.Context, now time.Time, retention int64, ea
 		}
 		line, err := json.Marshal(r)
 		if err != nil {
-			return 0, fmt.Errorf("retention: encode run %s/%d/%d: %w", k.WorkflowID, k.InstanceID, k.RunID, err)
+			return 0, 0, fmt.Errorf("retention: encode run %s/%d/%d: %w", k.WorkflowID, k.InstanceID, k.RunID, err)
 		}
 		p.lines = append(p.lines, line)
 		objectOf[k] = key
@@ -72,23 +91,28 @@ func (a *Archiver) batch(ctx context.Context, now time.Time, retention int64, ea
 	for _, name := range names {
 		body, err := archive.Encode(parts[name].lines)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := a.store.Put(ctx, name, body); err != nil {
-			return 0, fmt.Errorf("retention: write the archive: %w", err)
+			return 0, 0, fmt.Errorf("retention: write the archive: %w", err)
 		}
 		res.Objects++
 		res.Bytes += int64(len(body))
 	}
-	runs, steps, err := a.delete(ctx, now, retention, keys, objectOf, records)
+	deleted, steps, err := a.delete(ctx, now, retention, keys, objectOf, records)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	res.Batches++
-	res.Runs += runs
+	res.Runs += int64(len(deleted))
 	res.Steps += steps
-	res.Skipped += int64(len(objectOf)) - runs
-	return len(keys), nil
+	for k := range objectOf {
+		if !deleted[k] {
+			skipped[k] = true
+			res.Skipped++
+		}
+	}
+	return len(keys), len(keys), nil
 }
 
 // candidates reads the next batch's runs, oldest first.
@@ -176,9 +200,10 @@ func eachRow(ctx context.Context, tx pgx.Tx, sql string, w []string, i, r []int6
 	return rows.Err()
 }
 
-// delete removes the archived runs in one short transaction.
+// delete removes the archived runs in one short transaction; it returns
+// the runs it deleted and how many step attempts went with them.
 func (a *Archiver) delete(ctx context.Context, now time.Time, retention int64, keys []runKey,
-	objectOf map[runKey]string, records map[runKey]*Record) (runs, steps int64, err error) {
+	objectOf map[runKey]string, records map[runKey]*Record) (deleted map[runKey]bool, steps int64, err error) {
 	var w []string
 	var i, r []int64
 	var objects []string
@@ -193,16 +218,22 @@ func (a *Archiver) delete(ctx context.Context, now time.Time, retention int64, k
 		counts = append(counts, int32(len(records[k].Steps)))
 	}
 	if len(w) == 0 {
-		return 0, 0, nil
+		return nil, 0, nil
 	}
+	var dw []string
+	var di, dr []int64
 	err = pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sqlLockTimeout, fmt.Sprintf("%dms", a.cfg.LockTimeout.Milliseconds())); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, sqlDeleteBatch, w, i, r, objects, counts, now, retention).Scan(&runs, &steps)
+		return tx.QueryRow(ctx, sqlDeleteBatch, w, i, r, objects, counts, now, retention).Scan(&steps, &dw, &di, &dr)
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("retention: delete %d archived runs: %w", len(w), err)
+		return nil, 0, fmt.Errorf("retention: delete %d archived runs: %w", len(w), err)
 	}
-	return runs, steps, nil
+	deleted = make(map[runKey]bool, len(dw))
+	for n := range dw {
+		deleted[runKey{dw[n], di[n], dr[n]}] = true
+	}
+	return deleted, steps, nil
 }

@@ -96,7 +96,8 @@ JOIN signal_instance s ON s.seq = l.seq`
 // completions and held permits) and alert timers; the run's signal waits,
 // pauses and lineage go with it (ON DELETE CASCADE). It records where each
 // deleted run is archived ($4 object keys, $5 step counts, parallel to the
-// batch) and returns the runs and steps deleted. $6 now, $7 the
+// batch) and returns the steps deleted and the runs deleted (parallel
+// arrays). $6 now, $7 the
 // deployment's retention (seconds).
 var sqlDeleteBatch = `
 WITH b AS (
@@ -126,7 +127,9 @@ located AS (
     FROM locked l JOIN runs r ON r.workflow_id = l.workflow_id AND r.instance_id = l.instance_id AND r.run_id = l.run_id
     ON CONFLICT (workflow_id, instance_id, run_id) DO UPDATE
         SET object_key = EXCLUDED.object_key, step_count = EXCLUDED.step_count, archived_at = now())
-SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM steps)`
+SELECT (SELECT count(*) FROM steps), coalesce(array_agg(workflow_id), '{}'), coalesce(array_agg(instance_id), '{}'),
+    coalesce(array_agg(run_id), '{}')
+FROM runs`
 
 // deleteArchivable is archivable with the delete's parameter numbers.
 var deleteArchivable = renumber(archivable, map[string]string{"$1": "$6", "$2": "$7"})

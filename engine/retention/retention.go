@@ -166,16 +166,19 @@ func (a *Archiver) Run(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	skipped := map[runKey]bool{}
 	for res.Runs+res.Skipped < int64(a.cfg.MaxRuns) {
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < 5*time.Second {
 			res.More = true
 			break
 		}
-		b, err := a.batch(ctx, now, retention, earliest, &res)
+		found, tried, err := a.batch(ctx, now, retention, earliest, &res, skipped)
 		if err != nil {
 			return res, err
 		}
-		if b < a.cfg.BatchSize {
+		// Done when the candidates ran out, or when every candidate left
+		// at the head of the queue is one this pass skipped already.
+		if found < a.cfg.BatchSize || tried == 0 {
 			break
 		}
 		if a.cfg.Pause > 0 {
