@@ -16,7 +16,8 @@ type Dir struct {
 	root string
 }
 
-// NewDir returns a store rooted at dir, creating it when missing.
+// NewDir returns a store rooted at dir; the directory is made by the first
+// Put.
 func NewDir(dir string) (*Dir, error) {
 	if dir == "" {
 		return nil, errors.New("archive: directory is required")
@@ -24,9 +25,6 @@ func NewDir(dir string) (*Dir, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("archive: directory %s: %w", dir, err)
-	}
-	if err := os.MkdirAll(abs, 0o750); err != nil {
-		return nil, fmt.Errorf("archive: create directory %s: %w", abs, err)
 	}
 	return &Dir{root: abs}, nil
 }
