@@ -36,8 +36,8 @@ func Handler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	}
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
-		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
-		Events: event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
+		Admins:  authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
+		Events:  event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
 		Archive: archived,
 	})
 }
