@@ -61,6 +61,10 @@ type Config struct {
 	Now func() time.Time
 }
 
+// deadlineMargin is the time a pass leaves before its context's deadline
+// (a Lambda invocation's): it starts no batch later than that.
+const deadlineMargin = 30 * time.Second
+
 // MinRetention is the shortest deployment retention accepted: events and
 // everything else read from a run soon after it ends must be done with it.
 const MinRetention = time.Hour
@@ -156,8 +160,8 @@ func (a *Archiver) loop(ctx context.Context) {
 }
 
 // Run is one pass: batches until no archivable run is left, MaxRuns are
-// done or ctx ends (a deadline stops it between batches, with what was
-// done). An error stops the pass; what earlier batches did stands.
+// done or ctx ends (a deadline stops it between batches, 30 s before it,
+// with what was done). An error stops the pass; what earlier batches did stands.
 func (a *Archiver) Run(ctx context.Context) (Result, error) {
 	var res Result
 	now := a.cfg.Now()
@@ -168,7 +172,7 @@ func (a *Archiver) Run(ctx context.Context) (Result, error) {
 	}
 	skipped := map[runKey]bool{}
 	for res.Runs+res.Skipped < int64(a.cfg.MaxRuns) {
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < 5*time.Second {
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < deadlineMargin {
 			res.More = true
 			break
 		}
