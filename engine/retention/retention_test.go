@@ -366,3 +366,23 @@ func TestConfig(t *testing.T) {
 		t.Fatal("a one-minute retention was accepted")
 	}
 }
+
+// TestDeadlineStopsThePass: a pass whose context ends within the margin
+// starts no batch and says more is left (the next invocation takes it).
+func TestDeadlineStopsThePass(t *testing.T) {
+	e := newEnv(t)
+	push(e, "late")
+	e.runOf("late")
+	if _, err := e.Defs.Deactivate(context.Background(), "late", definition.Actor{Name: "tester"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := e.archiver(2*time.Hour, 10).Run(ctx)
+	if err != nil || res.Runs != 0 || !res.More || res.Lag <= 0 {
+		t.Fatalf("pass near its deadline: %+v, %v", res, err)
+	}
+	if res := e.run(e.archiver(2*time.Hour, 10)); res.Runs != 1 || res.More {
+		t.Fatalf("next pass: %+v", res)
+	}
+}
