@@ -40,16 +40,17 @@ func (a *Archiver) batch(ctx context.Context, now time.Time, retention int64, ea
 	if len(keys) == 0 {
 		return len(all), 0, nil
 	}
-	found, tried, err = a.archiveBatch(ctx, now, retention, keys, res, skipped)
+	tried, err = a.archiveBatch(ctx, now, retention, keys, res, skipped)
 	return len(all), tried, err
 }
 
-// archiveBatch writes keys' runs to the archive and deletes them.
+// archiveBatch writes keys' runs to the archive and deletes them; it
+// returns how many runs it tried.
 func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention int64, keys []runKey, res *Result,
-	skipped map[runKey]bool) (int, int, error) {
+	skipped map[runKey]bool) (int, error) {
 	records, err := a.load(ctx, keys)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	// One object per root workflow and end date (UTC) of the batch.
 	type part struct {
@@ -68,7 +69,7 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 		r.ArchivedAt = archivedAt
 		ended, err := r.EndTime()
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		key := archive.Key(instance.RootWorkflowID(k.WorkflowID), ended, batchID)
 		p := parts[key]
@@ -78,7 +79,7 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 		}
 		line, err := json.Marshal(r)
 		if err != nil {
-			return 0, 0, fmt.Errorf("retention: encode run %s/%d/%d: %w", k.WorkflowID, k.InstanceID, k.RunID, err)
+			return 0, fmt.Errorf("retention: encode run %s/%d/%d: %w", k.WorkflowID, k.InstanceID, k.RunID, err)
 		}
 		p.lines = append(p.lines, line)
 		objectOf[k] = key
@@ -91,17 +92,17 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 	for _, name := range names {
 		body, err := archive.Encode(parts[name].lines)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if err := a.store.Put(ctx, name, body); err != nil {
-			return 0, 0, fmt.Errorf("retention: write the archive: %w", err)
+			return 0, fmt.Errorf("retention: write the archive: %w", err)
 		}
 		res.Objects++
 		res.Bytes += int64(len(body))
 	}
 	deleted, steps, err := a.delete(ctx, now, retention, keys, objectOf, records)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	res.Batches++
 	res.Runs += int64(len(deleted))
@@ -112,7 +113,7 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 			res.Skipped++
 		}
 	}
-	return len(keys), len(keys), nil
+	return len(keys), nil
 }
 
 // candidates reads the next batch's runs, oldest first.
