@@ -7,7 +7,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CDK_VERSION := 2.1148.1
 CDK_DIR     := infra/.cdk
 CDK         := $(CDK_DIR)/node_modules/.bin/cdk
-LAMBDAS     := api timetrigger publisher signals migrate
+LAMBDAS     := api timetrigger publisher signals migrate archiver
 BUILD       ?= build
 # Architecture of the Lambda packages: arm64 for AWS (Graviton); make e2e
 # builds for this machine, since the emulator runs them as local processes.
@@ -37,6 +37,9 @@ BENCH_BASE  ?= 158ebb9
 BENCH_ROUNDS ?= 5
 # BENCH_DB_DELAYS: the delays each way between the engine and PostgreSQL that make bench also measures (Aurora is a network away)
 BENCH_DB_DELAYS ?= 1ms 2ms
+# Step rows of old runs BenchmarkArchiveUnderLoad loads before it measures
+# the hot path alone and while the archiver deletes them (docs/operations.md).
+BENCH_ARCHIVE_STEPS ?= 10000000
 BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000)$$
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
@@ -167,6 +170,7 @@ bench: postgres
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
 	MAESTRO_BENCH_MULTI=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkFourEngines64Groups$$' -benchtime 1x -count 5 -timeout 30m ./cmd/maestro/ || status=$$?; \
+	MAESTRO_BENCH_ARCHIVE_STEPS=$(BENCH_ARCHIVE_STEPS) MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkArchiveUnderLoad$$' -benchtime 1x -count 1 -timeout 90m ./engine/retention/ || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
 	bash .ci/bench-temporal $(BENCH_TEMPORAL_COUNT) $(BENCH_TEMPORAL_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	exit $$status

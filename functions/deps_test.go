@@ -35,6 +35,7 @@ func TestLambdasLinkOnlyTheirJob(t *testing.T) {
 		"api":         {"engine/flow", "engine/webui"},
 		"signals":     {"engine/flow", "engine/webui", "engine/api"},
 		"timetrigger": {"engine/flow", "engine/webui", "engine/api"},
+		"archiver":    {"engine/flow", "engine/webui", "engine/api"},
 	}
 	for fn, banned := range forbidden {
 		deps := goList(t, "-deps", module+"functions/"+fn)

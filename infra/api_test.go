@@ -75,7 +75,8 @@ func TestAPIStack(t *testing.T) {
 		proxy := logicalID(t, f.stacks.Data.Stack, "Proxy")
 		_, p := tmpl.one(t, "AWS::Lambda::Function")
 		vars := p["Environment"].(map[string]any)["Variables"].(map[string]any)
-		if len(vars) != 4 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) ||
+		// Five with the archive bucket (MAESTRO_ARCHIVE_BUCKET, infra/archive_test.go).
+		if len(vars) != 5 || !importsFrom(vars["DB_SECRET_ARN"], dataStack, secretAttachment) ||
 			!importsFrom(vars["DB_PROXY_ENDPOINT"], dataStack, proxy) || vars["MAESTRO_GROUP_COUNT"] != "16" ||
 			vars["MAESTRO_CLUSTER_NAME"] != "maestro" {
 			t.Errorf("environment = %s, want DB_SECRET_ARN of the database secret, DB_PROXY_ENDPOINT, MAESTRO_GROUP_COUNT 16 and MAESTRO_CLUSTER_NAME", asJSON(vars))
@@ -171,6 +172,8 @@ func TestAPIStack(t *testing.T) {
 					t.Errorf("policy %s grants %s on *", id, asJSON(st["Action"]))
 				case importsFrom(res, dataStack, secretAttachment):
 					granted = append(granted, "secret:"+asJSON(st["Action"]))
+				case asJSON(st["Action"]) == `"s3:GetObject"` && strings.Contains(asJSON(res), "Archive:") && strings.Contains(asJSON(res), "/runs/*"):
+					// Archived runs (infra/archive_test.go checks the grant).
 				case asJSON(res) == asJSON(map[string]any{"Fn::GetAtt": []any{fnLogs, "Arn"}}):
 					granted = append(granted, "logs:"+asJSON(st["Action"]))
 				default:

@@ -75,6 +75,9 @@ type Stacks struct {
 	Signals *SignalsStack
 	// Triggers is the time-trigger function and its schedule.
 	Triggers *TriggersStack
+	// Archive is the archive bucket, the archiver function and its
+	// schedule (retention and archival).
+	Archive *ArchiveStack
 	// Engine is the ECS cluster and the engine service; on the emulator
 	// target, where `maestro engine` runs as a local process, only the
 	// engine's environment.
@@ -180,6 +183,18 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ReservedConcurrency: cfg.ReservedConcurrency[FunctionTimeTrigger],
 		Emulator:            cfg.Emulator(),
 	})
+	archived := NewArchiveStack(scope, prefix+"Archive", &ArchiveStackProps{
+		StackProps:          props("Maestro retention: archive bucket, archiver function and its hourly schedule"),
+		Functions:           functions,
+		Code:                assets.Functions[FunctionArchiver],
+		Retention:           cfg.Retention,
+		ReservedConcurrency: cfg.ReservedConcurrency[FunctionArchiver],
+		RemovalPolicy:       awscdk.RemovalPolicy_RETAIN,
+		Emulator:            cfg.Emulator(),
+	})
+	if removal == awscdk.RemovalPolicy_DESTROY {
+		archived.Bucket.ApplyRemovalPolicy(awscdk.RemovalPolicy_DESTROY)
+	}
 
 	api := NewAPIStack(scope, prefix+"Api", &APIStackProps{
 		StackProps:           props("Maestro API: Lambda behind an IAM-authorized REST API"),
@@ -192,6 +207,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		CloudWatchRole:       cfg.APICloudWatchRole,
 		Name:                 cfg.ResourceName("maestro"),
 	})
+	archived.GrantReadArchive(api.Function)
 	publicURL := api.RestAPI.Url()
 	if cfg.PublicURL != "" {
 		publicURL = jsii.String(cfg.PublicURL)
@@ -225,13 +241,14 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 	// No code of the release runs before its migrations completed: the
 	// migrate step is in the data stack, and every stack with code deploys
 	// after it (most import its secret anyway; this holds for all).
-	for _, s := range []awscdk.Stack{events.Stack, signals.Stack, triggers.Stack, api.Stack, engine.Stack} {
+	for _, s := range []awscdk.Stack{events.Stack, signals.Stack, triggers.Stack, archived.Stack, api.Stack, engine.Stack} {
 		s.AddStackDependency(data.Stack, jsii.String("the migrate step runs before any code of the release"))
 	}
 
 	deployed := map[string]*Function{FunctionAPI: api.Function}
 	for name, fn := range map[string]*Function{
 		FunctionPublisher: events.Publisher, FunctionSignals: signals.Function, FunctionTimeTrigger: triggers.Function,
+		FunctionArchiver: archived.Function,
 	} {
 		if fn != nil {
 			deployed[name] = fn
@@ -245,6 +262,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 			"exampleSubscriber":   events.Subscriber.DeadLetterQueue,
 			"signals":             signals.Queue.DeadLetterQueue,
 			"timeTriggerSchedule": triggers.DeadLetterQueue,
+			"archiveSchedule":     archived.DeadLetterQueue,
 		},
 		Functions: deployed,
 		RestAPI:   api.RestAPI,
@@ -263,7 +281,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 	awscdk.Aspects_Of(scope).Add(&internalLogRetention{retention: retention}, nil)
 	awscdk.Tags_Of(scope).Add(jsii.String("project"), jsii.String("maestro"), nil)
 	return &Stacks{
-		Network: network, Data: data, Events: events, Signals: signals, Triggers: triggers,
+		Network: network, Data: data, Events: events, Signals: signals, Triggers: triggers, Archive: archived,
 		Engine: engine, API: api, Monitoring: monitoring,
 	}, nil
 }

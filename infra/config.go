@@ -19,6 +19,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 )
@@ -201,6 +202,12 @@ type Config struct {
 	// OTLP/HTTP collector's traces URL. Empty (the default) exports nothing.
 	// Context key maestro:otlpEndpoint.
 	OTLPEndpoint string
+	// Retention is how long ended runs stay in the database before the
+	// archiver moves them to the archive bucket (MAESTRO_RETENTION: a Go
+	// duration or days, "90d"; docs/operations.md). A workflow's
+	// run_retention_days property overrides it. Context key
+	// maestro:retention.
+	Retention string
 }
 
 // DefaultConfig returns the configuration used for every key the context
@@ -220,7 +227,7 @@ func DefaultConfig() Config {
 		LambdaDir:            "build/lambda",
 		LambdaArchitecture:   "arm64",
 		ReservedConcurrency: map[string]int{
-			FunctionAPI: 20, FunctionSignals: 5, FunctionPublisher: 5, FunctionTimeTrigger: 2,
+			FunctionAPI: 20, FunctionSignals: 5, FunctionPublisher: 5, FunctionTimeTrigger: 2, FunctionArchiver: 1,
 		},
 		DBProxy:                      true,
 		DBProxyMaxConnectionsPercent: 50,
@@ -237,6 +244,7 @@ func DefaultConfig() Config {
 		LogRetentionDays:        30,
 		ClusterName:             event.DefaultClusterName,
 		NatGateways:             2,
+		Retention:               "90d",
 	}
 }
 
@@ -299,6 +307,7 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	str("emulatorDatabaseUrl", &c.EmulatorDatabaseURL)
 	str("lambdaDir", &c.LambdaDir)
 	str("lambdaArchitecture", &c.LambdaArchitecture)
+	str("retention", &c.Retention)
 	c.ReservedConcurrency = maps.Clone(c.ReservedConcurrency)
 	for _, name := range AllFunctions {
 		n := c.ReservedConcurrency[name]
@@ -391,6 +400,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.removalPolicy(); err != nil {
 		errs = append(errs, err)
+	}
+	if _, err := retention.ParseRetention(c.Retention); err != nil {
+		errs = append(errs, fmt.Errorf("retention %q: %w", c.Retention, err))
 	}
 	if c.GroupCount < 1 || c.GroupCount > 4096 {
 		errs = append(errs, fmt.Errorf("groupCount %d: want 1 to 4096", c.GroupCount))

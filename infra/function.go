@@ -25,6 +25,7 @@ const (
 	FunctionSignals     = "signals"
 	FunctionTimeTrigger = "timetrigger"
 	FunctionPublisher   = "publisher"
+	FunctionArchiver    = "archiver"
 	// FunctionMigrate is the deploy step that applies the migrations
 	// (NewMigration), in the data stack.
 	FunctionMigrate = "migrate"
@@ -32,13 +33,13 @@ const (
 
 // AllFunctions lists every function the stacks know how to deploy besides
 // FunctionMigrate (the data stack's; its concurrency is fixed at one).
-var AllFunctions = []string{FunctionAPI, FunctionSignals, FunctionTimeTrigger, FunctionPublisher}
+var AllFunctions = []string{FunctionAPI, FunctionSignals, FunctionTimeTrigger, FunctionPublisher, FunctionArchiver}
 
 // Built lists the functions whose code exists in this repository; main
 // deploys these and leaves the others out (their queues, topics and alarms
 // are deployed all the same). When functions/<name> lands, add its name here
 // and to LAMBDAS in the Makefile.
-var Built = []string{FunctionAPI, FunctionTimeTrigger, FunctionPublisher, FunctionSignals, FunctionMigrate}
+var Built = []string{FunctionAPI, FunctionTimeTrigger, FunctionPublisher, FunctionSignals, FunctionMigrate, FunctionArchiver}
 
 // FunctionBase is what every Maestro function shares: where it runs, how it
 // reaches the database and how long its logs are kept. NewMaestro fills it

@@ -53,7 +53,7 @@ type fixture struct {
 	stacks *Stacks
 	outdir string
 
-	network, data, events, signals, triggers, engine, api, monitoring *stackTemplate
+	network, data, events, signals, triggers, archive, engine, api, monitoring *stackTemplate
 }
 
 // stackTemplate is one stack's synthesized template, both as the assertions
@@ -246,6 +246,7 @@ func (f *fixture) all() []stackRef {
 		{&f.events, st.Events.Stack},
 		{&f.signals, st.Signals.Stack},
 		{&f.triggers, st.Triggers.Stack},
+		{&f.archive, st.Archive.Stack},
 		{&f.api, st.API.Stack},
 		{&f.monitoring, st.Monitoring.Stack},
 	}

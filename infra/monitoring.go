@@ -21,6 +21,10 @@ import (
 // alarm fires.
 const TriggerLagThresholdSeconds = 60
 
+// ArchiveLagThresholdSeconds is the archive lag above which the ArchiveLag
+// alarm fires (two hourly passes in a row): a day.
+const ArchiveLagThresholdSeconds = 86400
+
 // MonitoringStackProps configures NewMonitoringStack.
 type MonitoringStackProps struct {
 	awscdk.StackProps
@@ -138,6 +142,17 @@ func NewMonitoringStack(scope constructs.Construct, id string, props *Monitoring
 		"Events failed to publish in two 5-minute periods in a row (SNS refusing or throttling, a topic or permission missing): they are retried and, after 5 receives, moved to the internal-events dead-letter queue.",
 		Metric(ns, metrics.ServicePublisher, metrics.PublishFailures, "Sum", five),
 		1, atLeast, 2, notBreaching)
+	if props.Functions[FunctionArchiver] != nil {
+		hour := awscdk.Duration_Hours(jsii.Number(1))
+		alarm("ArchiveFailures",
+			"An archiver pass failed (database, S3 or permissions): ended runs stay in the database until a pass succeeds; see the archiver's log group (docs/operations.md, Retention and archival).",
+			Metric(ns, metrics.ServiceArchiver, metrics.ArchiveFailures, "Sum", hour),
+			1, atLeast, 1, notBreaching)
+		alarm("ArchiveLag",
+			"The oldest archivable run ended more than a day past its retention: the archiver is failing or cannot keep up (raise MAESTRO_RETENTION_BATCH or the schedule's rate).",
+			Metric(ns, metrics.ServiceArchiver, metrics.ArchiveLag, "Maximum", hour),
+			ArchiveLagThresholdSeconds, above, 2, notBreaching)
+	}
 	alarm("EngineUnownedGroups",
 		"Flow groups held by no live engine for 3 minutes, or no engine reporting at all: runs in those groups make no progress.",
 		EngineMetric(ns, metrics.UnownedGroups, "Maximum", minute),
@@ -215,6 +230,13 @@ func newDashboard(stack awscdk.Stack, props *MonitoringStackProps, alarms map[st
 		}, labelled(Metric(ns, metrics.ServiceTimeTrigger, metrics.TriggerLag, "Maximum", minute), "trigger lag (s)")),
 	}}
 
+	if props.Functions[FunctionArchiver] != nil {
+		hour := awscdk.Duration_Hours(jsii.Number(1))
+		rows = append(rows, []awscloudwatch.IWidget{graph("Retention: archived per hour", []awscloudwatch.IMetric{
+			labelled(Metric(ns, metrics.ServiceArchiver, metrics.RunsArchived, "Sum", hour), "runs"),
+			labelled(Metric(ns, metrics.ServiceArchiver, metrics.StepsArchived, "Sum", hour), "step attempts"),
+		}, labelled(Metric(ns, metrics.ServiceArchiver, metrics.ArchiveLag, "Maximum", hour), "archive lag (s)"))})
+	}
 	var invocations, errs []awscloudwatch.IMetric
 	for _, name := range slices.Sorted(maps.Keys(props.Functions)) {
 		fn := props.Functions[name].Function

@@ -199,7 +199,10 @@ func TestMonitoringStack(t *testing.T) {
 				t.Errorf("alarm %s notifies nobody", id)
 			}
 		}
-		check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+5+3+2+2+4+4+4)) })
+		// The archive adds 6: its schedule's dead-letter queue, the
+		// archiver's errors, throttles and duration, ArchiveFailures and
+		// ArchiveLag.
+		check(t, func() { tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+5+3+2+2+4+4+4+6)) })
 	})
 
 	t.Run("one dashboard with every metric", func(t *testing.T) {

@@ -344,8 +344,8 @@ func TestInternalFunctionLogsExpire(t *testing.T) {
 			}
 		}
 	}
-	if n != 6 { // five functions (migrate among them) and the default security group's custom resource
-		t.Errorf("%d functions checked, want 6", n)
+	if n != 7 { // six functions (migrate and the archiver among them) and the default security group's custom resource
+		t.Errorf("%d functions checked, want 7", n)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/archive"
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/dbconn"
 	"github.com/maestro-aws/maestro/engine/definition"
@@ -22,6 +23,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/eventsvc"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/groupcount"
+	"github.com/maestro-aws/maestro/engine/retention"
 	enginerun "github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/trigger/scheduler"
 	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
@@ -110,7 +112,18 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 		return err
 	}
 	defer backfills.Stop()
-	handler, err := apiHandler(pool, logger, userHeaderOrAnonymous, defs, runs, events.Feed)
+	// The run archive: a directory (MAESTRO_ARCHIVE_DIR, default
+	// .maestro/archive), runs kept MAESTRO_RETENTION (default 30d).
+	store, err := archive.FromEnv(ctx, os.Getenv, devArchiveDir)
+	if err != nil {
+		return err
+	}
+	stopArchiver, err := startArchiver(ctx, pool, store, logger, devRetention)
+	if err != nil {
+		return err
+	}
+	defer stopArchiver()
+	handler, err := apiHandler(pool, logger, userHeaderOrAnonymous, defs, runs, events.Feed, store)
 	if err != nil {
 		return err
 	}
@@ -162,7 +175,11 @@ func runAPI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *trust {
 			users = userHeaderRequired
 		}
-		handler, err := apiHandler(pool, logger, users, defs, execution.New(pool, defs, groups), feed)
+		store, err := archive.FromEnv(ctx, os.Getenv, "")
+		if err != nil {
+			return err
+		}
+		handler, err := apiHandler(pool, logger, users, defs, execution.New(pool, defs, groups), feed, store)
 		if err != nil {
 			return err
 		}
@@ -193,16 +210,20 @@ const (
 )
 
 func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, users userHeaderMode, defs *definition.Store, runs *execution.Service,
-	events *event.Feed) (*api.Server, error) {
+	events *event.Feed, store archive.Store) (*api.Server, error) {
 	rules, err := signalmsg.ParseRules(os.Getenv("MAESTRO_S3_SIGNAL_RULES"))
 	if err != nil {
 		return nil, err
+	}
+	var archived *retention.Reader
+	if store != nil {
+		archived = retention.NewReader(pool, store)
 	}
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Events: events,
 		TrustUserHeader: users != noUserHeader, RequireUserHeader: users == userHeaderRequired,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
-		Definitions: defs, Runs: runs, SignalRules: rules, UI: webui.Files{},
+		Definitions: defs, Runs: runs, SignalRules: rules, UI: webui.Files{}, Archive: archived,
 	})
 }
 

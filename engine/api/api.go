@@ -22,6 +22,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
 	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
@@ -65,6 +66,10 @@ type Config struct {
 	// SignalRules map S3 object events posted to /api/v3/signals/messages
 	// to signals (MAESTRO_S3_SIGNAL_RULES).
 	SignalRules signalmsg.Rules
+	// Archive reads runs the archiver moved out of the database
+	// (engine/retention): GET of a run that is no longer in the database
+	// answers from it, marked "archived": true. Nil: such a GET is 404.
+	Archive *retention.Reader
 	// UI, when set, is the web UI the API serves beside itself (/, /ui/,
 	// /api/v3/docs): the maestro binary sets it (engine/webui); the API
 	// Lambda does not, and `maestro ui` serves it next to a deployment.

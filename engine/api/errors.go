@@ -21,6 +21,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/jobtemplate"
+	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/tagpermit"
@@ -184,6 +185,8 @@ var sentinels = []sentinel{
 	{err: backfill.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
 	{err: backfill.ErrInvalid, status: http.StatusBadRequest, code: "BAD_REQUEST"},
 	{err: backfill.ErrInvalidTransition, status: http.StatusConflict, code: "CONFLICT"},
+
+	{err: retention.ErrNotArchived, status: http.StatusNotFound, code: "NOT_FOUND"},
 
 	{err: event.ErrNoStream, internal: true},
 }

@@ -37,6 +37,7 @@ func (s *Server) instanceRouteTable() []route {
 		{"GET /api/v3/workflows/{id}/instances/{iid}/steps", s.listLatestSteps},
 		{"GET /api/v3/workflows/{id}/instances/{iid}/steps/{step}", s.getLatestStep},
 		{"GET /api/v3/workflows/{id}/instances/{iid}/inline-path", s.inlinePath},
+		{"GET /api/v3/workflows/{id}/instances/{iid}/archive", s.getArchivedRun},
 		{"GET /api/v3/workflows/instances/inline-workflow-id", s.inlineWorkflowID},
 		{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop", s.actOn(run.ActionStop)},
 		{"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill", s.actOn(run.ActionKill)},
@@ -174,6 +175,9 @@ func (s *Server) getInstance(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	inst, err := s.cfg.Runs.Detail(r.Context(), r.PathValue("id"), iid, run)
+	if errors.Is(err, execution.ErrNotFound) && s.cfg.Archive != nil {
+		return s.archivedInstance(w, r, r.PathValue("id"), iid, run, err)
+	}
 	if err != nil {
 		return err
 	}

@@ -237,3 +237,14 @@ func (c *Client) PreviewTrigger(ctx context.Context, trigger json.RawMessage, co
 	p.Raw = raw
 	return &p, nil
 }
+
+// ArchivedRun reads the archive's whole record of a run the retention
+// archiver moved out of the database (GET .../instances/{iid}/archive): run
+// 0 is the latest archived run of the instance.
+func (c *Client) ArchivedRun(ctx context.Context, workflowID string, instanceID, run int64) (json.RawMessage, error) {
+	q := url.Values{}
+	if run > 0 {
+		q.Set("run", strconv.FormatInt(run, 10))
+	}
+	return c.get(ctx, fmt.Sprintf("/api/v3/workflows/%s/instances/%d/archive", seg(workflowID), instanceID), q, nil)
+}

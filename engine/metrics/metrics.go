@@ -56,6 +56,7 @@ const (
 	ServiceTimeTrigger = "timetrigger"
 	ServiceSignals     = "signals"
 	ServicePublisher   = "publisher"
+	ServiceArchiver    = "archiver"
 )
 
 // Metric names. The CDK app builds alarms, autoscaling and the dashboard on
@@ -107,6 +108,17 @@ const (
 	// PublishFailures counts events the publisher failed to publish
 	// (publisher).
 	PublishFailures = "PublishFailures"
+	// RunsArchived counts runs the archiver wrote to the archive and
+	// deleted from the database (archiver).
+	RunsArchived = "RunsArchived"
+	// StepsArchived counts their step attempts (archiver).
+	StepsArchived = "StepsArchived"
+	// ArchiveLag is how long past its retention the oldest archivable run
+	// still in the database ended, after a pass (archiver, seconds).
+	// Alarmed above a day: the archiver is failing or cannot keep up.
+	ArchiveLag = "ArchiveLag"
+	// ArchiveFailures counts passes that failed (archiver). Alarmed.
+	ArchiveFailures = "ArchiveFailures"
 )
 
 // catalog lists, by service, the metrics that service emits.
@@ -116,6 +128,7 @@ var catalog = map[string][]string{
 	ServiceTimeTrigger: {TriggerLag},
 	ServiceSignals:     {SignalsReceived, SignalsMatched},
 	ServicePublisher:   {PublishFailures},
+	ServiceArchiver:    {RunsArchived, StepsArchived, ArchiveLag, ArchiveFailures},
 }
 
 // Catalog returns, by service (the DimensionService value), the names of

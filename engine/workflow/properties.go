@@ -21,14 +21,20 @@ type Properties struct {
 	TimeTriggerDisabled   *bool           `json:"time_trigger_disabled,omitzero"`
 	Description           *string         `json:"description,omitzero"`
 	Tags                  Tags            `json:"tags,omitzero"`
+	// RunRetentionDays is how many days the workflow's ended runs stay in
+	// the database before the archiver moves them to the archive
+	// (engine/retention); unset, the deployment's retention
+	// (MAESTRO_RETENTION). Not a Netflix Maestro property: an extension.
+	RunRetentionDays *int64 `json:"run_retention_days,omitzero"`
 }
 
 // Defaults and limits for properties, as in Maestro.
 const (
-	DefaultWorkflowConcurrency = 20   // PARALLEL without workflow_concurrency
-	MaxWorkflowConcurrency     = 1000 // upper bound of workflow_concurrency
-	DefaultStepConcurrency     = 20   // step_concurrency when unset
-	MaxStepConcurrency         = 1000 // upper bound of step_concurrency
+	DefaultWorkflowConcurrency = 20    // PARALLEL without workflow_concurrency
+	MaxWorkflowConcurrency     = 1000  // upper bound of workflow_concurrency
+	DefaultStepConcurrency     = 20    // step_concurrency when unset
+	MaxStepConcurrency         = 1000  // upper bound of step_concurrency
+	MaxRunRetentionDays        = 36500 // upper bound of run_retention_days (100 years)
 )
 
 // MaxOperators bounds access_control.operators.
@@ -73,6 +79,7 @@ func (p *Properties) Merge(change *Properties) *Properties {
 	pick(&out.SignalTriggerDisabled, change.SignalTriggerDisabled)
 	pick(&out.TimeTriggerDisabled, change.TimeTriggerDisabled)
 	pick(&out.Description, change.Description)
+	pick(&out.RunRetentionDays, change.RunRetentionDays)
 	if change.Tags != nil {
 		out.Tags = change.Tags
 	}

@@ -495,6 +495,9 @@ func (s *validation) properties(p *Properties, at *loc) {
 	if c := p.StepConcurrency; c != nil && (*c < 1 || *c > MaxStepConcurrency) {
 		s.reportf(at.child("step_concurrency"), "must be between 1 and %d, got %d", MaxStepConcurrency, *c)
 	}
+	if d := p.RunRetentionDays; d != nil && (*d < 1 || *d > MaxRunRetentionDays) {
+		s.reportf(at.child("run_retention_days"), "must be between 1 and %d days, got %d", MaxRunRetentionDays, *d)
+	}
 	if p.Description != nil {
 		s.maxLen(*p.Description, MaxDescriptionLength, at.child("description"))
 	}

@@ -129,6 +129,8 @@ func (c *dslConverter) workflow(n *node, path string, d *Definition) {
 			c.bindInto(v, &concurrency, kp)
 		case "step_concurrency":
 			c.bindInto(v, &props.StepConcurrency, kp)
+		case "run_retention_days":
+			c.bindInto(v, &props.RunRetentionDays, kp)
 		case "access_control":
 			c.bindInto(v, &props.AccessControl, kp)
 		case "alerting":

@@ -9,10 +9,12 @@ import (
 	"os"
 
 	"github.com/maestro-aws/maestro/engine/api"
+	"github.com/maestro-aws/maestro/engine/archive"
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/functions/internal/coldstart"
 )
 
@@ -23,9 +25,19 @@ func Handler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 		return nil, err
 	}
 	defs := definition.NewStore(pool)
+	// Archived runs answer from the archive bucket (MAESTRO_ARCHIVE_BUCKET).
+	store, err := archive.FromEnv(ctx, os.Getenv, "")
+	if err != nil {
+		return nil, err
+	}
+	var archived *retention.Reader
+	if store != nil {
+		archived = retention.NewReader(pool, store)
+	}
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
-		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
-		Events: event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
+		Admins:  authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
+		Events:  event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
+		Archive: archived,
 	})
 }
