@@ -242,6 +242,7 @@ func (j *job) Poll(ctx context.Context, a *stepruntime.Attempt) stepruntime.Resu
 		switch state := external.AWSState(ctx, err); state {
 		case stepruntime.PlatformError:
 			// A failed look at a job that runs is no reason to give up on it.
+			j.cfg.Logger.Warn("describe AWS job; polled again later", "service", j.svc.Name(), "job_id", id, "error", err.Error())
 			return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: j.backoff(a), Message: msg}
 		case stepruntime.FatalError:
 			return stepruntime.Result{State: stepruntime.PlatformError, Message: msg}
