@@ -221,6 +221,30 @@ func TestAWSJobStepsInEmulator(t *testing.T) {
 		}
 	})
 
+	t.Run("examples/athena-glue-sfn.yaml", func(t *testing.T) {
+		raw, err := os.ReadFile("../examples/athena-glue-sfn.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		def := strings.NewReplacer("s3://my-athena-results/maestro/", "s3://"+f.bucket+"/example/", "nightly-load", f.glueJob,
+			"arn:aws:states:us-east-1:123456789012:stateMachine:publish", f.lambdaMachine).Replace(string(raw))
+		env.PushYAML(def)
+		inst := env.Start("athena-glue-sfn")
+		if got := env.Wait(inst, 3*time.Minute); got.Status != instance.WorkflowSucceeded {
+			t.Fatalf("run ended %s", got.Status)
+		}
+		runs := f.glueRuns(t)
+		if last := runs[len(runs)-1]; last["answer"] != "40480202" {
+			t.Errorf("the glue run got %v", last)
+		}
+		if out := string(env.Attempts(inst, "publish")[0].Outputs); !strings.Contains(out, "80960404") {
+			t.Errorf("publish outputs %s", out)
+		}
+		if got := stepParam(t, env, inst, "report", "published"); got != "SUCCEEDED" {
+			t.Errorf("report.published = %v", got)
+		}
+	})
+
 	t.Run("a failed query fails the step", func(t *testing.T) {
 		env.Push(fmt.Sprintf(`{"workflow":{"id":"badquery","steps":[{"step":{"id":"query","type":"Athena","retry_policy":{"error_retry_limit":0},
 		  "params":{"athena":{"type":"MAP","value":{"query":{"type":"STRING","value":"SELECT * FROM no_such_table_here"},
