@@ -222,6 +222,7 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 			"ecs:ListTasks on * limited by an ecs:cluster condition, and ecs:DescribeTaskDefinition, which takes no resource",
 			`/^Resource::.*:function:[^:*]+:\*$/`, `/^Resource::.*:task-definition\/[^:*]+:\*$/`, `/^Resource::.*:task\/[^/*]+\/\*$/`, `/^Resource::\*$/`)
 	}
+	nagAcceptAWSJobs(taskRole, props.StepTargets.AWSJobs)
 	s.TaskRole = taskRole
 	if props.Emulator {
 		if props.EventQueue != nil {
