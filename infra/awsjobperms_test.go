@@ -87,3 +87,35 @@ func TestAWSJobTargetsFromContext(t *testing.T) {
 		}
 	}
 }
+
+// With AWS job targets the engine stack routes their services' events to
+// a queue the engine reads (and is told of), and alarms its dead letters.
+func TestAWSJobEventsQueue(t *testing.T) {
+	tmpl, env := engineEnvStack(t, StepTargets{AWSJobs: AWSJobTargets{AthenaWorkgroups: []string{"analytics"},
+		GlueJobs: []string{"nightly"}, StateMachines: []string{"publish"}}}, "")
+	if env[AWSJobEventsQueueEnv] == nil {
+		t.Fatalf("engine environment %s lacks %s", asJSON(env), AWSJobEventsQueueEnv)
+	}
+	rules := tmpl.ofType("AWS::Events::Rule")
+	if len(rules) != 3 {
+		t.Fatalf("%d rules, want one per service: %s", len(rules), asJSON(rules))
+	}
+	var patterns []string
+	for _, r := range rules {
+		patterns = append(patterns, asJSON(props(r)["EventPattern"]))
+	}
+	all := strings.Join(patterns, "\n")
+	for _, want := range []string{`"workgroupName":["analytics"]`, `"jobName":["nightly"]`, `stateMachine:publish`,
+		`"Athena Query State Change"`, `"Glue Job State Change"`, `"Step Functions Execution Status Change"`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("event patterns lack %s:\n%s", want, all)
+		}
+	}
+	if policies := asJSON(tmpl.ofType("AWS::IAM::Policy")); !strings.Contains(policies, "sqs:ReceiveMessage") || !strings.Contains(policies, "sqs:DeleteMessage") {
+		t.Errorf("the task role may not consume the events queue: %s", policies)
+	}
+	_, env = engineEnvStack(t, StepTargets{}, "")
+	if env[AWSJobEventsQueueEnv] != nil {
+		t.Errorf("no AWS job targets, yet %s is set", AWSJobEventsQueueEnv)
+	}
+}

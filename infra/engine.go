@@ -105,6 +105,9 @@ type EngineStack struct {
 	// database secret and send to the internal-events queue. Grant it what
 	// step runtimes need.
 	TaskRole awsiam.IRole
+	// AWSJobEvents is the queue of the AWS job steps' state-change events
+	// (awsjobevents.go); nil when those steps have no target.
+	AWSJobEvents *QueueWithDLQ
 	// Scaling is the service's autoscaling target.
 	Scaling awsecs.ScalableTaskCount
 	// LogGroup receives the engine's JSON logs.
@@ -198,7 +201,11 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		})
 	}
 	env := EngineEnvironment(props, stepSG)
-	s := &EngineStack{Stack: stack, LogGroup: logGroup, Environment: env, StepTaskSecurityGroup: stepSG}
+	jobEvents := newAWSJobEvents(stack, props.StepTargets.AWSJobs)
+	if jobEvents != nil {
+		env[AWSJobEventsQueueEnv] = jobEvents.Queue.QueueUrl()
+	}
+	s := &EngineStack{Stack: stack, LogGroup: logGroup, Environment: env, StepTaskSecurityGroup: stepSG, AWSJobEvents: jobEvents}
 
 	// The role the engine's code runs as, with the same grants on both
 	// targets: on the emulator target the harness runs maestro engine as
@@ -223,6 +230,9 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 			`/^Resource::.*:function:[^:*]+:\*$/`, `/^Resource::.*:task-definition\/[^:*]+:\*$/`, `/^Resource::.*:task\/[^/*]+\/\*$/`, `/^Resource::\*$/`)
 	}
 	nagAcceptAWSJobs(taskRole, props.StepTargets.AWSJobs)
+	if jobEvents != nil {
+		jobEvents.Queue.GrantConsumeMessages(taskRole)
+	}
 	s.TaskRole = taskRole
 	if props.Emulator {
 		if props.EventQueue != nil {
