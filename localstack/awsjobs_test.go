@@ -31,6 +31,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/stepruntime/athena"
 	"github.com/maestro-aws/maestro/engine/stepruntime/awsjob"
 	"github.com/maestro-aws/maestro/engine/stepruntime/glue"
+	"github.com/maestro-aws/maestro/engine/stepruntime/registry"
 	"github.com/maestro-aws/maestro/engine/stepruntime/stepfunctions"
 	"github.com/maestro-aws/maestro/localstack"
 )
@@ -338,5 +339,36 @@ func TestAWSJobEventWakesStep(t *testing.T) {
 	var left int
 	if err := env.Pool.QueryRow(ctx, `SELECT count(*) FROM aws_job`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("registered jobs left after the step ended: %d %v", left, err)
+	}
+}
+
+// The engine reaches AWS through the SDK's standard configuration: with
+// AWS_REGION, AWS_ENDPOINT_URL and credentials in the environment (as for
+// `maestro dev` pointed at the emulator), the registry's Athena step runs
+// with no other setting.
+func TestAthenaStepWithTheStandardAWSConfiguration(t *testing.T) {
+	ctx := context.Background()
+	f := newAWSJobsFixture(t)
+	t.Setenv("AWS_ENDPOINT_URL", localstack.Endpoint(t))
+	t.Setenv("AWS_REGION", localstack.Region)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("MAESTRO_AWS_ENDPOINT", "")
+	env := flowtest.New(t)
+	reg, err := registry.New(ctx, registry.FromEnv(os.Getenv), env.Pool, flowtest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Engine(reg, flow.Config{})
+	env.Push(fmt.Sprintf(`{"workflow":{"id":"stdconf","steps":[{"step":{"id":"query","type":"Athena",
+	  "params":{"athena":{"type":"MAP","value":{"query":{"type":"STRING","value":"SELECT 7 AS seven"},
+	    "output_location":{"type":"STRING","value":"s3://%s/std/"}}}}}}]}}`, f.bucket))
+	inst := env.Start("stdconf")
+	if got := env.Wait(inst, time.Minute); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("run ended %s", got.Status)
+	}
+	if out := string(env.Attempts(inst, "query")[0].Outputs); !strings.Contains(out, `"seven": "7"`) {
+		t.Errorf("outputs %s", out)
 	}
 }
