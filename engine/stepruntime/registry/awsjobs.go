@@ -20,34 +20,52 @@ import (
 	"github.com/maestro-aws/maestro/engine/stepruntime/stepfunctions"
 )
 
-// The AWS job step types (engine/stepruntime/awsjob), each with its
-// runtime's constructor and its services' state-change events.
-var awsJobTypes = []string{athena.Type, glue.Type, stepfunctions.Type}
+// awsJobType is one AWS job step type (engine/stepruntime/awsjob): its
+// runtime over the AWS configuration, and the state-change events that
+// wake its steps.
+type awsJobType struct {
+	Type  string
+	New   func(aws.Config, awsjob.Config) (stepruntime.Runtime, error)
+	Event awsjob.EventSource
+}
+
+// awsJobTypes are the AWS job step types, one row each.
+var awsJobTypes = []awsJobType{
+	{athena.Type, func(c aws.Config, jc awsjob.Config) (stepruntime.Runtime, error) {
+		return athena.New(athenasdk.NewFromConfig(c), jc)
+	}, athena.Event},
+	{glue.Type, func(c aws.Config, jc awsjob.Config) (stepruntime.Runtime, error) {
+		return glue.New(gluesdk.NewFromConfig(c), jc)
+	}, glue.Event},
+	{stepfunctions.Type, func(c aws.Config, jc awsjob.Config) (stepruntime.Runtime, error) {
+		return stepfunctions.New(sfn.NewFromConfig(c), jc)
+	}, stepfunctions.Event},
+}
 
 // AWSJobEvents are the state-change events that wake AWS job steps.
-var AWSJobEvents = []awsjob.EventSource{athena.Event, glue.Event, stepfunctions.Event}
+func AWSJobEvents() []awsjob.EventSource {
+	out := make([]awsjob.EventSource, 0, len(awsJobTypes))
+	for _, t := range awsJobTypes {
+		out = append(out, t.Event)
+	}
+	return out
+}
 
-// withAWSJobs registers the AWS job step types. With a database their
-// jobs are registered for the event path; with an events queue their
+// withAWSJobs registers the AWS job step types. With a database and an
+// events queue their jobs are registered for the event path and their
 // fallback poll may be long.
 func withAWSJobs(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpool.Pool, logger *slog.Logger) error {
 	jc := awsjob.Config{Logger: logger}
 	if db != nil && cfg.AWSJobEventsQueue != "" {
 		jc.Jobs = awsjob.NewStore(db)
 	}
-	ar, err := athena.New(athenasdk.NewFromConfig(awsCfg), jc)
-	if err != nil {
-		return err
+	for _, t := range awsJobTypes {
+		rt, err := t.New(awsCfg, jc)
+		if err != nil {
+			return fmt.Errorf("%s runtime: %w", t.Type, err)
+		}
+		reg[t.Type] = rt
 	}
-	gr, err := glue.New(gluesdk.NewFromConfig(awsCfg), jc)
-	if err != nil {
-		return err
-	}
-	sr, err := stepfunctions.New(sfn.NewFromConfig(awsCfg), jc)
-	if err != nil {
-		return err
-	}
-	reg[athena.Type], reg[glue.Type], reg[stepfunctions.Type] = ar, gr, sr
 	return nil
 }
 
@@ -63,7 +81,7 @@ func StartAWSJobEvents(ctx context.Context, cfg Config, db *pgxpool.Pool, logger
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	c, err := awsjob.NewConsumer(awsjob.ConsumerConfig{Client: sqs.NewFromConfig(awsCfg), QueueURL: cfg.AWSJobEventsQueue,
-		Jobs: awsjob.NewStore(db), Sources: AWSJobEvents, Logger: logger})
+		Jobs: awsjob.NewStore(db), Sources: AWSJobEvents(), Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger)
 		reg[lambdastep.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		reg[ecstask.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		for _, t := range awsJobTypes {
-			reg[t] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+			reg[t.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		}
 		return reg, nil
 	}
