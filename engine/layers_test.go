@@ -77,13 +77,6 @@ var layers = map[string]int{
 	"engine/stepruntime/ecstask":             upper,
 	"engine/stepruntime/ecstask/ecstasktest": upper,
 	"engine/stepruntime/registry":            upper,
-
-	// AWS job steps: the shared machinery and Athena, Glue, StepFunctions.
-	"engine/stepruntime/awsjob":        upper,
-	"engine/stepruntime/athena":        upper,
-	"engine/stepruntime/glue":          upper,
-	"engine/stepruntime/stepfunctions": upper,
-
 	"engine/trigger/scheduler":               upper,
 	"engine/trigger/signalmsg":               upper,
 	"engine/trigger/signalbroker":            upper,
@@ -112,6 +105,12 @@ var layers = map[string]int{
 	"functions/signals/internal/signalsenv":  wiring,
 	"functions/timetrigger":                  wiring,
 	"functions/timetrigger/internal/timetriggerenv": wiring,
+
+	// AWS job steps: the shared machinery and Athena, Glue, StepFunctions.
+	"engine/stepruntime/awsjob":        upper,
+	"engine/stepruntime/athena":        upper,
+	"engine/stepruntime/glue":          upper,
+	"engine/stepruntime/stepfunctions": upper,
 }
 
 func TestLayers(t *testing.T) {
