@@ -372,3 +372,74 @@ func TestAthenaStepWithTheStandardAWSConfiguration(t *testing.T) {
 		t.Errorf("outputs %s", out)
 	}
 }
+
+// A new owner of an attempt whose start's answer was never written finds
+// the job the first owner started, in each service, instead of starting a
+// second one: the Athena query by the marker in its text, the Glue run by
+// its argument, the execution by its name.
+func TestAWSJobsFoundAgainInEmulator(t *testing.T) {
+	ctx := context.Background()
+	f := newAWSJobsFixture(t)
+	reg := awsJobRegistry(t, f, awsjob.Config{MinPoll: 100 * time.Millisecond, MaxPoll: time.Second})
+	workgroup := "found-" + fmt.Sprint(time.Now().UnixNano())
+	if _, err := f.athena.CreateWorkGroup(ctx, &athenasdk.CreateWorkGroupInput{Name: aws.String(workgroup)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		typ, name string
+		param     map[string]any
+		count     func() int
+	}{
+		{athena.Type, athena.Param, map[string]any{"query": "SELECT 1 AS one", "workgroup": workgroup, "output_location": "s3://" + f.bucket + "/found/"}, func() int {
+			out, err := f.athena.ListQueryExecutions(ctx, &athenasdk.ListQueryExecutionsInput{WorkGroup: aws.String(workgroup)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(out.QueryExecutionIds)
+		}},
+		{glue.Type, glue.Param, map[string]any{"job_name": f.glueSleepJob}, func() int {
+			out, err := f.glue.GetJobRuns(ctx, &gluesdk.GetJobRunsInput{JobName: aws.String(f.glueSleepJob)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(out.JobRuns)
+		}},
+		{stepfunctions.Type, stepfunctions.Param, map[string]any{"state_machine_arn": f.waitMachine}, func() int {
+			out, err := f.sfn.ListExecutions(ctx, &sfn.ListExecutionsInput{StateMachineArn: aws.String(f.waitMachine)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(out.Executions)
+		}},
+	} {
+		t.Run(c.typ, func(t *testing.T) {
+			rt := reg[c.typ]
+			uuid := fmt.Sprintf("7d3c2b1a-0000-4000-8000-%012d", time.Now().UnixNano()%1e12)
+			a := &stepruntime.Attempt{WorkflowID: "wf", InstanceID: 1, RunID: 1, StepID: "s", AttemptID: 1, UUID: uuid,
+				Params: map[string]any{c.name: c.param}}
+			var intent map[string]any
+			a.Record = func(_ context.Context, d map[string]any) error { intent = d; return nil }
+			if r := rt.Start(ctx, a); r.State != stepruntime.Done {
+				t.Fatalf("start: %s %s", r.State, r.Message)
+			}
+			r := rt.Execute(ctx, a)
+			if r.State != stepruntime.Continue || r.Data[awsjob.KeyJobID] == nil {
+				t.Fatalf("launch: %s %v %s", r.State, r.Data, r.Message)
+			}
+			id := r.Data[awsjob.KeyJobID]
+			before := c.count()
+			a.Data = intent // the engine died before the answer was written
+			r = rt.Execute(ctx, a)
+			if r.State != stepruntime.Continue || r.Data[awsjob.KeyJobID] != id {
+				t.Fatalf("new owner: %s %v %s (first job %v)", r.State, r.Data, r.Message, id)
+			}
+			if after := c.count(); after != before {
+				t.Fatalf("%d jobs before the new owner, %d after", before, after)
+			}
+			a.Data = r.Data
+			if r := rt.Terminate(ctx, a); r.State != stepruntime.Stopped {
+				t.Errorf("terminate: %s %s", r.State, r.Message)
+			}
+		})
+	}
+}
