@@ -232,6 +232,9 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 	nagAcceptAWSJobs(taskRole, props.StepTargets.AWSJobs)
 	if jobEvents != nil {
 		jobEvents.Queue.GrantConsumeMessages(taskRole)
+		if props.Emulator {
+			EmulatorBatchGrant(taskRole, "sqs:DeleteMessageBatch", jobEvents.Queue.QueueArn())
+		}
 	}
 	s.TaskRole = taskRole
 	if props.Emulator {
