@@ -236,6 +236,16 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 			EmulatorBatchGrant(taskRole, "sqs:DeleteMessageBatch", jobEvents.Queue.QueueArn())
 		}
 	}
+	if props.Emulator && len(props.StepTargets.AWSJobs.AthenaWorkgroups) > 0 {
+		// AWS authorises the calls that name a query by its id against the
+		// query's workgroup; the emulator, which cannot tell the workgroup
+		// from the request, against "*".
+		for _, action := range []string{"athena:GetQueryExecution", "athena:GetQueryResults", "athena:StopQueryExecution", "athena:BatchGetQueryExecution"} {
+			EmulatorBatchGrant(taskRole, action, jsii.String("*"))
+		}
+		nagSuppress(taskRole, "AwsSolutions-IAM5", "emulator target only: the emulator authorises Athena calls naming a query by id against *, AWS against the query's workgroup",
+			`/^Resource::\*$/`)
+	}
 	s.TaskRole = taskRole
 	if props.Emulator {
 		if props.EventQueue != nil {
