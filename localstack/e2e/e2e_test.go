@@ -30,6 +30,7 @@ var scenarios = []struct {
 	{"signals: an S3 object starts a signal-triggered run through SQS and the signals Lambda; a poison message goes to the DLQ", scenarioSignals},
 	{"fresh: deployed into an empty database (migrated by the deploy), a cron trigger fires on the first scheduled minute; all sessions are the app role's", scenarioFreshDatabase},
 	{"publisher: the engine's events reach the example subscriber through SQS, the publisher Lambda and SNS", scenarioPublisher},
+	{"awsjobs: Athena, Glue and Step Functions steps run as the engine's task role; a stop stops the execution", scenarioAWSJobs},
 }
 
 func TestEndToEnd(t *testing.T) {
