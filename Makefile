@@ -20,6 +20,9 @@ MINISTACK_VERSION := 1.5.33
 # only with cbor2 installed beside it; without it the answers are JSON the
 # SDK cannot read.
 CBOR2_VERSION := 6.2.1
+# ministack runs Athena's SQL on DuckDB when it is installed beside it
+# (without it every query answers canned rows): the Athena step's tests need it.
+DUCKDB_VERSION := 2.0.1
 SCHEMATHESIS_VERSION := 4.32.5
 # The npm package engine/dbconn/rdsca/bundle.pem comes from (make rds-ca).
 RDS_CA_VERSION := 1.1.2
@@ -68,7 +71,7 @@ test: postgres emulator cfnlint browser
 	exit $$status
 
 ## emulator: install ministack (a LocalStack drop-in that needs no Docker) into .maestro/venv
-emulator: $(VENV)/bin/ministack $(VENV)/cbor2-$(CBOR2_VERSION)
+emulator: $(VENV)/bin/ministack $(VENV)/cbor2-$(CBOR2_VERSION) $(VENV)/duckdb-$(DUCKDB_VERSION)
 
 $(VENV)/bin/ministack:
 	python3 -m venv $(VENV)
@@ -76,6 +79,10 @@ $(VENV)/bin/ministack:
 
 $(VENV)/cbor2-$(CBOR2_VERSION): $(VENV)/bin/ministack
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check cbor2==$(CBOR2_VERSION)
+	touch $@
+
+$(VENV)/duckdb-$(DUCKDB_VERSION): $(VENV)/bin/ministack
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check duckdb==$(DUCKDB_VERSION)
 	touch $@
 
 ## cfnlint: install cfn-lint (PyPI, pinned) into .maestro/venv

@@ -114,6 +114,12 @@ var layers = map[string]int{
 	"functions/archiver/internal/archiverenv":       wiring,
 	"functions/internal/archiver":                   wiring,
 	"functions/timetrigger/internal/timetriggerenv": wiring,
+
+	// AWS job steps: the shared machinery and Athena, Glue, StepFunctions.
+	"engine/stepruntime/awsjob":        upper,
+	"engine/stepruntime/athena":        upper,
+	"engine/stepruntime/glue":          upper,
+	"engine/stepruntime/stepfunctions": upper,
 }
 
 func TestLayers(t *testing.T) {

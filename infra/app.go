@@ -254,20 +254,24 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 			deployed[name] = fn
 		}
 	}
+	deadLetters := map[string]awssqs.IQueue{
+		"internalEvents":      events.Queue.DeadLetterQueue,
+		"exampleSubscriber":   events.Subscriber.DeadLetterQueue,
+		"signals":             signals.Queue.DeadLetterQueue,
+		"timeTriggerSchedule": triggers.DeadLetterQueue,
+		"archiveSchedule":     archived.DeadLetterQueue,
+	}
+	if engine.AWSJobEvents != nil {
+		deadLetters["awsJobEvents"] = engine.AWSJobEvents.DeadLetterQueue
+	}
 	monitoring := NewMonitoringStack(scope, prefix+"Monitoring", &MonitoringStackProps{
-		StackProps: props("Maestro monitoring: alarms and dashboard"),
-		AlertTopic: events.AlertTopic,
-		DeadLetterQueues: map[string]awssqs.IQueue{
-			"internalEvents":      events.Queue.DeadLetterQueue,
-			"exampleSubscriber":   events.Subscriber.DeadLetterQueue,
-			"signals":             signals.Queue.DeadLetterQueue,
-			"timeTriggerSchedule": triggers.DeadLetterQueue,
-			"archiveSchedule":     archived.DeadLetterQueue,
-		},
-		Functions: deployed,
-		RestAPI:   api.RestAPI,
-		Engine:    engine,
-		Data:      data,
+		StackProps:       props("Maestro monitoring: alarms and dashboard"),
+		AlertTopic:       events.AlertTopic,
+		DeadLetterQueues: deadLetters,
+		Functions:        deployed,
+		RestAPI:          api.RestAPI,
+		Engine:           engine,
+		Data:             data,
 		SourceQueues: map[string]awssqs.IQueue{
 			"internalEvents": events.Queue.Queue,
 			"signals":        signals.Queue.Queue,

@@ -199,9 +199,10 @@ func TestCDKJSON(t *testing.T) {
 			keys++
 		}
 	}
-	// Every key but emulatorDatabaseUrl, which only the emulator target reads.
-	if keys != 42 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 42", keys)
+	// Every key but emulatorDatabaseUrl, which only the emulator target
+	// reads; 6 of them are the AWS job steps' targets.
+	if keys != 48 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 48", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

@@ -105,6 +105,9 @@ type EngineStack struct {
 	// database secret and send to the internal-events queue. Grant it what
 	// step runtimes need.
 	TaskRole awsiam.IRole
+	// AWSJobEvents is the queue of the AWS job steps' state-change events
+	// (awsjobevents.go); nil when those steps have no target.
+	AWSJobEvents *QueueWithDLQ
 	// Scaling is the service's autoscaling target.
 	Scaling awsecs.ScalableTaskCount
 	// LogGroup receives the engine's JSON logs.
@@ -198,7 +201,11 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		})
 	}
 	env := EngineEnvironment(props, stepSG)
-	s := &EngineStack{Stack: stack, LogGroup: logGroup, Environment: env, StepTaskSecurityGroup: stepSG}
+	jobEvents := newAWSJobEvents(stack, props.StepTargets.AWSJobs)
+	if jobEvents != nil {
+		env[AWSJobEventsQueueEnv] = jobEvents.Queue.QueueUrl()
+	}
+	s := &EngineStack{Stack: stack, LogGroup: logGroup, Environment: env, StepTaskSecurityGroup: stepSG, AWSJobEvents: jobEvents}
 
 	// The role the engine's code runs as, with the same grants on both
 	// targets: on the emulator target the harness runs maestro engine as
@@ -221,6 +228,23 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 			"every revision of a step task definition family (<family>:*), the tasks of a step cluster (task/<cluster>/*), "+
 			"ecs:ListTasks on * limited by an ecs:cluster condition, and ecs:DescribeTaskDefinition, which takes no resource",
 			`/^Resource::.*:function:[^:*]+:\*$/`, `/^Resource::.*:task-definition\/[^:*]+:\*$/`, `/^Resource::.*:task\/[^/*]+\/\*$/`, `/^Resource::\*$/`)
+	}
+	nagAcceptAWSJobs(taskRole, props.StepTargets.AWSJobs)
+	if jobEvents != nil {
+		jobEvents.Queue.GrantConsumeMessages(taskRole)
+		if props.Emulator {
+			EmulatorBatchGrant(taskRole, "sqs:DeleteMessageBatch", jobEvents.Queue.QueueArn())
+		}
+	}
+	if props.Emulator && len(props.StepTargets.AWSJobs.AthenaWorkgroups) > 0 {
+		// AWS authorises the calls that name a query by its id against the
+		// query's workgroup; the emulator, which cannot tell the workgroup
+		// from the request, against "*".
+		for _, action := range []string{"athena:GetQueryExecution", "athena:GetQueryResults", "athena:StopQueryExecution", "athena:BatchGetQueryExecution"} {
+			EmulatorBatchGrant(taskRole, action, jsii.String("*"))
+		}
+		nagSuppress(taskRole, "AwsSolutions-IAM5", "emulator target only: the emulator authorises Athena calls naming a query by id against *, AWS against the query's workgroup",
+			`/^Resource::\*$/`)
 	}
 	s.TaskRole = taskRole
 	if props.Emulator {

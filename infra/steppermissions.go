@@ -45,6 +45,9 @@ type StepTargets struct {
 	// allows every host but link-local ones. Context key
 	// maestro:stepHttpAllowedHosts.
 	HTTPAllowedHosts []string
+
+	// AWSJobs are the targets of the AWS job steps (awsjobperms.go).
+	AWSJobs AWSJobTargets
 }
 
 // stepTargetsFromContext reads the StepTargets keys: a JSON list of strings
@@ -88,6 +91,7 @@ func stepTargetsFromContext(get func(key string) any) (StepTargets, error) {
 	list("stepEcsSubnets", &t.EcsSubnets)
 	list("stepEcsSecurityGroups", &t.EcsSecurityGroups)
 	list("stepHttpAllowedHosts", &t.HTTPAllowedHosts)
+	t.AWSJobs = readAWSJobTargets(list)
 	return t, errors.Join(errs...)
 }
 
@@ -116,6 +120,7 @@ func (t StepTargets) Validate() error {
 			errs = append(errs, fmt.Errorf("stepEcsSecurityGroups: %q is not a security group id (sg-...)", id))
 		}
 	}
+	errs = append(errs, t.AWSJobs.Validate())
 	for _, a := range t.all() {
 		if strings.HasPrefix(a, "arn:") && len(strings.SplitN(a, ":", 6)) < 6 {
 			errs = append(errs, fmt.Errorf("%q is not an ARN", a))
@@ -163,6 +168,7 @@ func StepRuntimeStatements(stack awscdk.Stack, t StepTargets) []awsiam.PolicySta
 		}
 		out = append(out, statement("InvokeStepFunctions", []string{"lambda:InvokeFunction"}, fns, nil))
 	}
+	out = append(out, AWSJobStatements(stack, t.AWSJobs)...)
 	if len(t.EcsClusters) == 0 || len(t.EcsTaskDefinitions) == 0 {
 		return out
 	}

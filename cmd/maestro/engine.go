@@ -156,7 +156,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // e.g. 10s), MAESTRO_NODE_ID, MAESTRO_WORKERS (concurrent step runtime
 // calls), and the step runtimes' settings (engine/stepruntime/registry:
 // AWS_REGION, MAESTRO_AWS_ENDPOINT, MAESTRO_HTTP_ALLOWED_HOSTS,
-// MAESTRO_ECS_*), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go). rec, when
+// MAESTRO_ECS_*, MAESTRO_AWS_JOB_EVENTS_QUEUE), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go). rec, when
 // set, receives the engine's metrics; eventsWritten is told of committed
 // writes that recorded events, signalsAnnounced of those that stored a
 // step's output signals.
@@ -167,8 +167,14 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r
 		return nil, err
 	}
 	defs := definition.NewStore(pool)
-	runtimes, err := registry.New(ctx, registry.FromEnv(os.Getenv), pool, logger)
+	stepCfg := registry.FromEnv(os.Getenv)
+	runtimes, err := registry.New(ctx, stepCfg, pool, logger)
 	if err != nil {
+		return nil, err
+	}
+	// The AWS job steps' state-change events (MAESTRO_AWS_JOB_EVENTS_QUEUE)
+	// wake their attempts; the consumer ends with ctx.
+	if _, err := registry.StartAWSJobEvents(ctx, stepCfg, pool, logger); err != nil {
 		return nil, err
 	}
 	eng, err := flow.New(pool, flow.Config{

@@ -91,6 +91,15 @@ func (r *CallRecorder) Register(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			out, md, err := next.HandleInitialize(ctx, in)
 			c := Call{Principal: r.principal, Service: awsmiddleware.GetServiceID(ctx), Operation: awsmiddleware.GetOperationName(ctx)}
+			// Some service modules (sfn v1.41) set these as stack values
+			// only inside the stack, after this middleware; they name the
+			// call in the context too.
+			if c.Service == "" {
+				c.Service = middleware.GetServiceID(ctx)
+			}
+			if c.Operation == "" {
+				c.Operation = middleware.GetOperationName(ctx)
+			}
 			var apiErr smithy.APIError
 			if errors.As(err, &apiErr) {
 				c.Error = apiErr.ErrorCode()

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
@@ -55,6 +56,10 @@ func TestLoadRecordsCallsWhenAsked(t *testing.T) {
 	if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String("http://q"), MessageBody: aws.String("x")}); err == nil {
 		t.Fatal("SendMessage succeeded against a server that refuses it")
 	}
+	// sfn sets the call's names as stack values only inside the stack.
+	if _, err := sfn.NewFromConfig(cfg).DescribeExecution(context.Background(), &sfn.DescribeExecutionInput{ExecutionArn: aws.String("arn")}); err != nil {
+		t.Fatal(err)
+	}
 	calls, err := ReadCalls(log)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +67,7 @@ func TestLoadRecordsCallsWhenAsked(t *testing.T) {
 	want := []Call{
 		{Principal: "engine", Service: "SQS", Operation: "GetQueueUrl"},
 		{Principal: "engine", Service: "SQS", Operation: "SendMessage", Error: "AccessDenied"},
+		{Principal: "engine", Service: "SFN", Operation: "DescribeExecution"},
 	}
 	if len(calls) != len(want) {
 		t.Fatalf("calls = %+v, want %+v", calls, want)

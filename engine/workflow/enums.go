@@ -264,6 +264,13 @@ const (
 	StepTypeEcsTask    StepType = "EcsTask"
 )
 
+// AWS job step types (engine/stepruntime/awsjob).
+const (
+	StepTypeAthena        StepType = "Athena"
+	StepTypeGlue          StepType = "Glue"
+	StepTypeStepFunctions StepType = "StepFunctions"
+)
+
 // normalize gives the table's types their canonical spelling; Maestro matches types
 // case-insensitively. Other types are kept as written.
 func (t *StepType) normalize() {

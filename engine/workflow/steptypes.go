@@ -41,6 +41,10 @@ var stepTypeTable = []StepTypeSpec{
 	{Type: StepTypeHTTP, JobParam: "http", JobFields: []string{"url"}},
 	{Type: StepTypeLambda, JobParam: "lambda", JobFields: []string{"function_name"}},
 	{Type: StepTypeEcsTask, JobParam: "ecs_task", JobFields: []string{"task_definition"}},
+	// AWS job steps (engine/stepruntime/awsjob).
+	{Type: StepTypeAthena, JobParam: "athena", JobFields: []string{"query"}},
+	{Type: StepTypeGlue, JobParam: "glue", JobFields: []string{"job_name"}},
+	{Type: StepTypeStepFunctions, JobParam: "step_functions", JobFields: []string{"state_machine_arn"}},
 }
 
 // StepTypes returns the step-type table: the types this deployment runs

@@ -133,6 +133,8 @@ func deploy(t *testing.T) *Deployment {
 		"-c", "maestro:s3SignalBuckets=" + signalBucket,
 		"-c", "maestro:s3SignalRules=" + signalRules,
 	}
+	// The AWS job steps' targets (awsjobs_test.go).
+	contextArgs = append(contextArgs, awsJobContext...)
 	common := append([]string{"--no-notices", "--output", filepath.Join(dir, "cdk.out")}, contextArgs...)
 	d.cdk(t, cdk, "bootstrap", append([]string{"aws://000000000000/" + localstack.Region}, common...)...)
 	outputs := filepath.Join(dir, "outputs.json")

@@ -44,6 +44,24 @@ var (
 	emulatorBatchAllowances = []iamcheck.Allowance{
 		{Action: "sqs:SendMessageBatch", Reason: "emulator target only: AWS authorises SendMessageBatch as sqs:SendMessage, the emulator by the call's name"},
 		{Action: "sns:PublishBatch", Reason: "emulator target only: AWS authorises PublishBatch as sns:Publish, the emulator by the call's name"},
+		{Action: "sqs:DeleteMessageBatch", Reason: "emulator target only: AWS authorises DeleteMessageBatch as sqs:DeleteMessage, the emulator by the call's name"},
+	}
+	// The AWS job steps' grants (infra/awsjobperms.go) that a run without a
+	// crash does not call, and the events queue's consume grant.
+	awsJobAllowances = []iamcheck.Allowance{
+		{Action: "athena:ListQueryExecutions", Reason: "a new engine owner finds a query started before a crash (AWS job steps)"},
+		{Action: "athena:BatchGetQueryExecution", Reason: "a new engine owner finds a query started before a crash (AWS job steps)"},
+		{Action: "athena:StopQueryExecution", Reason: "a stopped Athena step stops its query"},
+		{Action: "glue:GetJobRuns", Reason: "a new engine owner finds a job run started before a crash (AWS job steps)"},
+		{Action: "glue:BatchStopJobRun", Reason: "a stopped Glue step stops its job run"},
+		{Action: "s3:GetObject", Reason: "Athena writes and reads a query's results with the caller's permissions"},
+		{Action: "s3:PutObject", Reason: "Athena writes a query's results with the caller's permissions"},
+		{Action: "s3:AbortMultipartUpload", Reason: "Athena writes a query's results with the caller's permissions"},
+		{Action: "s3:GetBucketLocation", Reason: "Athena checks the results bucket with the caller's permissions"},
+		{Action: "s3:ListBucket", Reason: "Athena checks the results bucket with the caller's permissions"},
+		{Action: "sqs:ChangeMessageVisibility", Reason: "CDK's consume grant includes it; the AWS job events consumer deletes what it handled and lets the rest come back"},
+		{Action: "sqs:GetQueueAttributes", Reason: "CDK's consume grant includes it; the AWS job events consumer reads a known queue URL"},
+		{Action: "sqs:GetQueueUrl", Reason: "CDK's consume grant includes it; the AWS job events consumer reads a known queue URL"},
 	}
 	secretReadAllowances = []iamcheck.Allowance{
 		{Action: "secretsmanager:DescribeSecret", Reason: "CDK's secret read grant pairs it with GetSecretValue; the pool reads the secret with GetSecretValue only"},
@@ -98,6 +116,7 @@ func checkIAM(t *testing.T, d *Deployment) {
 		}
 	}
 	allow := append(append(append([]iamcheck.Allowance{}, secretReadAllowances...), queueSendAllowances...), emulatorBatchAllowances...)
+	allow = append(allow, awsJobAllowances...)
 	principals = append(principals, iamcheck.Principal{Name: enginePrincipal,
 		Policies: rolePolicies(t, roles, d.Output(t, stackEngine, "TaskRoleArn")), Allowances: allow})
 	counts := map[string]int{}

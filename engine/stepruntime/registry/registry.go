@@ -48,6 +48,11 @@ type Config struct {
 	ECSSubnets        []string
 	ECSSecurityGroups []string
 	ECSAssignPublicIP bool
+
+	// AWSJobEventsQueue is the SQS queue (URL) EventBridge delivers the AWS
+	// job steps' state-change events to (MAESTRO_AWS_JOB_EVENTS_QUEUE).
+	// Empty: those steps poll (awsjob.DefaultMaxPollNoEvents at most).
+	AWSJobEventsQueue string
 }
 
 // FromEnv reads Config from the environment through getenv (os.Getenv).
@@ -69,6 +74,7 @@ func FromEnv(getenv func(string) string) Config {
 		ECSSubnets:        list("MAESTRO_ECS_SUBNETS"),
 		ECSSecurityGroups: list("MAESTRO_ECS_SECURITY_GROUPS"),
 		ECSAssignPublicIP: public,
+		AWSJobEventsQueue: strings.TrimSpace(getenv("MAESTRO_AWS_JOB_EVENTS_QUEUE")),
 	}
 }
 
@@ -79,11 +85,7 @@ func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger)
 	reg := stepruntime.Builtins()
 	reg[httpstep.Type] = httpstep.New(httpstep.Config{AllowedHosts: cfg.HTTPAllowedHosts})
 
-	var opts []func(*config.LoadOptions) error
-	if cfg.AWSEndpoint != "" {
-		opts = append(opts, config.WithBaseEndpoint(cfg.AWSEndpoint))
-	}
-	awsCfg, err := awsconf.Load(ctx, opts...)
+	awsCfg, err := awsconf.Load(ctx, endpointOptions(cfg)...)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
@@ -91,6 +93,9 @@ func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger)
 		logger.Warn("no AWS region configured (AWS_REGION): Lambda and EcsTask steps will fail")
 		reg[lambdastep.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		reg[ecstask.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+		for _, t := range awsJobTypes {
+			reg[t.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+		}
 		return reg, nil
 	}
 	return withAWS(reg, cfg, awsCfg, db, logger)
@@ -115,7 +120,19 @@ func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpoo
 		return nil, err
 	}
 	reg[ecstask.Type] = er
+	if err := withAWSJobs(reg, cfg, awsCfg, db, logger); err != nil {
+		return nil, err
+	}
 	return reg, nil
+}
+
+// endpointOptions sends every call to cfg.AWSEndpoint when it is set (the
+// SDK itself reads AWS_ENDPOINT_URL).
+func endpointOptions(cfg Config) []func(*config.LoadOptions) error {
+	if cfg.AWSEndpoint == "" {
+		return nil
+	}
+	return []func(*config.LoadOptions) error{config.WithBaseEndpoint(cfg.AWSEndpoint)}
 }
 
 // unavailable is a runtime that cannot run here; every attempt fails with

@@ -19,11 +19,12 @@ func TestFromEnv(t *testing.T) {
 	env := map[string]string{
 		"MAESTRO_HTTP_ALLOWED_HOSTS": "api.example.com, *.internal.example.com,", "MAESTRO_AWS_ENDPOINT": "http://127.0.0.1:4566",
 		"MAESTRO_ECS_CLUSTER": "jobs", "MAESTRO_ECS_SUBNETS": "subnet-1,subnet-2", "MAESTRO_ECS_SECURITY_GROUPS": "sg-1",
-		"MAESTRO_ECS_ASSIGN_PUBLIC_IP": "true",
+		"MAESTRO_ECS_ASSIGN_PUBLIC_IP": "true", "MAESTRO_AWS_JOB_EVENTS_QUEUE": "https://sqs.eu-west-1.amazonaws.com/123456789012/job-events",
 	}
 	got := registry.FromEnv(func(k string) string { return env[k] })
 	want := registry.Config{HTTPAllowedHosts: []string{"api.example.com", "*.internal.example.com"}, AWSEndpoint: "http://127.0.0.1:4566",
-		ECSCluster: "jobs", ECSSubnets: []string{"subnet-1", "subnet-2"}, ECSSecurityGroups: []string{"sg-1"}, ECSAssignPublicIP: true}
+		ECSCluster: "jobs", ECSSubnets: []string{"subnet-1", "subnet-2"}, ECSSecurityGroups: []string{"sg-1"}, ECSAssignPublicIP: true,
+		AWSJobEventsQueue: "https://sqs.eu-west-1.amazonaws.com/123456789012/job-events"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v\nwant %+v", got, want)
 	}
@@ -41,14 +42,16 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []string{"NoOp", "Sleep", "Http", "Lambda", "EcsTask"} {
+	for _, typ := range []string{"NoOp", "Sleep", "Http", "Lambda", "EcsTask", "Athena", "Glue", "StepFunctions"} {
 		if reg[typ] == nil {
 			t.Errorf("no %s runtime", typ)
 		}
 	}
-	r := reg["EcsTask"].Start(context.Background(), &stepruntime.Attempt{})
-	if r.State != stepruntime.FatalError || !strings.Contains(r.Message, "AWS_REGION") {
-		t.Errorf("EcsTask without a region: %s %s", r.State, r.Message)
+	for _, typ := range []string{"EcsTask", "Athena", "Glue", "StepFunctions"} {
+		r := reg[typ].Start(context.Background(), &stepruntime.Attempt{})
+		if r.State != stepruntime.FatalError || !strings.Contains(r.Message, "AWS_REGION") {
+			t.Errorf("%s without a region: %s %s", typ, r.State, r.Message)
+		}
 	}
 
 	t.Setenv("AWS_REGION", "eu-west-1")
@@ -59,6 +62,10 @@ func TestNew(t *testing.T) {
 	a := &stepruntime.Attempt{Params: map[string]any{"ecs_task": map[string]any{"task_definition": "etl"}}}
 	if r := reg["EcsTask"].Start(context.Background(), a); r.State != stepruntime.Done {
 		t.Errorf("EcsTask with the engine's defaults: %s %s", r.State, r.Message)
+	}
+	a = &stepruntime.Attempt{Params: map[string]any{"athena": map[string]any{"query": "SELECT 1", "colour": "red"}}}
+	if r := reg["Athena"].Start(context.Background(), a); r.State != stepruntime.FatalError || !strings.Contains(r.Message, "athena.colour: unknown field") {
+		t.Errorf("Athena with an unknown field: %s %s", r.State, r.Message)
 	}
 }
 

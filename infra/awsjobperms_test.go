@@ -1,0 +1,121 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// Not parallel: jsii (see TestStepRuntimeStatements).
+func TestAWSJobStatements(t *testing.T) {
+	got := policyOf(t, StepTargets{AWSJobs: AWSJobTargets{
+		AthenaWorkgroups: []string{"analytics"}, AthenaOutputLocations: []string{"s3://results/maestro/"},
+		AthenaDataLocations: []string{"s3://lake/events/"}, AthenaDatabases: []string{"events"},
+		GlueJobs:      []string{"nightly", "arn:aws:glue:us-east-1:210987654321:job/shared"},
+		StateMachines: []string{"publish", "arn:aws:states:us-east-1:210987654321:stateMachine:shared"},
+	}})
+	local := func(rest string) any {
+		return map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, rest}}}
+	}
+	want := map[string]map[string]any{
+		"RunStepAthenaQueries": {"Action": []any{"athena:StartQueryExecution", "athena:GetQueryExecution", "athena:GetQueryResults",
+			"athena:StopQueryExecution", "athena:ListQueryExecutions", "athena:BatchGetQueryExecution"},
+			"Resource": local(":athena:eu-west-1:123456789012:workgroup/analytics")},
+		"WriteStepAthenaResultsObjects": {"Action": []any{"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"},
+			"Resource": local(":s3:::results/maestro/*")},
+		"WriteStepAthenaResultsBuckets": {"Action": []any{"s3:GetBucketLocation", "s3:ListBucket"}, "Resource": local(":s3:::results")},
+		"ReadStepAthenaDataObjects":     {"Action": "s3:GetObject", "Resource": local(":s3:::lake/events/*")},
+		"ReadStepAthenaDataBuckets":     {"Action": []any{"s3:GetBucketLocation", "s3:ListBucket"}, "Resource": local(":s3:::lake")},
+		"ReadStepAthenaCatalog": {"Action": []any{"glue:GetDatabase", "glue:GetTable", "glue:GetTables", "glue:GetPartition",
+			"glue:GetPartitions", "glue:BatchGetPartition"},
+			"Resource": []any{local(":glue:eu-west-1:123456789012:catalog"), local(":glue:eu-west-1:123456789012:database/events"),
+				local(":glue:eu-west-1:123456789012:table/events/*")}},
+		"RunStepGlueJobs": {"Action": []any{"glue:StartJobRun", "glue:GetJobRun", "glue:GetJobRuns", "glue:BatchStopJobRun"},
+			"Resource": []any{local(":glue:eu-west-1:123456789012:job/nightly"), "arn:aws:glue:us-east-1:210987654321:job/shared"}},
+		"StartStepExecutions": {"Action": "states:StartExecution",
+			"Resource": []any{local(":states:eu-west-1:123456789012:stateMachine:publish"), local(":states:eu-west-1:123456789012:stateMachine:publish:*"),
+				"arn:aws:states:us-east-1:210987654321:stateMachine:shared", "arn:aws:states:us-east-1:210987654321:stateMachine:shared:*"}},
+		"WatchStepExecutions": {"Action": []any{"states:DescribeExecution", "states:StopExecution"},
+			"Resource": []any{local(":states:eu-west-1:123456789012:execution:publish:*"), "arn:aws:states:us-east-1:210987654321:execution:shared:*"}},
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d statements, want %d: %s", len(got), len(want), asJSON(got))
+	}
+	for _, st := range got {
+		sid, _ := st["Sid"].(string)
+		w, ok := want[sid]
+		if !ok {
+			t.Errorf("unexpected statement %s", asJSON(st))
+			continue
+		}
+		for k, v := range w {
+			if asJSON(st[k]) != asJSON(v) {
+				t.Errorf("%s.%s = %s, want %s", sid, k, asJSON(st[k]), asJSON(v))
+			}
+		}
+		if strings.Contains(asJSON(st["Action"]), "*") || strings.Contains(asJSON(st), "iam:PassRole") {
+			t.Errorf("%s grants a wildcard action or a role pass: %s", sid, asJSON(st["Action"]))
+		}
+	}
+	if got := policyOf(t, StepTargets{AWSJobs: AWSJobTargets{GlueJobs: []string{"nightly"}}}); len(got) != 1 || got[0]["Sid"] != "RunStepGlueJobs" {
+		t.Errorf("Glue only: statements %s", asJSON(got))
+	}
+}
+
+func TestAWSJobTargetsFromContext(t *testing.T) {
+	ctx := map[string]any{ContextPrefix + "stepAthenaWorkgroups": "analytics, adhoc", ContextPrefix + "stepGlueJobs": []any{"nightly"},
+		ContextPrefix + "stepStateMachines": "publish", ContextPrefix + "stepAthenaOutputLocations": "s3://results/maestro/"}
+	got, err := stepTargetsFromContext(func(k string) any { return ctx[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := got.AWSJobs
+	if strings.Join(j.AthenaWorkgroups, ",") != "analytics,adhoc" || j.GlueJobs[0] != "nightly" || j.StateMachines[0] != "publish" ||
+		j.AthenaOutputLocations[0] != "s3://results/maestro/" || got.Validate() != nil {
+		t.Fatalf("targets %+v (%v)", j, got.Validate())
+	}
+	for _, c := range []struct {
+		t    AWSJobTargets
+		want string
+	}{
+		{AWSJobTargets{AthenaOutputLocations: []string{"s3://results/"}}, "set stepAthenaWorkgroups"},
+		{AWSJobTargets{AthenaWorkgroups: []string{"w"}, AthenaDataLocations: []string{"lake/events"}}, "not an S3 location"},
+		{AWSJobTargets{AthenaWorkgroups: []string{"w"}, AthenaDataLocations: []string{"s3://lake/*"}}, "no wildcards"},
+		{AWSJobTargets{StateMachines: []string{"arn:aws:states:us-east-1:1:activity:x"}}, "not a state machine ARN"},
+	} {
+		if err := (StepTargets{AWSJobs: c.t}).Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.t, err, c.want)
+		}
+	}
+}
+
+// With AWS job targets the engine stack routes their services' events to
+// a queue the engine reads (and is told of), and alarms its dead letters.
+func TestAWSJobEventsQueue(t *testing.T) {
+	tmpl, env := engineEnvStack(t, StepTargets{AWSJobs: AWSJobTargets{AthenaWorkgroups: []string{"analytics"},
+		GlueJobs: []string{"nightly"}, StateMachines: []string{"publish"}}}, "")
+	if env[AWSJobEventsQueueEnv] == nil {
+		t.Fatalf("engine environment %s lacks %s", asJSON(env), AWSJobEventsQueueEnv)
+	}
+	rules := tmpl.ofType("AWS::Events::Rule")
+	if len(rules) != 3 {
+		t.Fatalf("%d rules, want one per service: %s", len(rules), asJSON(rules))
+	}
+	var patterns []string
+	for _, r := range rules {
+		patterns = append(patterns, asJSON(props(r)["EventPattern"]))
+	}
+	all := strings.Join(patterns, "\n")
+	for _, want := range []string{`"workgroupName":["analytics"]`, `"jobName":["nightly"]`, `stateMachine:publish`,
+		`"Athena Query State Change"`, `"Glue Job State Change"`, `"Step Functions Execution Status Change"`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("event patterns lack %s:\n%s", want, all)
+		}
+	}
+	if policies := asJSON(tmpl.ofType("AWS::IAM::Policy")); !strings.Contains(policies, "sqs:ReceiveMessage") || !strings.Contains(policies, "sqs:DeleteMessage") {
+		t.Errorf("the task role may not consume the events queue: %s", policies)
+	}
+	_, env = engineEnvStack(t, StepTargets{}, "")
+	if env[AWSJobEventsQueueEnv] != nil {
+		t.Errorf("no AWS job targets, yet %s is set", AWSJobEventsQueueEnv)
+	}
+}
