@@ -105,6 +105,11 @@ var layers = map[string]int{
 	"functions/signals/internal/signalsenv":  wiring,
 	"functions/timetrigger":                  wiring,
 	"functions/timetrigger/internal/timetriggerenv": wiring,
+
+	// [aws-steps] part B: Batch, Emr, Notebook.
+	"engine/stepruntime/jobparam":        upper,
+	"engine/stepruntime/batch":           upper,
+	"engine/stepruntime/batch/batchtest": upper,
 }
 
 func TestLayers(t *testing.T) {

@@ -262,6 +262,9 @@ const (
 	StepTypeLambda     StepType = "Lambda"
 	StepTypeHTTP       StepType = "Http"
 	StepTypeEcsTask    StepType = "EcsTask"
+	// Batch and Emr run jobs on AWS Batch and EMR ([aws-steps]).
+	StepTypeBatch StepType = "Batch"
+	StepTypeEmr   StepType = "Emr"
 )
 
 // normalize gives the table's types their canonical spelling; Maestro matches types

@@ -37,10 +37,12 @@ var stepTypeTable = []StepTypeSpec{
 	{Type: StepTypeSleep, Config: map[string]ConfigCheck{"sleep_seconds": checkDurationConfig}},
 	{Type: StepTypeTitus, Instead: "run the container with an EcsTask step"},
 	{Type: StepTypeNotebook, Instead: "run the notebook in a container with an EcsTask step (for example with papermill)"},
-	{Type: StepTypeKubernetes, Instead: "run the container with an EcsTask step"},
+	{Type: StepTypeKubernetes, Instead: "run the container with an EcsTask step (ECS, Fargate) or a Batch step (AWS Batch)"},
 	{Type: StepTypeHTTP, JobParam: "http", JobFields: []string{"url"}},
 	{Type: StepTypeLambda, JobParam: "lambda", JobFields: []string{"function_name"}},
 	{Type: StepTypeEcsTask, JobParam: "ecs_task", JobFields: []string{"task_definition"}},
+	// [aws-steps] part B: AWS Batch and EMR.
+	{Type: StepTypeBatch, JobParam: "batch", JobFields: []string{"job_definition"}},
 }
 
 // StepTypes returns the step-type table: the types this deployment runs

@@ -19,12 +19,14 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	awsbatch "github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/batch"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
@@ -48,6 +50,12 @@ type Config struct {
 	ECSSubnets        []string
 	ECSSecurityGroups []string
 	ECSAssignPublicIP bool
+
+	// [aws-steps] part B: Batch, Emr and Notebook.
+
+	// BatchJobQueue is the job queue of Batch steps that set no job_queue
+	// (MAESTRO_BATCH_JOB_QUEUE).
+	BatchJobQueue string
 }
 
 // FromEnv reads Config from the environment through getenv (os.Getenv).
@@ -69,6 +77,7 @@ func FromEnv(getenv func(string) string) Config {
 		ECSSubnets:        list("MAESTRO_ECS_SUBNETS"),
 		ECSSecurityGroups: list("MAESTRO_ECS_SECURITY_GROUPS"),
 		ECSAssignPublicIP: public,
+		BatchJobQueue:     strings.TrimSpace(getenv("MAESTRO_BATCH_JOB_QUEUE")),
 	}
 }
 
@@ -91,6 +100,9 @@ func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger)
 		logger.Warn("no AWS region configured (AWS_REGION): Lambda and EcsTask steps will fail")
 		reg[lambdastep.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		reg[ecstask.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+		for _, typ := range partB {
+			reg[typ] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+		}
 		return reg, nil
 	}
 	return withAWS(reg, cfg, awsCfg, db, logger)
@@ -115,7 +127,24 @@ func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpoo
 		return nil, err
 	}
 	reg[ecstask.Type] = er
+	if err := withPartB(reg, cfg, awsCfg, logger); err != nil {
+		return nil, err
+	}
 	return reg, nil
+}
+
+// partB are the [aws-steps] part B types: AWS Batch and EMR jobs and
+// notebooks.
+var partB = []string{batch.Type}
+
+// withPartB registers the part B runtimes.
+func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, logger *slog.Logger) error {
+	br, err := batch.New(batch.Config{Client: awsbatch.NewFromConfig(awsCfg), JobQueue: cfg.BatchJobQueue, Logger: logger})
+	if err != nil {
+		return err
+	}
+	reg[batch.Type] = br
+	return nil
 }
 
 // unavailable is a runtime that cannot run here; every attempt fails with
