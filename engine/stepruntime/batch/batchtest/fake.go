@@ -33,6 +33,10 @@ const (
 
 // Fake is an in-memory Batch. The zero value is not usable; call New.
 type Fake struct {
+	// SubmitAnswerDelay holds Handler's answer to a SubmitJob (the job is
+	// already created) for a while, so that a killed caller loses it.
+	SubmitAnswerDelay time.Duration
+
 	mu       sync.Mutex
 	now      func() time.Time
 	jobs     map[string]*job // by id
@@ -41,6 +45,17 @@ type Fake struct {
 	calls    map[string]int
 	failNext map[string]error
 	loseNext map[string]error
+	// lostAnswers counts SubmitJob answers Handler never sent (the caller
+	// went away while SubmitAnswerDelay held them).
+	lostAnswers int
+}
+
+// LostAnswers returns how many SubmitJob answers Handler never delivered:
+// jobs created whose caller never learnt their id.
+func (f *Fake) LostAnswers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lostAnswers
 }
 
 type job struct {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -29,6 +30,16 @@ func (f *Fake) Handler() http.Handler {
 		switch strings.ToLower(strings.TrimSuffix(r.URL.Path, "/")) {
 		case "/v1/submitjob":
 			out, err = call(r.Context(), body, f.SubmitJob)
+			if f.SubmitAnswerDelay > 0 {
+				select {
+				case <-time.After(f.SubmitAnswerDelay):
+				case <-r.Context().Done():
+					f.mu.Lock()
+					f.lostAnswers++
+					f.mu.Unlock()
+					return
+				}
+			}
 		case "/v1/describejobs":
 			out, err = call(r.Context(), body, f.DescribeJobs)
 		case "/v1/listjobs":
