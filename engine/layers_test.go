@@ -110,6 +110,7 @@ var layers = map[string]int{
 	"engine/stepruntime/jobparam":        upper,
 	"engine/stepruntime/batch":           upper,
 	"engine/stepruntime/batch/batchtest": upper,
+	"engine/stepruntime/emr":             upper,
 }
 
 func TestLayers(t *testing.T) {

@@ -43,6 +43,7 @@ var stepTypeTable = []StepTypeSpec{
 	{Type: StepTypeEcsTask, JobParam: "ecs_task", JobFields: []string{"task_definition"}},
 	// [aws-steps] part B: AWS Batch and EMR.
 	{Type: StepTypeBatch, JobParam: "batch", JobFields: []string{"job_definition"}},
+	{Type: StepTypeEmr, JobParam: "emr", JobFields: []string{"step"}},
 }
 
 // StepTypes returns the step-type table: the types this deployment runs

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awsbatch "github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	awsemr "github.com/aws/aws-sdk-go-v2/service/emr"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/stepruntime/batch"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
+	"github.com/maestro-aws/maestro/engine/stepruntime/emr"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 	"github.com/maestro-aws/maestro/engine/stepruntime/lambdastep"
 )
@@ -56,6 +58,9 @@ type Config struct {
 	// BatchJobQueue is the job queue of Batch steps that set no job_queue
 	// (MAESTRO_BATCH_JOB_QUEUE).
 	BatchJobQueue string
+	// EMRClusterID is the cluster of Emr steps that set no cluster_id
+	// (MAESTRO_EMR_CLUSTER_ID).
+	EMRClusterID string
 }
 
 // FromEnv reads Config from the environment through getenv (os.Getenv).
@@ -78,6 +83,7 @@ func FromEnv(getenv func(string) string) Config {
 		ECSSecurityGroups: list("MAESTRO_ECS_SECURITY_GROUPS"),
 		ECSAssignPublicIP: public,
 		BatchJobQueue:     strings.TrimSpace(getenv("MAESTRO_BATCH_JOB_QUEUE")),
+		EMRClusterID:      strings.TrimSpace(getenv("MAESTRO_EMR_CLUSTER_ID")),
 	}
 }
 
@@ -135,7 +141,7 @@ func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpoo
 
 // partB are the [aws-steps] part B types: AWS Batch and EMR jobs and
 // notebooks.
-var partB = []string{batch.Type}
+var partB = []string{batch.Type, emr.Type}
 
 // withPartB registers the part B runtimes.
 func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, logger *slog.Logger) error {
@@ -144,6 +150,11 @@ func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, logger *
 		return err
 	}
 	reg[batch.Type] = br
+	er, err := emr.New(emr.Config{Client: awsemr.NewFromConfig(awsCfg), ClusterID: cfg.EMRClusterID, Logger: logger})
+	if err != nil {
+		return err
+	}
+	reg[emr.Type] = er
 	return nil
 }
 
