@@ -28,11 +28,18 @@ type Reader struct {
 // error naming the param and hint (what it must hold) when it is missing
 // or not a map.
 func Open(stepParams map[string]any, name, hint string) (*Reader, error) {
-	m, ok := stepParams[name].(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("this step needs the %q param: a MAP with %s", name, hint)
+	switch m := stepParams[name].(type) {
+	case map[string]any:
+		return &Reader{Name: name, m: m}, nil
+	case map[string]string:
+		// A STRING_MAP (the YAML DSL's plain maps).
+		am := make(map[string]any, len(m))
+		for k, v := range m {
+			am[k] = v
+		}
+		return &Reader{Name: name, m: am}, nil
 	}
-	return &Reader{Name: name, m: m}, nil
+	return nil, fmt.Errorf("this step needs the %q param: a MAP with %s", name, hint)
 }
 
 // Sub returns a reader of the nested map field k (nil when absent).
@@ -61,6 +68,17 @@ func (r *Reader) Known(fields ...string) {
 	for _, k := range unknown {
 		r.errs = append(r.errs, fmt.Errorf("%s.%s: unknown field; the fields are %s", r.Name, k, strings.Join(fields, ", ")))
 	}
+}
+
+// Others returns the fields not in fields, with their values.
+func (r *Reader) Others(fields ...string) map[string]any {
+	out := map[string]any{}
+	for k, v := range r.m {
+		if !slices.Contains(fields, k) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Has reports whether field k is set.

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
 	awsemr "github.com/aws/aws-sdk-go-v2/service/emr"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/awsconf"
@@ -31,8 +32,10 @@ import (
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
 	"github.com/maestro-aws/maestro/engine/stepruntime/emr"
+	"github.com/maestro-aws/maestro/engine/stepruntime/external"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 	"github.com/maestro-aws/maestro/engine/stepruntime/lambdastep"
+	"github.com/maestro-aws/maestro/engine/stepruntime/notebook"
 )
 
 // Config is what the runtimes need to know about their environment.
@@ -61,6 +64,19 @@ type Config struct {
 	// EMRClusterID is the cluster of Emr steps that set no cluster_id
 	// (MAESTRO_EMR_CLUSTER_ID).
 	EMRClusterID string
+	// NotebookCarrier runs Notebook steps: Batch or EcsTask
+	// (MAESTRO_NOTEBOOK_CARRIER); empty, Notebook steps fail saying how
+	// to set one. A Batch carrier runs MAESTRO_NOTEBOOK_JOB_DEFINITION on
+	// MAESTRO_NOTEBOOK_JOB_QUEUE (else the Batch default queue); an
+	// EcsTask carrier runs MAESTRO_NOTEBOOK_TASK_DEFINITION (container
+	// MAESTRO_NOTEBOOK_CONTAINER) with the EcsTask defaults. Output
+	// notebooks go under MAESTRO_NOTEBOOK_OUTPUT_PREFIX (s3://bucket/prefix/).
+	NotebookCarrier        string
+	NotebookJobQueue       string
+	NotebookJobDefinition  string
+	NotebookTaskDefinition string
+	NotebookContainer      string
+	NotebookOutputPrefix   string
 }
 
 // FromEnv reads Config from the environment through getenv (os.Getenv).
@@ -84,6 +100,13 @@ func FromEnv(getenv func(string) string) Config {
 		ECSAssignPublicIP: public,
 		BatchJobQueue:     strings.TrimSpace(getenv("MAESTRO_BATCH_JOB_QUEUE")),
 		EMRClusterID:      strings.TrimSpace(getenv("MAESTRO_EMR_CLUSTER_ID")),
+
+		NotebookCarrier:        strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_CARRIER")),
+		NotebookJobQueue:       strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_JOB_QUEUE")),
+		NotebookJobDefinition:  strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_JOB_DEFINITION")),
+		NotebookTaskDefinition: strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_TASK_DEFINITION")),
+		NotebookContainer:      strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_CONTAINER")),
+		NotebookOutputPrefix:   strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_OUTPUT_PREFIX")),
 	}
 }
 
@@ -133,7 +156,7 @@ func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpoo
 		return nil, err
 	}
 	reg[ecstask.Type] = er
-	if err := withPartB(reg, cfg, awsCfg, logger); err != nil {
+	if err := withPartB(reg, cfg, awsCfg, er, logger); err != nil {
 		return nil, err
 	}
 	return reg, nil
@@ -141,10 +164,10 @@ func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpoo
 
 // partB are the [aws-steps] part B types: AWS Batch and EMR jobs and
 // notebooks.
-var partB = []string{batch.Type, emr.Type}
+var partB = []string{batch.Type, emr.Type, notebook.Type}
 
 // withPartB registers the part B runtimes.
-func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, logger *slog.Logger) error {
+func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, ecsRuntime stepruntime.Runtime, logger *slog.Logger) error {
 	br, err := batch.New(batch.Config{Client: awsbatch.NewFromConfig(awsCfg), JobQueue: cfg.BatchJobQueue, Logger: logger})
 	if err != nil {
 		return err
@@ -155,7 +178,32 @@ func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, logger *
 		return err
 	}
 	reg[emr.Type] = er
+	nr, err := notebookRuntime(cfg, awsCfg, br, ecsRuntime, logger)
+	if err != nil {
+		return err
+	}
+	reg[notebook.Type] = nr
 	return nil
+}
+
+// notebookRuntime is the Notebook runtime over the configured carrier's
+// job (the Batch or EcsTask runtime's own).
+func notebookRuntime(cfg Config, awsCfg aws.Config, batchRuntime, ecsRuntime stepruntime.Runtime, logger *slog.Logger) (stepruntime.Runtime, error) {
+	nc := notebook.Config{JobQueue: cfg.NotebookJobQueue, JobDefinition: cfg.NotebookJobDefinition,
+		TaskDefinition: cfg.NotebookTaskDefinition, Container: cfg.NotebookContainer, OutputPrefix: cfg.NotebookOutputPrefix,
+		Objects: notebook.S3Objects{Client: s3.NewFromConfig(awsCfg)}, Logger: logger}
+	switch strings.ToLower(cfg.NotebookCarrier) {
+	case "":
+		return unavailable("Notebook steps need a carrier on this engine: set MAESTRO_NOTEBOOK_CARRIER to Batch (with " +
+			"MAESTRO_NOTEBOOK_JOB_DEFINITION) or EcsTask (with MAESTRO_NOTEBOOK_TASK_DEFINITION), and MAESTRO_NOTEBOOK_OUTPUT_PREFIX"), nil
+	case "batch":
+		nc.Carrier, nc.Job = notebook.CarrierBatch, batchRuntime.(external.Runtime).Job
+	case "ecstask":
+		nc.Carrier, nc.Job = notebook.CarrierEcsTask, ecsRuntime.(external.Runtime).Job
+	default:
+		return nil, fmt.Errorf("MAESTRO_NOTEBOOK_CARRIER %q: want Batch or EcsTask", cfg.NotebookCarrier)
+	}
+	return notebook.New(nc)
 }
 
 // unavailable is a runtime that cannot run here; every attempt fails with
