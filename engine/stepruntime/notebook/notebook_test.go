@@ -138,7 +138,7 @@ func TestSampleNotebookRunsInABatchJob(t *testing.T) {
 		t.Fatalf("entrypoint %s", cmd)
 	}
 	var nbParams map[string]any
-	pj := cmd[len(want) : strings.Index(cmd, "' --log-output")]
+	pj := cmd[len(want):strings.Index(cmd, "' --log-output")]
 	if err := json.Unmarshal([]byte(pj), &nbParams); err != nil {
 		t.Fatalf("papermill params %q: %v", pj, err)
 	}
