@@ -176,6 +176,7 @@ func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) ma
 			env["MAESTRO_ECS_SECURITY_GROUPS"] = stepSG.SecurityGroupId()
 		}
 	}
+	JobEnvironment(t.Jobs, env)
 	return env
 }
 
@@ -222,6 +223,7 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 			"ecs:ListTasks on * limited by an ecs:cluster condition, and ecs:DescribeTaskDefinition, which takes no resource",
 			`/^Resource::.*:function:[^:*]+:\*$/`, `/^Resource::.*:task-definition\/[^:*]+:\*$/`, `/^Resource::.*:task\/[^/*]+\/\*$/`, `/^Resource::\*$/`)
 	}
+	jobNagSuppressions(taskRole, props.StepTargets.Jobs)
 	s.TaskRole = taskRole
 	if props.Emulator {
 		if props.EventQueue != nil {

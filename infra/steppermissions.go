@@ -45,6 +45,9 @@ type StepTargets struct {
 	// allows every host but link-local ones. Context key
 	// maestro:stepHttpAllowedHosts.
 	HTTPAllowedHosts []string
+
+	// Jobs are the Batch, Emr and Notebook steps' targets.
+	Jobs JobTargets
 }
 
 // stepTargetsFromContext reads the StepTargets keys: a JSON list of strings
@@ -88,6 +91,7 @@ func stepTargetsFromContext(get func(key string) any) (StepTargets, error) {
 	list("stepEcsSubnets", &t.EcsSubnets)
 	list("stepEcsSecurityGroups", &t.EcsSecurityGroups)
 	list("stepHttpAllowedHosts", &t.HTTPAllowedHosts)
+	t.Jobs = jobTargetsFromContext(get, list)
 	return t, errors.Join(errs...)
 }
 
@@ -116,6 +120,7 @@ func (t StepTargets) Validate() error {
 			errs = append(errs, fmt.Errorf("stepEcsSecurityGroups: %q is not a security group id (sg-...)", id))
 		}
 	}
+	errs = append(errs, t.Jobs.Validate(t.EcsTaskDefinitions))
 	for _, a := range t.all() {
 		if strings.HasPrefix(a, "arn:") && len(strings.SplitN(a, ":", 6)) < 6 {
 			errs = append(errs, fmt.Errorf("%q is not an ARN", a))
@@ -154,7 +159,7 @@ func StepRuntimeStatements(stack awscdk.Stack, t StepTargets) []awsiam.PolicySta
 		}
 		return *stack.FormatArn(c)
 	}
-	var out []awsiam.PolicyStatement
+	out := JobStatements(stack, t.Jobs)
 	if len(t.LambdaFunctions) > 0 {
 		var fns []string
 		for _, f := range t.LambdaFunctions {
