@@ -14,7 +14,7 @@ func TestJobStatements(t *testing.T) {
 		t.Fatalf("no job targets, yet the role may %s", asJSON(got))
 	}
 	got := policyOf(t, StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl-queue"}, BatchJobDefinitions: []string{"etl", "papermill:2"},
-		EmrClusters: []string{"j-1ABC", "arn:aws:elasticmapreduce:eu-west-1:123456789012:cluster/j-2DEF"},
+		EmrClusters:     []string{"j-1ABC", "arn:aws:elasticmapreduce:eu-west-1:123456789012:cluster/j-2DEF"},
 		NotebookCarrier: "Batch", NotebookDefinition: "papermill:2", NotebookOutputPrefix: "s3://notebooks/out/"}})
 	local := func(rest string) any {
 		return map[string]any{"Fn::Join": []any{"", []any{"arn:", map[string]any{"Ref": "AWS::Partition"}, rest}}}
