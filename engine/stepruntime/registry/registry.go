@@ -1,6 +1,7 @@
 // Package registry builds an engine's step runtimes from its configuration:
 // the built-ins (NoOp, Sleep), Http, and the AWS runtimes (Lambda,
-// EcsTask) over aws-sdk-go-v2 clients from the default AWS configuration.
+// EcsTask, Batch, Emr, and Notebook over its configured carrier) over
+// aws-sdk-go-v2 clients from the default AWS configuration.
 // cmd/maestro calls it for `maestro engine` and `maestro dev`.
 //
 // New is the one registration of step runtimes: its types are exactly the
