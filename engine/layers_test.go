@@ -111,6 +111,7 @@ var layers = map[string]int{
 	"engine/stepruntime/batch":           upper,
 	"engine/stepruntime/batch/batchtest": upper,
 	"engine/stepruntime/emr":             upper,
+	"engine/stepruntime/emr/emrtest":     upper,
 	"engine/stepruntime/notebook":        upper,
 }
 

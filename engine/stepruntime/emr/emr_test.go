@@ -266,3 +266,25 @@ func TestBadSpec(t *testing.T) {
 		}
 	}
 }
+
+// runToEndSlowly is runToEnd for a step that runs in real time.
+func runToEndSlowly(t *testing.T, rt stepruntime.Runtime, a *stepruntime.Attempt) stepruntime.Result {
+	t.Helper()
+	if r := call(a, rt.Start); r.State != stepruntime.Done {
+		return r
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if r := call(a, rt.Execute); r.State != stepruntime.Continue {
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the EMR step never ended")
+	return stepruntime.Result{}
+}
+
+func stepConfig(name string) []types.StepConfig {
+	return []types.StepConfig{{Name: aws.String(name), HadoopJarStep: &types.HadoopJarStepConfig{Jar: aws.String(emr.DefaultJar),
+		Args: []string{"--run-for=1h"}}}}
+}
