@@ -120,6 +120,13 @@ var layers = map[string]int{
 	"engine/stepruntime/athena":        upper,
 	"engine/stepruntime/glue":          upper,
 	"engine/stepruntime/stepfunctions": upper,
+	// [aws-steps] part B: Batch, Emr, Notebook.
+	"engine/stepruntime/jobparam":        upper,
+	"engine/stepruntime/batch":           upper,
+	"engine/stepruntime/batch/batchtest": upper,
+	"engine/stepruntime/emr":             upper,
+	"engine/stepruntime/emr/emrtest":     upper,
+	"engine/stepruntime/notebook":        upper,
 }
 
 func TestLayers(t *testing.T) {

@@ -106,6 +106,26 @@ func TestConfigFromContext(t *testing.T) {
 			},
 		},
 		{
+			name: "Batch, Emr and Notebook step targets",
+			ctx: map[string]any{
+				"maestro:stepBatchJobQueues": "etl-queue", "maestro:stepBatchJobDefinitions": []any{"etl", "papermill:2"},
+				"maestro:stepEmrClusters": "j-1ABC", "maestro:stepNotebookCarrier": "Batch", "maestro:stepNotebookDefinition": "papermill:2",
+				"maestro:stepNotebookOutputPrefix": "s3://notebooks/out/",
+			},
+			want: func(c *Config) {
+				c.StepTargets = StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl-queue"}, BatchJobDefinitions: []string{"etl", "papermill:2"},
+					EmrClusters: []string{"j-1ABC"}, NotebookCarrier: "Batch", NotebookDefinition: "papermill:2", NotebookOutputPrefix: "s3://notebooks/out/"}}
+			},
+		},
+		{name: "Batch queue without definitions", ctx: map[string]any{"maestro:stepBatchJobQueues": "q"}, wantErr: "Batch steps need both"},
+		{name: "EMR cluster not an id", ctx: map[string]any{"maestro:stepEmrClusters": "analytics"}, wantErr: `"analytics" is not a cluster id`},
+		{name: "notebook definition not a target", ctx: map[string]any{"maestro:stepBatchJobQueues": "q", "maestro:stepBatchJobDefinitions": "etl",
+			"maestro:stepNotebookCarrier": "Batch", "maestro:stepNotebookDefinition": "papermill", "maestro:stepNotebookOutputPrefix": "s3://b/"},
+			wantErr: `stepNotebookDefinition "papermill"`},
+		{name: "notebook output not on S3", ctx: map[string]any{"maestro:stepEcsClusters": "c", "maestro:stepEcsTaskDefinitions": "papermill",
+			"maestro:stepNotebookCarrier": "EcsTask", "maestro:stepNotebookDefinition": "papermill", "maestro:stepNotebookOutputPrefix": "/tmp/out"},
+			wantErr: "stepNotebookOutputPrefix"},
+		{
 			name: "step network, http hosts, cluster name and public url",
 			ctx: map[string]any{
 				"maestro:stepEcsClusters": "jobs", "maestro:stepEcsTaskDefinitions": "trainer",
@@ -200,9 +220,10 @@ func TestCDKJSON(t *testing.T) {
 		}
 	}
 	// Every key but emulatorDatabaseUrl, which only the emulator target
-	// reads; 6 of them are the AWS job steps' targets.
-	if keys != 48 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 48", keys)
+	// reads; 6 of them are the AWS job steps' targets, 6 the Batch, Emr and
+	// Notebook steps'.
+	if keys != 54 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 54", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

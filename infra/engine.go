@@ -179,6 +179,7 @@ func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) ma
 			env["MAESTRO_ECS_SECURITY_GROUPS"] = stepSG.SecurityGroupId()
 		}
 	}
+	JobEnvironment(t.Jobs, env)
 	return env
 }
 
@@ -246,6 +247,7 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		nagSuppress(taskRole, "AwsSolutions-IAM5", "emulator target only: the emulator authorises Athena calls naming a query by id against *, AWS against the query's workgroup",
 			`/^Resource::\*$/`)
 	}
+	jobNagSuppressions(taskRole, props.StepTargets.Jobs)
 	s.TaskRole = taskRole
 	if props.Emulator {
 		if props.EventQueue != nil {

@@ -48,6 +48,8 @@ type StepTargets struct {
 
 	// AWSJobs are the targets of the AWS job steps (awsjobperms.go).
 	AWSJobs AWSJobTargets
+	// Jobs are the Batch, Emr and Notebook steps' targets.
+	Jobs JobTargets
 }
 
 // stepTargetsFromContext reads the StepTargets keys: a JSON list of strings
@@ -92,6 +94,7 @@ func stepTargetsFromContext(get func(key string) any) (StepTargets, error) {
 	list("stepEcsSecurityGroups", &t.EcsSecurityGroups)
 	list("stepHttpAllowedHosts", &t.HTTPAllowedHosts)
 	t.AWSJobs = readAWSJobTargets(list)
+	t.Jobs = jobTargetsFromContext(get, list)
 	return t, errors.Join(errs...)
 }
 
@@ -121,6 +124,7 @@ func (t StepTargets) Validate() error {
 		}
 	}
 	errs = append(errs, t.AWSJobs.Validate())
+	errs = append(errs, t.Jobs.Validate(t.EcsTaskDefinitions))
 	for _, a := range t.all() {
 		if strings.HasPrefix(a, "arn:") && len(strings.SplitN(a, ":", 6)) < 6 {
 			errs = append(errs, fmt.Errorf("%q is not an ARN", a))
@@ -159,7 +163,7 @@ func StepRuntimeStatements(stack awscdk.Stack, t StepTargets) []awsiam.PolicySta
 		}
 		return *stack.FormatArn(c)
 	}
-	var out []awsiam.PolicyStatement
+	out := JobStatements(stack, t.Jobs)
 	if len(t.LambdaFunctions) > 0 {
 		var fns []string
 		for _, f := range t.LambdaFunctions {

@@ -15,7 +15,10 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/batch"
+	"github.com/maestro-aws/maestro/engine/stepruntime/batch/batchtest"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
+	"github.com/maestro-aws/maestro/engine/stepruntime/notebook"
 )
 
 // The Maestro server samples (maestro-server/src/test/resources/samples in
@@ -108,8 +111,10 @@ var maestroSamples = []sample{
 	{file: "sample-kubernetes-env-wf.json", rejected: true},
 	{file: "sample-kubernetes-nonretryable-wf.json", rejected: true},
 	{file: "sample-kubernetes-output-wf.json", rejected: true},
-	{file: "sample-notebook-wf.json", rejected: true},
-	{file: "sample-notebook-git-wf.json", rejected: true},
+	// The notebook samples run with a Batch carrier (batchtest's) whose
+	// papermill writes an executed notebook (sampleNotebooks).
+	{file: "sample-notebook-wf.json", status: "SUCCEEDED"},
+	{file: "sample-notebook-git-wf.json", status: "SUCCEEDED"},
 	{file: "yaml/sample-conditional-wf.yaml", status: "SUCCEEDED"},
 	{file: "yaml/sample-http-wf.yaml", status: "SUCCEEDED"},
 }
@@ -175,6 +180,7 @@ func (e *testEnv) withSampleEngine() {
 	runtimes := stepruntime.Builtins()
 	runtimes["Sleep"] = scaledSleep{Sleep: stepruntime.Sleep{Now: time.Now}, scale: sleepScale()}
 	runtimes[httpstep.Type] = httpstep.New(httpstep.Config{Client: client})
+	runtimes[notebook.Type] = sampleNotebookRuntime(e.t)
 	eng, err := flow.New(e.pool, flow.Config{Logger: discardLogger(), Lease: 2 * time.Second, Runtimes: runtimes})
 	if err != nil {
 		e.t.Fatal(err)
@@ -183,6 +189,35 @@ func (e *testEnv) withSampleEngine() {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(eng.Stop)
+}
+
+// sampleNotebooks stands for the output bucket of a notebook carrier: each
+// notebook a job wrote there reads back as an executed notebook that
+// printed Maestro's output (as the samples' script does).
+type sampleNotebooks struct{}
+
+func (sampleNotebooks) Read(_ context.Context, bucket, key string, _ int64) ([]byte, error) {
+	if bucket != "sample-notebooks" || !strings.HasPrefix(key, "out/maestro-output_") {
+		return nil, fmt.Errorf("no object s3://%s/%s", bucket, key)
+	}
+	return []byte(`{"cells":[{"cell_type":"code","outputs":[{"output_type":"stream","name":"stdout",` +
+		`"text":"hello world\nMAESTRO_OUTPUT_START{\"params\":{\"foo\":{\"value\":\"bar\",\"type\":\"STRING\"}}}MAESTRO_OUTPUT_END\n"}]}]}`), nil
+}
+
+// sampleNotebookRuntime is the Notebook runtime as an engine configured
+// with a Batch carrier has it, over an in-memory Batch.
+func sampleNotebookRuntime(t testing.TB) stepruntime.Runtime {
+	t.Helper()
+	j, err := batch.NewJob(batch.Config{Client: batchtest.New(), JobQueue: "notebooks", PollInterval: 100 * time.Millisecond, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := notebook.New(notebook.Config{Carrier: notebook.CarrierBatch, Job: j, JobDefinition: "papermill",
+		OutputPrefix: "s3://sample-notebooks/out/", Objects: sampleNotebooks{}, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
 }
 
 // pushSample pushes a sample as Maestro's README does (the caller "tester").

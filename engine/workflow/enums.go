@@ -262,6 +262,9 @@ const (
 	StepTypeLambda     StepType = "Lambda"
 	StepTypeHTTP       StepType = "Http"
 	StepTypeEcsTask    StepType = "EcsTask"
+	// Batch and Emr run jobs on AWS Batch and EMR ([aws-steps]).
+	StepTypeBatch StepType = "Batch"
+	StepTypeEmr   StepType = "Emr"
 )
 
 // AWS job step types (engine/stepruntime/awsjob).

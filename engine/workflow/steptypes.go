@@ -26,6 +26,9 @@ type StepTypeSpec struct {
 	// is refused when it is pushed.
 	JobParam  string
 	JobFields []string
+	// JobParamStringMap accepts a STRING_MAP job param besides a MAP (the
+	// YAML DSL writes a plain map as one: Maestro's notebook blocks).
+	JobParamStringMap bool
 }
 
 // Runs reports whether this deployment has a runtime for the type.
@@ -36,8 +39,10 @@ var stepTypeTable = []StepTypeSpec{
 	{Type: StepTypeNoOp},
 	{Type: StepTypeSleep, Config: map[string]ConfigCheck{"sleep_seconds": checkDurationConfig}},
 	{Type: StepTypeTitus, Instead: "run the container with an EcsTask step"},
-	{Type: StepTypeNotebook, Instead: "run the notebook in a container with an EcsTask step (for example with papermill)"},
-	{Type: StepTypeKubernetes, Instead: "run the container with an EcsTask step"},
+	// Notebook runs papermill in the engine's carrier (a Batch job or an
+	// ECS task), [aws-steps] part B.
+	{Type: StepTypeNotebook, JobParam: "notebook", JobFields: []string{"input_path"}, JobParamStringMap: true},
+	{Type: StepTypeKubernetes, Instead: "run the container with an EcsTask step (ECS, Fargate) or a Batch step (AWS Batch)"},
 	{Type: StepTypeHTTP, JobParam: "http", JobFields: []string{"url"}},
 	{Type: StepTypeLambda, JobParam: "lambda", JobFields: []string{"function_name"}},
 	{Type: StepTypeEcsTask, JobParam: "ecs_task", JobFields: []string{"task_definition"}},
@@ -45,6 +50,9 @@ var stepTypeTable = []StepTypeSpec{
 	{Type: StepTypeAthena, JobParam: "athena", JobFields: []string{"query"}},
 	{Type: StepTypeGlue, JobParam: "glue", JobFields: []string{"job_name"}},
 	{Type: StepTypeStepFunctions, JobParam: "step_functions", JobFields: []string{"state_machine_arn"}},
+	// [aws-steps] part B: AWS Batch and EMR.
+	{Type: StepTypeBatch, JobParam: "batch", JobFields: []string{"job_definition"}},
+	{Type: StepTypeEmr, JobParam: "emr", JobFields: []string{"step"}},
 }
 
 // StepTypes returns the step-type table: the types this deployment runs

@@ -3,6 +3,8 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -353,7 +355,7 @@ func (s *validation) typedStep(st *Step, p *loc) {
 		s.reportf(p.child("type"), "unsupported step type %q; supported: %s", st.Type, s.typeNames)
 	}
 	if tp, ok := stepTypeSpec(st.Type); ok && tp.JobParam != "" && s.types[lower] {
-		s.stepTypeParam(st, tp.JobParam, tp.JobFields, p.child("params").child(tp.JobParam))
+		s.stepTypeParam(st, tp, p.child("params").child(tp.JobParam))
 	}
 	s.retryPolicy(st.RetryPolicy, p.child("retry_policy"))
 	if len(st.Config) == 0 {
@@ -380,11 +382,31 @@ func (s *validation) typedStep(st *Step, p *loc) {
 // stepTypeParam checks that a typed step has its job's MAP param and, when
 // the MAP is literal, the fields it requires (an expression is checked when
 // it runs).
-func (s *validation) stepTypeParam(st *Step, name string, required []string, at *loc) {
+func (s *validation) stepTypeParam(st *Step, tp StepTypeSpec, at *loc) {
+	name, required := tp.JobParam, tp.JobFields
 	prm, ok := st.Params[name]
 	switch {
 	case !ok:
 		s.reportf(at, "a %s step needs the %s param, a MAP with %s", st.Type, name, strings.Join(required, ", "))
+		return
+	case prm.Type == ParamTypeStringMap && tp.JobParamStringMap:
+		if prm.Expression != nil {
+			return
+		}
+		var keys []string
+		switch m := prm.Value.(type) {
+		case map[string]string:
+			keys = slices.Collect(maps.Keys(m))
+		case map[string]any:
+			keys = slices.Collect(maps.Keys(m))
+		default:
+			return
+		}
+		for _, f := range required {
+			if !slices.Contains(keys, f) {
+				s.reportf(at.child("value"), "%s.%s is required", name, f)
+			}
+		}
 		return
 	case prm.Type != ParamTypeMap:
 		s.reportf(at.child("type"), "must be MAP, got %q", prm.Type)

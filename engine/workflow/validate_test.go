@@ -399,15 +399,18 @@ func TestValidatorOptions(t *testing.T) {
 			}},
 		{"Maestro types without a runtime here", Validator{}, doc("", `{"step":{"id":"a","type":"Notebook","transition":{"successors":{"b":"true","c":"true"}}}},{"step":{"id":"b","type":"kubernetes"}},{"step":{"id":"c","type":"Titus"}}`),
 			[]want{
-				{"workflow.steps[0].step.type", `step type "Notebook" is a Maestro step type this deployment does not run: run the notebook in a container with an EcsTask step`},
-				{"workflow.steps[1].step.type", `step type "Kubernetes" is a Maestro step type this deployment does not run`},
+				{"workflow.steps[0].step.params.notebook", "a Notebook step needs the notebook param, a MAP with input_path"},
+				{"workflow.steps[1].step.type", `step type "Kubernetes" is a Maestro step type this deployment does not run: run the container with an EcsTask step (ECS, Fargate) or a Batch step (AWS Batch)`},
 				{"workflow.steps[2].step.type", `step type "Titus" is a Maestro step type this deployment does not run`},
 			}},
-		{"job params of Http, Lambda and EcsTask", Validator{}, doc("", `{"step":{"id":"a","type":"Http","transition":{"successors":{"b":"true","c":"true","d":"true"}}}},`+
+		{"job params of Http, Lambda and EcsTask", Validator{}, doc("", `{"step":{"id":"a","type":"Http","transition":{"successors":{"b":"true","c":"true","d":"true","e":"true","f":"true"}}}},`+
 			`{"step":{"id":"b","type":"Lambda","params":{"lambda":{"type":"STRING_MAP","value":{"function_name":"f"}}}}},`+
 			`{"step":{"id":"c","type":"EcsTask","params":{"ecs_task":{"type":"MAP","value":{"cluster":{"type":"STRING","value":"c"}}}}}},`+
-			`{"step":{"id":"d","type":"Http","params":{"http":{"type":"MAP","expression":"return new Map();"}}}}`),
+			`{"step":{"id":"d","type":"Http","params":{"http":{"type":"MAP","expression":"return new Map();"}}}},`+
+			`{"step":{"id":"e","type":"notebook","params":{"notebook":{"type":"STRING_MAP","value":{"output_path":"s3://b/o"}}}}},`+
+			`{"step":{"id":"f","type":"Notebook","params":{"notebook":{"type":"STRING_MAP","value":{"input_path":"s3://b/i"}}}}}`),
 			[]want{
+				{"workflow.steps[4].step.params.notebook.value", "notebook.input_path is required"},
 				{"workflow.steps[0].step.params.http", "a Http step needs the http param, a MAP with url"},
 				{"workflow.steps[1].step.params.lambda.type", `must be MAP, got "STRING_MAP"`},
 				{"workflow.steps[2].step.params.ecs_task.value", "ecs_task.task_definition is required"},

@@ -1,6 +1,7 @@
 // Package registry builds an engine's step runtimes from its configuration:
 // the built-ins (NoOp, Sleep), Http, and the AWS runtimes (Lambda,
-// EcsTask) over aws-sdk-go-v2 clients from the default AWS configuration.
+// EcsTask, Batch, Emr, and Notebook over its configured carrier) over
+// aws-sdk-go-v2 clients from the default AWS configuration.
 // cmd/maestro calls it for `maestro engine` and `maestro dev`.
 //
 // New is the one registration of step runtimes: its types are exactly the
@@ -19,16 +20,23 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
+	awsbatch "github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
+	awsemr "github.com/aws/aws-sdk-go-v2/service/emr"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/batch"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
+	"github.com/maestro-aws/maestro/engine/stepruntime/emr"
+	"github.com/maestro-aws/maestro/engine/stepruntime/external"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 	"github.com/maestro-aws/maestro/engine/stepruntime/lambdastep"
+	"github.com/maestro-aws/maestro/engine/stepruntime/notebook"
 )
 
 // Config is what the runtimes need to know about their environment.
@@ -53,6 +61,28 @@ type Config struct {
 	// job steps' state-change events to (MAESTRO_AWS_JOB_EVENTS_QUEUE).
 	// Empty: those steps poll (awsjob.DefaultMaxPollNoEvents at most).
 	AWSJobEventsQueue string
+
+	// [aws-steps] part B: Batch, Emr and Notebook.
+
+	// BatchJobQueue is the job queue of Batch steps that set no job_queue
+	// (MAESTRO_BATCH_JOB_QUEUE).
+	BatchJobQueue string
+	// EMRClusterID is the cluster of Emr steps that set no cluster_id
+	// (MAESTRO_EMR_CLUSTER_ID).
+	EMRClusterID string
+	// NotebookCarrier runs Notebook steps: Batch or EcsTask
+	// (MAESTRO_NOTEBOOK_CARRIER); empty, Notebook steps fail saying how
+	// to set one. A Batch carrier runs MAESTRO_NOTEBOOK_JOB_DEFINITION on
+	// MAESTRO_NOTEBOOK_JOB_QUEUE (else the Batch default queue); an
+	// EcsTask carrier runs MAESTRO_NOTEBOOK_TASK_DEFINITION (container
+	// MAESTRO_NOTEBOOK_CONTAINER) with the EcsTask defaults. Output
+	// notebooks go under MAESTRO_NOTEBOOK_OUTPUT_PREFIX (s3://bucket/prefix/).
+	NotebookCarrier        string
+	NotebookJobQueue       string
+	NotebookJobDefinition  string
+	NotebookTaskDefinition string
+	NotebookContainer      string
+	NotebookOutputPrefix   string
 }
 
 // FromEnv reads Config from the environment through getenv (os.Getenv).
@@ -75,6 +105,15 @@ func FromEnv(getenv func(string) string) Config {
 		ECSSecurityGroups: list("MAESTRO_ECS_SECURITY_GROUPS"),
 		ECSAssignPublicIP: public,
 		AWSJobEventsQueue: strings.TrimSpace(getenv("MAESTRO_AWS_JOB_EVENTS_QUEUE")),
+		BatchJobQueue:     strings.TrimSpace(getenv("MAESTRO_BATCH_JOB_QUEUE")),
+		EMRClusterID:      strings.TrimSpace(getenv("MAESTRO_EMR_CLUSTER_ID")),
+
+		NotebookCarrier:        strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_CARRIER")),
+		NotebookJobQueue:       strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_JOB_QUEUE")),
+		NotebookJobDefinition:  strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_JOB_DEFINITION")),
+		NotebookTaskDefinition: strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_TASK_DEFINITION")),
+		NotebookContainer:      strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_CONTAINER")),
+		NotebookOutputPrefix:   strings.TrimSpace(getenv("MAESTRO_NOTEBOOK_OUTPUT_PREFIX")),
 	}
 }
 
@@ -95,6 +134,9 @@ func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger)
 		reg[ecstask.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		for _, t := range awsJobTypes {
 			reg[t.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
+		}
+		for _, typ := range partB {
+			reg[typ] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		}
 		return reg, nil
 	}
@@ -123,6 +165,9 @@ func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpoo
 	if err := withAWSJobs(reg, cfg, awsCfg, db, logger); err != nil {
 		return nil, err
 	}
+	if err := withPartB(reg, cfg, awsCfg, er, logger); err != nil {
+		return nil, err
+	}
 	return reg, nil
 }
 
@@ -133,6 +178,50 @@ func endpointOptions(cfg Config) []func(*config.LoadOptions) error {
 		return nil
 	}
 	return []func(*config.LoadOptions) error{config.WithBaseEndpoint(cfg.AWSEndpoint)}
+}
+
+// partB are the [aws-steps] part B types: AWS Batch and EMR jobs and
+// notebooks.
+var partB = []string{batch.Type, emr.Type, notebook.Type}
+
+// withPartB registers the part B runtimes.
+func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, ecsRuntime stepruntime.Runtime, logger *slog.Logger) error {
+	br, err := batch.New(batch.Config{Client: awsbatch.NewFromConfig(awsCfg), JobQueue: cfg.BatchJobQueue, Logger: logger})
+	if err != nil {
+		return err
+	}
+	reg[batch.Type] = br
+	er, err := emr.New(emr.Config{Client: awsemr.NewFromConfig(awsCfg), ClusterID: cfg.EMRClusterID, Logger: logger})
+	if err != nil {
+		return err
+	}
+	reg[emr.Type] = er
+	nr, err := notebookRuntime(cfg, awsCfg, br, ecsRuntime, logger)
+	if err != nil {
+		return err
+	}
+	reg[notebook.Type] = nr
+	return nil
+}
+
+// notebookRuntime is the Notebook runtime over the configured carrier's
+// job (the Batch or EcsTask runtime's own).
+func notebookRuntime(cfg Config, awsCfg aws.Config, batchRuntime, ecsRuntime stepruntime.Runtime, logger *slog.Logger) (stepruntime.Runtime, error) {
+	nc := notebook.Config{JobQueue: cfg.NotebookJobQueue, JobDefinition: cfg.NotebookJobDefinition,
+		TaskDefinition: cfg.NotebookTaskDefinition, Container: cfg.NotebookContainer, OutputPrefix: cfg.NotebookOutputPrefix,
+		Objects: notebook.S3Objects{Client: s3.NewFromConfig(awsCfg)}, Logger: logger}
+	switch strings.ToLower(cfg.NotebookCarrier) {
+	case "":
+		return unavailable("Notebook steps need a carrier on this engine: set MAESTRO_NOTEBOOK_CARRIER to Batch (with " +
+			"MAESTRO_NOTEBOOK_JOB_DEFINITION) or EcsTask (with MAESTRO_NOTEBOOK_TASK_DEFINITION), and MAESTRO_NOTEBOOK_OUTPUT_PREFIX"), nil
+	case "batch":
+		nc.Carrier, nc.Job = notebook.CarrierBatch, batchRuntime.(external.Runtime).Job
+	case "ecstask":
+		nc.Carrier, nc.Job = notebook.CarrierEcsTask, ecsRuntime.(external.Runtime).Job
+	default:
+		return nil, fmt.Errorf("MAESTRO_NOTEBOOK_CARRIER %q: want Batch or EcsTask", cfg.NotebookCarrier)
+	}
+	return notebook.New(nc)
 }
 
 // unavailable is a runtime that cannot run here; every attempt fails with

@@ -96,3 +96,48 @@ func TestRegistryCoversTheStepTypeTable(t *testing.T) {
 		}
 	}
 }
+
+// Notebook steps run only with a carrier: without one they fail saying
+// what to set; with one they check their params against it; a carrier
+// that does not exist stops the engine at start.
+func TestNotebookCarrier(t *testing.T) {
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	t.Setenv("AWS_REGION", "eu-west-1")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &stepruntime.Attempt{StepID: "nb", UUID: "6f1c2f9e-0d7b-4c55-9a43-1d2b3c4d5e6f",
+		Params: map[string]any{"notebook": map[string]any{"input_path": "s3://nb/in.ipynb"}}}
+
+	reg, err := registry.New(context.Background(), registry.Config{}, nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reg["Notebook"].Start(context.Background(), a); r.State != stepruntime.FatalError || !strings.Contains(r.Message, "MAESTRO_NOTEBOOK_CARRIER") {
+		t.Errorf("no carrier: %s %s", r.State, r.Message)
+	}
+
+	cfg := registry.FromEnv(func(k string) string {
+		return map[string]string{"MAESTRO_NOTEBOOK_CARRIER": "Batch", "MAESTRO_NOTEBOOK_JOB_DEFINITION": "papermill",
+			"MAESTRO_BATCH_JOB_QUEUE": "nb-queue", "MAESTRO_NOTEBOOK_OUTPUT_PREFIX": "s3://nb/out/", "MAESTRO_EMR_CLUSTER_ID": "j-1"}[k]
+	})
+	if cfg.NotebookCarrier != "Batch" || cfg.BatchJobQueue != "nb-queue" || cfg.EMRClusterID != "j-1" || cfg.NotebookOutputPrefix != "s3://nb/out/" {
+		t.Fatalf("config %+v", cfg)
+	}
+	reg, err = registry.New(context.Background(), cfg, nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := reg["Notebook"].Start(context.Background(), a); r.State != stepruntime.Done {
+		t.Errorf("Batch carrier: %s %s", r.State, r.Message)
+	}
+	emr := &stepruntime.Attempt{UUID: a.UUID, Params: map[string]any{"emr": map[string]any{"step": map[string]any{"args": []any{"x"}}}}}
+	if r := reg["Emr"].Start(context.Background(), emr); r.State != stepruntime.Done {
+		t.Errorf("Emr with the engine's default cluster: %s %s", r.State, r.Message)
+	}
+
+	cfg.NotebookCarrier = "Kubernetes"
+	if _, err := registry.New(context.Background(), cfg, nil, logger); err == nil || !strings.Contains(err.Error(), "MAESTRO_NOTEBOOK_CARRIER") {
+		t.Errorf("a Kubernetes carrier: %v", err)
+	}
+}
