@@ -318,6 +318,9 @@ func (e *testEnv) announceSampleSignals(path string, signals []string) {
 		r := e.send(http.MethodGet, path, "", "").expect(e.t, http.StatusOK)
 		st, _ := r.body["status"].(string)
 		if st != "CREATED" && st != "IN_PROGRESS" || waitingForSignals(e, path) {
+			// Read the run again: the read above may predate its start,
+			// when its params were not evaluated yet.
+			r = e.send(http.MethodGet, path, "", "").expect(e.t, http.StatusOK)
 			params, _ := r.body["params"].(map[string]any)
 			for _, s := range signals {
 				for name, p := range params {
@@ -327,7 +330,10 @@ func (e *testEnv) announceSampleSignals(path string, signals []string) {
 					}
 					s = strings.ReplaceAll(s, "${"+name+"}", fmt.Sprint(v))
 				}
-				e.send(http.MethodPost, "/api/v3/signals", "tester", s)
+				if strings.Contains(s, "${") {
+					e.t.Fatalf("%s: signal %s names a param the run does not have", path, s)
+				}
+				e.send(http.MethodPost, "/api/v3/signals", "tester", s).expect(e.t, http.StatusOK)
 			}
 			return
 		}
