@@ -108,8 +108,10 @@ func TestRedriveMovesEveryMessageBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res2.Target != source || res2.Moved != 18 {
-		t.Fatalf("second re-drive: %+v, want 18 moved to %s", res2, source)
+	// 18 or more: a SendMessage of the fill that the SDK retried may have
+	// put a message in the dead-letter queue twice (at least once).
+	if res2.Target != source || res2.Moved < 18 {
+		t.Fatalf("second re-drive: %+v, want the other 18 moved to %s", res2, source)
 	}
 	got := drain(t, client, source)
 	var want []string
