@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -148,8 +149,13 @@ func TestOpsRedriveDLQ(t *testing.T) {
 		t.Fatalf("redrive: %d %s", code, out)
 	}
 	got, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(source), AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
-	if err != nil || got.Attributes["ApproximateNumberOfMessages"] != "3" {
-		t.Errorf("source queue attributes %v %v, want 3 messages", got, err)
+	// At least 3: SQS is at least once, and a SendMessage the SDK retried
+	// after a broken connection (the emulator had stored it) arrives twice.
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(got.Attributes["ApproximateNumberOfMessages"]); n < 3 {
+		t.Errorf("source queue holds %d messages, want the 3 moved", n)
 	}
 	code, out = opsCmd(t, dsn, nil, "audit")
 	if code != 0 || !strings.Contains(out, "redrive-dlq") || !strings.Contains(out, `"moved":3`) {

@@ -51,8 +51,11 @@ type Result struct {
 // ErrNoTarget: the target could not be told from the dead-letter queue.
 var ErrNoTarget = errors.New("cannot tell which queue to re-drive to")
 
+// emptyReceives is how many empty receives in a row end a re-drive.
+const emptyReceives = 3
+
 // Run moves the messages of opts.DLQ to the target until the dead-letter
-// queue answers none, or opts.Max moved. On an error, Result says how many
+// queue answers none emptyReceives times in a row, or opts.Max moved. On an error, Result says how many
 // moved before it; the message being moved stays in (or returns to) the
 // dead-letter queue.
 func Run(ctx context.Context, client SQS, opts Options) (Result, error) {
@@ -78,6 +81,7 @@ func Run(ctx context.Context, client SQS, opts Options) (Result, error) {
 	if vis <= 0 {
 		vis = 60
 	}
+	empty := 0
 	for opts.Max <= 0 || res.Moved < opts.Max {
 		batch := int32(10)
 		if opts.Max > 0 {
@@ -93,8 +97,14 @@ func Run(ctx context.Context, client SQS, opts Options) (Result, error) {
 			return res, fmt.Errorf("receive from %s: %w", opts.DLQ, err)
 		}
 		if len(out.Messages) == 0 {
-			return res, nil
+			// An empty answer is not proof of an empty queue (SQS samples
+			// its servers): done after emptyReceives in a row.
+			if empty++; empty >= emptyReceives {
+				return res, nil
+			}
+			continue
 		}
+		empty = 0
 		for _, m := range out.Messages {
 			in := &sqs.SendMessageInput{QueueUrl: aws.String(res.Target), MessageBody: m.Body, MessageAttributes: m.MessageAttributes}
 			if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
