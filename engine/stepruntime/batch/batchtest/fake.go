@@ -224,7 +224,14 @@ func (f *Fake) DescribeJobs(_ context.Context, in *awsbatch.DescribeJobsInput, _
 	for _, id := range in.Jobs {
 		if j, ok := f.jobs[id]; ok {
 			f.advance(j)
-			out.Jobs = append(out.Jobs, j.d)
+			// A copy the caller may read after the lock is released
+			// (the server encodes it) while advance changes the job.
+			d := j.d
+			if d.Container != nil {
+				c := *d.Container
+				d.Container = &c
+			}
+			out.Jobs = append(out.Jobs, d)
 		}
 	}
 	return out, nil
