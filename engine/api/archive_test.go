@@ -71,4 +71,8 @@ func TestArchivedRunAnswersFromTheArchive(t *testing.T) {
 	e.send(http.MethodGet, "/api/v3/workflows/runme/instances/1/archive?run=2", "alice", "").expect(t, http.StatusNotFound)
 	e.send(http.MethodGet, "/api/v3/workflows/runme/instances/1/archive?run=x", "alice", "").expect(t, http.StatusBadRequest)
 	e.send(http.MethodGet, "/api/v3/workflows/runme/instances/2", "alice", "").expect(t, http.StatusNotFound)
+	// Ids beyond 32 bits are looked up, not an internal error (found by
+	// the API fuzzer).
+	e.send(http.MethodGet, "/api/v3/workflows/runme/instances/10248/archive?run=536764642612", "alice", "").expect(t, http.StatusNotFound)
+	e.send(http.MethodGet, "/api/v3/workflows/runme/instances/10540/runs/1516523351048", "alice", "").expect(t, http.StatusNotFound)
 }

@@ -138,7 +138,7 @@ var deleteArchivable = renumber(archivable, map[string]string{"$1": "$6", "$2": 
 // the instance when $3 is 0.
 const sqlLocate = `
 SELECT run_id, object_key, archived_at FROM run_archive
-WHERE workflow_id = $1 AND instance_id = $2 AND ($3 = 0 OR run_id = $3)
+WHERE workflow_id = $1 AND instance_id = $2::bigint AND ($3::bigint = 0 OR run_id = $3::bigint)
 ORDER BY run_id DESC LIMIT 1`
 
 // sqlOldestArchivable is the end time of the oldest archivable run (the
