@@ -286,12 +286,7 @@ func (j *job) Poll(ctx context.Context, a *stepruntime.Attempt) stepruntime.Resu
 // [MinPoll, MaxPoll]. The age counts from the recorded intent, so the
 // schedule survives a restart.
 func (j *job) backoff(a *stepruntime.Attempt) time.Duration {
-	since, _ := a.Data[external.KeyIntendedAt].(string)
-	t, err := time.Parse(time.RFC3339Nano, since)
-	if err != nil {
-		return j.cfg.MinPoll
-	}
-	return min(max(j.cfg.Now().Sub(t)/2, j.cfg.MinPoll), j.cfg.MaxPoll)
+	return min(max(external.LaunchedFor(a.Data, j.cfg.Now())/2, j.cfg.MinPoll), j.cfg.MaxPoll)
 }
 
 // Cancel implements external.Job: Stop, tried a few times.
