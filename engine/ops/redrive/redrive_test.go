@@ -59,7 +59,7 @@ func fill(t *testing.T, client *sqs.Client, url string, n int) {
 func drain(t *testing.T, client *sqs.Client, url string) []string {
 	t.Helper()
 	var bodies []string
-	for empty := 0; empty < 2; {
+	for empty := 0; empty < 5; { // an empty answer is not proof of an empty queue
 		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(url),
 			MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
 		if err != nil {
