@@ -55,6 +55,7 @@ var layers = map[string]int{
 	"engine/wire":                                   model,
 	"engine/stepruntime":                            model,
 	"engine/trigger/schedule":                       model,
+	"engine/tablechange":                            model,
 	"engine/run":                                    handoff,
 	"engine/queue":                                  handoff,
 	"engine/event":                                  handoff,
