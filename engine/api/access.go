@@ -261,7 +261,7 @@ func workflowInBody(s *Server, r *http.Request) (authz.Target, *http.Request, er
 // changes.
 func pushedWorkflow(decode func([]byte) (*workflow.Definition, error)) func(*Server, *http.Request) (authz.Target, *http.Request, error) {
 	return func(s *Server, r *http.Request) (authz.Target, *http.Request, error) {
-		d, err := decodeDefinition(r, decode)
+		d, err := s.decodeDefinition(r, decode)
 		if err != nil {
 			return authz.Target{}, r, err
 		}
@@ -273,11 +273,11 @@ func pushedWorkflow(decode func([]byte) (*workflow.Definition, error)) func(*Ser
 type definitionKey struct{}
 
 // pushed returns the definition pushedWorkflow decoded, or decodes it.
-func pushed(r *http.Request, decode func([]byte) (*workflow.Definition, error)) (*workflow.Definition, error) {
+func (s *Server) pushed(r *http.Request, decode func([]byte) (*workflow.Definition, error)) (*workflow.Definition, error) {
 	if d, ok := r.Context().Value(definitionKey{}).(*workflow.Definition); ok {
 		return d, nil
 	}
-	return decodeDefinition(r, decode)
+	return s.decodeDefinition(r, decode)
 }
 
 // tagPermitTarget looks up who created a tag permit: its owner.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/jobtemplate"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/trigger/schedule"
 	"github.com/maestro-aws/maestro/engine/wire"
@@ -86,7 +87,7 @@ func (s *Server) actor(r *http.Request) definition.Actor {
 // decodeDefinition reads, decodes and validates the pushed definition,
 // and dry-runs it as Maestro does at push (params.DryRun): what would fail
 // every run is a 400 now, not a run that fails later.
-func decodeDefinition(r *http.Request, decode func([]byte) (*workflow.Definition, error)) (*workflow.Definition, error) {
+func (s *Server) decodeDefinition(r *http.Request, decode func([]byte) (*workflow.Definition, error)) (*workflow.Definition, error) {
 	data, err := readBody(r)
 	if err != nil {
 		return nil, err
@@ -95,7 +96,12 @@ func decodeDefinition(r *http.Request, decode func([]byte) (*workflow.Definition
 	if err != nil {
 		return nil, err
 	}
-	if err := definitionValidator.Validate(d); err != nil {
+	v := definitionValidator
+	templates := jobtemplate.NewStore(s.cfg.DB)
+	v.JobTemplateParams = func(stepType, jobType, version string) (workflow.Params, error) {
+		return templates.Params(r.Context(), stepType, jobType, version)
+	}
+	if err := v.Validate(d); err != nil {
 		return nil, err
 	}
 	if err := params.DryRun(r.Context(), &d.Workflow); err != nil {
@@ -127,7 +133,7 @@ func unwrapAll(err error) []error {
 // when the push is identical to it ("created": false).
 func (s *Server) createWorkflow(decode func([]byte) (*workflow.Definition, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		d, err := pushed(r, decode)
+		d, err := s.pushed(r, decode)
 		if err != nil {
 			return err
 		}
@@ -159,7 +165,7 @@ func (s *Server) createWorkflow(decode func([]byte) (*workflow.Definition, error
 // VALIDATE timeline event.
 func (s *Server) validateWorkflow(decode func([]byte) (*workflow.Definition, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if _, err := decodeDefinition(r, decode); err != nil {
+		if _, err := s.decodeDefinition(r, decode); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, wire.ActionEvent("VALIDATE", CallerFrom(r.Context()), "the workflow definition is valid."))

@@ -64,6 +64,10 @@ func (a *stepActor) evaluateParams(ctx context.Context) error {
 		}
 	}
 	in := a.stepInput()
+	var err error
+	if in.Template, err = a.templateParams(ctx); err != nil {
+		return err
+	}
 	defs, err := params.StepDefs(in)
 	if err != nil {
 		return err

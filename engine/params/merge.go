@@ -238,6 +238,12 @@ type StepInput struct {
 	UUID       string
 	// Injected are the params the step's runtime injects from its schema.
 	Injected workflow.Params
+	// Template are the params the step inherits from the job template its
+	// sub_type names (jobtemplate.Store.Params), merged after Injected:
+	// Maestro's runtimes inject them. The step's own literal MAP and
+	// STRING_MAP params merge into a template's of the same name member
+	// by member (workflow.MergeParams); other params replace it.
+	Template workflow.Params
 	// Typed are the default params of the step's type (a foreach's
 	// loop_params and loop_index, ...).
 	Typed workflow.Params
@@ -259,7 +265,8 @@ type StepInput struct {
 //
 //  1. default general params (workflow_instance_id, step_instance_uuid,
 //     step_attempt_id, step_id; reserved),
-//  2. params injected by the step runtime,
+//  2. params injected by the step runtime, then those of the step's job
+//     template (Template),
 //  3. default params of the step's type,
 //  4. workflow and step info params (workflow_id, workflow_run_id,
 //     step_type),
@@ -277,6 +284,7 @@ func StepDefs(in StepInput) (workflow.Params, error) {
 		StepID:             {Type: workflow.ParamTypeString, Value: escape(in.StepID), Mode: workflow.ParamModeConstant},
 	}
 	maps.Copy(defs, in.Injected)
+	maps.Copy(defs, in.Template)
 	maps.Copy(defs, in.Typed)
 	defs[WorkflowID] = workflow.Param{Type: workflow.ParamTypeString, Value: escape(in.WorkflowID), Mode: workflow.ParamModeConstant}
 	defs[WorkflowRunID] = workflow.Param{Type: workflow.ParamTypeLong, Value: in.RunID, Mode: workflow.ParamModeConstant}
@@ -292,6 +300,11 @@ func StepDefs(in StepInput) (workflow.Params, error) {
 		}
 		if d, ok := in.Typed[name]; ok && p.Mode == "" {
 			p.Mode = d.Mode // a default's mode holds unless the step sets one
+		}
+		if t, ok := defs[name]; ok {
+			if _, inherited := in.Template[name]; inherited {
+				p = workflow.MergeParams(workflow.Params{name: t}, workflow.Params{name: p})[name]
+			}
 		}
 		defs[name] = p
 	}

@@ -67,3 +67,64 @@ func (p *Param) postBind(b *binder, n *node, path string) {
 }
 
 var _ json.Unmarshaler = (*Param)(nil)
+
+// MergeParams returns base with over merged in as Maestro merges params
+// (ParamsMergeHelper.mergeParams): a param of over replaces base's of the
+// same name, except that a literal MAP merges its members into base's
+// literal MAP (recursively) and a literal STRING_MAP its entries into
+// base's, over's winning. Neither argument is changed.
+func MergeParams(base, over Params) Params {
+	out := make(Params, len(base)+len(over))
+	for k, p := range base {
+		out[k] = p
+	}
+	for name, p := range over {
+		b, ok := out[name]
+		switch {
+		case ok && p.Type == ParamTypeMap && b.Type == ParamTypeMap:
+			bm, bLit := b.MapValue()
+			pm, pLit := p.MapValue()
+			if bLit && pLit {
+				p.Value = MergeParams(bm, pm)
+			}
+		case ok && p.Type == ParamTypeStringMap && b.Type == ParamTypeStringMap:
+			bm, bLit := stringMapValue(b.Value)
+			pm, pLit := stringMapValue(p.Value)
+			if bLit && pLit {
+				m := make(map[string]any, len(bm)+len(pm))
+				for k, v := range bm {
+					m[k] = v
+				}
+				for k, v := range pm {
+					m[k] = v
+				}
+				p.Value = m
+			}
+		}
+		if ok && p.Mode == "" {
+			p.Mode = b.Mode
+		}
+		out[name] = p
+	}
+	return out
+}
+
+// stringMapValue reads a literal STRING_MAP value in either decoded form.
+func stringMapValue(v any) (map[string]any, bool) {
+	switch m := v.(type) {
+	case map[string]any:
+		return m, true
+	case map[string]string:
+		out := make(map[string]any, len(m))
+		for k, s := range m {
+			out[k] = s
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// JobTemplateVersionParam is the workflow param naming the version of the
+// job templates its steps inherit from (Maestro's job_template_version);
+// "default" when the workflow has none.
+const JobTemplateVersionParam = "job_template_version"

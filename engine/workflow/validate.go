@@ -72,6 +72,12 @@ type Validator struct {
 	// CheckParams checks a user-defined params map as a whole (for example that expressions
 	// and interpolations do not depend on each other in a cycle); nil checks nothing more.
 	CheckParams func(ps Params) error
+	// JobTemplateParams returns the params a typed step with a sub_type
+	// inherits from the job template of that job type at version (nil
+	// when there is none), so that a param the template provides counts
+	// as the step's; an error is reported on the step's sub_type. Nil
+	// when job templates are not consulted.
+	JobTemplateParams func(stepType, jobType, version string) (Params, error)
 }
 
 // DefaultStepTypes returns the step types a zero Validator accepts: those
@@ -166,6 +172,10 @@ type validation struct {
 	checkPs   func(Params) error
 	exprCache map[string]error
 	stepLocs  map[string]*loc // step id -> where it is defined
+	templates func(stepType, jobType, version string) (Params, error)
+	// templateVersion is the version of the job templates the workflow's
+	// steps inherit from (its job_template_version param).
+	templateVersion string
 }
 
 func (v Validator) start() *validation {
@@ -174,6 +184,7 @@ func (v Validator) start() *validation {
 		maxDepth:  v.MaxDepth,
 		check:     v.CheckExpression,
 		checkPs:   v.CheckParams,
+		templates: v.JobTemplateParams,
 		types:     map[string]bool{},
 		config:    map[string]map[string]ConfigCheck{},
 		exprCache: map[string]error{},
@@ -205,6 +216,10 @@ func (v Validator) start() *validation {
 }
 
 func (s *validation) workflow(w *Workflow, at *loc) {
+	s.templateVersion = ""
+	if v, ok := w.Params[JobTemplateVersionParam].Value.(string); ok {
+		s.templateVersion = v
+	}
 	s.workflowID(w.ID, at.child("id"))
 	s.maxLen(w.Name, MaxNameLength, at.child("name"))
 	s.maxLen(w.Description, MaxDescriptionLength, at.child("description"))
@@ -355,7 +370,7 @@ func (s *validation) typedStep(st *Step, p *loc) {
 		s.reportf(p.child("type"), "unsupported step type %q; supported: %s", st.Type, s.typeNames)
 	}
 	if tp, ok := stepTypeSpec(st.Type); ok && tp.JobParam != "" && s.types[lower] {
-		s.stepTypeParam(st, tp, p.child("params").child(tp.JobParam))
+		s.stepTypeParam(st, s.inheritedParams(st, p), tp, p.child("params").child(tp.JobParam))
 	}
 	s.retryPolicy(st.RetryPolicy, p.child("retry_policy"))
 	if len(st.Config) == 0 {
@@ -379,12 +394,33 @@ func (s *validation) typedStep(st *Step, p *loc) {
 	}
 }
 
+// inheritedParams returns the step's params merged over those of its job
+// template (Validator.JobTemplateParams), as a run merges them.
+func (s *validation) inheritedParams(st *Step, p *loc) Params {
+	if st.SubType == "" || s.templates == nil {
+		return st.Params
+	}
+	version := s.templateVersion
+	if version == "" {
+		version = "default"
+	}
+	inherited, err := s.templates(string(st.Type), st.SubType, version)
+	if err != nil {
+		s.report(p.child("sub_type"), err.Error())
+		return st.Params
+	}
+	if len(inherited) == 0 {
+		return st.Params
+	}
+	return MergeParams(inherited, st.Params)
+}
+
 // stepTypeParam checks that a typed step has its job's MAP param and, when
 // the MAP is literal, the fields it requires (an expression is checked when
 // it runs).
-func (s *validation) stepTypeParam(st *Step, tp StepTypeSpec, at *loc) {
+func (s *validation) stepTypeParam(st *Step, ps Params, tp StepTypeSpec, at *loc) {
 	name, required := tp.JobParam, tp.JobFields
-	prm, ok := st.Params[name]
+	prm, ok := ps[name]
 	switch {
 	case !ok:
 		s.reportf(at, "a %s step needs the %s param, a MAP with %s", st.Type, name, strings.Join(required, ", "))

@@ -458,3 +458,68 @@ func TestCheckExpressionResultsAreCached(t *testing.T) {
 		t.Fatalf("\"true\" checked %d times", calls["true"])
 	}
 }
+
+// A typed step with a sub_type counts its job template's params as its
+// own: a Notebook step whose template provides the notebook param is
+// valid, the template is asked at the workflow's job_template_version, and
+// the template lookup's error is reported on the step's sub_type.
+func TestValidateJobTemplateParams(t *testing.T) {
+	def := func(version string) *Definition {
+		d, err := DecodeJSON([]byte(`{"workflow":{"id":"wf","params":{"job_template_version":{"type":"STRING","value":"` + version + `"}},
+		  "steps":[{"step":{"id":"nb","type":"Notebook","sub_type":"shell","params":{"script":{"type":"STRING","value":"echo"}}}}]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var asked []string
+	v := Validator{JobTemplateParams: func(stepType, jobType, version string) (Params, error) {
+		asked = append(asked, stepType+"/"+jobType+"/"+version)
+		if version == "broken" {
+			return nil, errors.New("job template shell is for Http steps")
+		}
+		return Params{"notebook": {Type: ParamTypeMap, Value: map[string]Param{"input_path": LiteralParam(ParamTypeString, "s3://b/k")}}}, nil
+	}}
+	if err := v.Validate(def("v1")); err != nil {
+		t.Fatalf("step with the template's notebook param refused: %v", err)
+	}
+	if len(asked) != 1 || asked[0] != "Notebook/shell/v1" {
+		t.Fatalf("asked %v, want Notebook/shell/v1", asked)
+	}
+	err := v.Validate(def("broken"))
+	if err == nil || !strings.Contains(err.Error(), "workflow.steps[0].step.sub_type: job template shell is for Http steps") {
+		t.Fatalf("err = %v", err)
+	}
+	if err := (Validator{}).Validate(def("v1")); err == nil || !strings.Contains(err.Error(), "needs the notebook param") {
+		t.Fatalf("without templates: err = %v", err)
+	}
+}
+
+// MergeParams merges literal MAPs member by member and STRING_MAPs entry
+// by entry, over's winning; other params are replaced.
+func TestMergeParams(t *testing.T) {
+	base := Params{
+		"m":  {Type: ParamTypeMap, Value: map[string]Param{"a": LiteralParam(ParamTypeString, "base"), "b": LiteralParam(ParamTypeString, "base")}, Mode: ParamModeImmutable},
+		"sm": {Type: ParamTypeStringMap, Value: map[string]any{"k1": "base", "k2": "base"}},
+		"s":  LiteralParam(ParamTypeString, "base"),
+	}
+	over := Params{
+		"m":  {Type: ParamTypeMap, Value: map[string]Param{"b": LiteralParam(ParamTypeString, "over")}},
+		"sm": {Type: ParamTypeStringMap, Value: map[string]any{"k2": "over"}},
+		"s":  LiteralParam(ParamTypeString, "over"),
+	}
+	got := MergeParams(base, over)
+	m, _ := got["m"].MapValue()
+	if m["a"].Value != "base" || m["b"].Value != "over" || got["m"].Mode != ParamModeImmutable {
+		t.Fatalf("m = %+v", got["m"])
+	}
+	if sm := got["sm"].Value.(map[string]any); sm["k1"] != "base" || sm["k2"] != "over" {
+		t.Fatalf("sm = %v", sm)
+	}
+	if got["s"].Value != "over" {
+		t.Fatalf("s = %v", got["s"].Value)
+	}
+	if bm, _ := base["m"].MapValue(); len(bm) != 2 || bm["b"].Value != "base" {
+		t.Fatalf("base changed: %+v", base["m"])
+	}
+}
