@@ -119,3 +119,36 @@ func TestAWSJobEventsQueue(t *testing.T) {
 		t.Errorf("no AWS job targets, yet %s is set", AWSJobEventsQueueEnv)
 	}
 }
+
+// Batch and Emr steps are AWS jobs too: their job queues' and clusters'
+// state-change events (the ends only) reach the same queue, and they alone
+// make the engine read it.
+func TestBatchAndEmrEventRules(t *testing.T) {
+	tmpl, env := engineEnvStack(t, StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl", "arn:aws:batch:eu-west-1:123456789012:job-queue/ml"},
+		BatchJobDefinitions: []string{"etl"}, EmrClusters: []string{"j-2AXXXXXXGAPLF"}}}, "")
+	if env[AWSJobEventsQueueEnv] == nil {
+		t.Fatalf("engine environment %s lacks %s", asJSON(env), AWSJobEventsQueueEnv)
+	}
+	rules := tmpl.ofType("AWS::Events::Rule")
+	if len(rules) != 2 {
+		t.Fatalf("%d rules, want Batch's and EMR's: %s", len(rules), asJSON(rules))
+	}
+	var patterns []string
+	for _, r := range rules {
+		patterns = append(patterns, asJSON(props(r)["EventPattern"]))
+	}
+	all := strings.Join(patterns, "\n")
+	for _, want := range []string{`"source":["aws.batch"]`, `"detail-type":["Batch Job State Change"]`, `:job-queue/etl`,
+		`"arn:aws:batch:eu-west-1:123456789012:job-queue/ml"`, `"status":["SUCCEEDED","FAILED"]`,
+		`"source":["aws.emr"]`, `"detail-type":["EMR Step Status Change"]`, `"clusterId":["j-2AXXXXXXGAPLF"]`,
+		`"state":["COMPLETED","FAILED","CANCELLED","INTERRUPTED"]`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("event patterns lack %s:\n%s", want, all)
+		}
+	}
+	// A queue without a job definition runs no Batch step: no rule.
+	_, env = engineEnvStack(t, StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl"}}}, "")
+	if env[AWSJobEventsQueueEnv] != nil {
+		t.Errorf("no Batch or EMR steps, yet %s is set", AWSJobEventsQueueEnv)
+	}
+}

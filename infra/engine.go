@@ -202,7 +202,7 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		})
 	}
 	env := EngineEnvironment(props, stepSG)
-	jobEvents := newAWSJobEvents(stack, props.StepTargets.AWSJobs)
+	jobEvents := newAWSJobEvents(stack, props.StepTargets)
 	if jobEvents != nil {
 		env[AWSJobEventsQueueEnv] = jobEvents.Queue.QueueUrl()
 	}

@@ -227,6 +227,8 @@ func TestEnds(t *testing.T) {
 		{awsjob.Status{Phase: awsjob.Failed, State: "FAILED", Message: "syntax error"}, stepruntime.UserError},
 		{awsjob.Status{Phase: awsjob.Failed, State: "ERROR", Platform: true}, stepruntime.PlatformError},
 		{awsjob.Status{Phase: awsjob.Cancelled, State: "ABORTED"}, stepruntime.UserError},
+		{awsjob.Status{Phase: awsjob.Cancelled, State: "CANCELLED", Platform: true}, stepruntime.PlatformError},
+		{awsjob.Status{Phase: awsjob.Stopped, State: "FAILED", Message: "Terminated by Maestro"}, stepruntime.Stopped},
 	} {
 		f := newFake()
 		f.final = c.final
@@ -253,6 +255,10 @@ func TestStopStopsTheJob(t *testing.T) {
 	}
 	if len(reg.jobs) != 0 {
 		t.Errorf("stopped job still registered: %v", reg.jobs)
+	}
+	// A poll after the stop reads the job's cancellation as the stop.
+	if r := d.call(rt.Execute); r.State != stepruntime.Stopped || d.a.Data[awsjob.KeyStopRequested] != true {
+		t.Fatalf("poll after the stop: %s %s %v", r.State, r.Message, d.a.Data)
 	}
 	// Stopped after the intent only (the start's answer not yet written):
 	// the job is found and stopped.
@@ -347,4 +353,34 @@ func (nopSQS) ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(
 
 func (nopSQS) DeleteMessageBatch(context.Context, *sqs.DeleteMessageBatchInput, ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
 	return &sqs.DeleteMessageBatchOutput{}, nil
+}
+
+// pacedService is a service whose steps set their own first poll delay.
+type pacedService struct {
+	*fakeService
+	first time.Duration
+}
+
+func (p pacedService) MinPoll(*stepruntime.Attempt) time.Duration { return p.first }
+
+// A Pacer's delay replaces MinPoll (and raises MaxPoll when above it), and
+// Slowdown sets the fraction of the job's age the poll waits.
+func TestPacerAndSlowdown(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	rt, _ := awsjob.New(pacedService{newFake(), time.Second}, awsjob.Config{MinPoll: 30 * time.Second, MaxPoll: 2 * time.Minute, Slowdown: 10,
+		Logger: logger(), Now: func() time.Time { return now }})
+	d := newDriver(t, rt)
+	d.call(rt.Start)
+	if r := d.call(rt.Execute); r.NextPollDelay != time.Second {
+		t.Fatalf("first delay %s, want the step's 1s", r.NextPollDelay)
+	}
+	for _, c := range []struct{ age, want time.Duration }{
+		{5 * time.Second, time.Second}, {time.Minute, 6 * time.Second}, {time.Hour, 2 * time.Minute},
+	} {
+		now = start.Add(c.age)
+		if r := d.call(rt.Execute); r.NextPollDelay != c.want {
+			t.Errorf("at age %s: delay %s, want %s", c.age, r.NextPollDelay, c.want)
+		}
+	}
 }

@@ -1,13 +1,14 @@
 // Package batch is the Batch step runtime: each attempt submits one AWS
 // Batch job (SubmitJob on a job queue, from a job definition, with
-// container overrides and parameters from the step's `batch` MAP param),
-// follows it with DescribeJobs, polling with backoff and holding no worker
-// while it waits, and ends with the job's status and exit code. It runs
-// under the external protocol: SubmitJob has no idempotency token, so the
-// job's name is derived from the attempt's uuid (and tagged with it), and
-// after a crash or a takeover the next owner finds the job by that name
-// with ListJobs instead of submitting a second one. Stop, kill and timeout
-// terminate the job (TerminateJob). See docs/step-runtimes.md.
+// container overrides and parameters from the step's `batch` MAP param)
+// and ends with the job's status and exit code. It runs on the awsjob
+// machinery: the job's "Batch Job State Change" events complete the step
+// (Event), DescribeJobs polled with backoff is the fallback, and no
+// worker is held while the job runs. SubmitJob has no idempotency token,
+// so the job's name is derived from the attempt's uuid (and tagged with
+// it), and after a crash or a takeover the next owner finds the job by
+// that name with ListJobs instead of submitting a second one. Stop, kill
+// and timeout terminate the job (TerminateJob). See docs/step-runtimes.md.
 package batch
 
 import (
@@ -26,7 +27,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
-	"github.com/maestro-aws/maestro/engine/stepruntime/external"
+	"github.com/maestro-aws/maestro/engine/stepruntime/awsjob"
 	"github.com/maestro-aws/maestro/engine/stepruntime/jobparam"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -47,15 +48,21 @@ const (
 // Keys of the runtime data (runtime_state.data), shown in the step's
 // details.
 const (
-	KeyJobID        = "job_id"
+	KeyJobID        = awsjob.KeyJobID
 	KeyJobARN       = "job_arn"
 	KeyJobName      = "job_name"
 	KeyJobQueue     = "job_queue"
-	KeyStatus       = "status"
+	KeyStatus       = awsjob.KeyJobState
 	KeyStatusReason = "status_reason"
 	KeyExitCode     = "exit_code"
 	KeyLogStream    = "log_stream"
 )
+
+// Service is the service's name in the job registry.
+const Service = "batch"
+
+// Event is how the job's state-change events name it.
+var Event = awsjob.EventSource{Source: "aws.batch", DetailType: "Batch Job State Change", IDField: "jobId", Service: Service}
 
 // Tag keys every submitted job carries.
 const (
@@ -64,12 +71,11 @@ const (
 	TagStepID           = "maestro:step_id"
 )
 
-// Defaults of the poll: DefaultPollInterval while a job is young, then
-// external.Backoff up to DefaultMaxPollInterval.
-const (
-	DefaultPollInterval    = 10 * time.Second
-	DefaultMaxPollInterval = 2 * time.Minute
-)
+// DefaultPollInterval is the first poll's delay; then a job is polled at
+// a tenth of its age up to awsjob.PolledMaxPoll, or when its events
+// complete it at half its age up to awsjob.DefaultMaxPoll
+// (awsjob.PolledConfig).
+const DefaultPollInterval = 10 * time.Second
 
 // API is the part of the Batch client the runtime uses; *batch.Client
 // has it.
@@ -87,9 +93,12 @@ type Config struct {
 	// JobQueue is the default queue of steps that set no job_queue.
 	JobQueue string
 	// PollInterval and MaxPollInterval bound the poll's backoff
-	// (DefaultPollInterval, DefaultMaxPollInterval).
+	// (DefaultPollInterval; awsjob.PolledConfig).
 	PollInterval    time.Duration
 	MaxPollInterval time.Duration
+	// Jobs registers submitted jobs for the event path (awsjob.Store); nil:
+	// polling only.
+	Jobs awsjob.Registry
 	// Logger receives what the step's timeline does not (required).
 	Logger *slog.Logger
 	// Now is the clock (time.Now).
@@ -98,36 +107,40 @@ type Config struct {
 
 // New returns the Batch runtime.
 func New(cfg Config) (stepruntime.Runtime, error) {
-	j, err := NewJob(cfg)
+	s, err := newSvc(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return external.Runtime{Job: j}, nil
+	return awsjob.New(s, s.jobConfig())
 }
 
 // NewJob returns the Batch job under the external protocol, for runtimes
 // that carry their work in a Batch job (Notebook).
-func NewJob(cfg Config) (*Job, error) {
+func NewJob(cfg Config) (*awsjob.Job, error) {
+	s, err := newSvc(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return awsjob.NewJob(s, s.jobConfig())
+}
+
+func newSvc(cfg Config) (*svc, error) {
 	if cfg.Client == nil || cfg.Logger == nil {
 		return nil, errors.New("batch: Config.Client and Config.Logger are required")
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if cfg.MaxPollInterval <= 0 {
-		cfg.MaxPollInterval = DefaultMaxPollInterval
-	}
-	if cfg.MaxPollInterval < cfg.PollInterval {
-		cfg.MaxPollInterval = cfg.PollInterval
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return &Job{cfg: cfg}, nil
+	return &svc{cfg: cfg}, nil
 }
 
-// Job is the Batch job of one step attempt; it implements external.Job.
-type Job struct {
+func (j *svc) jobConfig() awsjob.Config {
+	c := j.cfg
+	return awsjob.PolledConfig(c.Jobs, c.PollInterval, DefaultPollInterval, c.MaxPollInterval, c.Logger, c.Now)
+}
+
+// svc is Batch as an awsjob.Service.
+type svc struct {
 	cfg Config
 }
 
@@ -157,7 +170,7 @@ var (
 )
 
 // ReadSpec reads the step's `batch` param.
-func (j *Job) ReadSpec(a *stepruntime.Attempt) (*Spec, error) {
+func (j *svc) ReadSpec(a *stepruntime.Attempt) (*Spec, error) {
 	r, err := jobparam.Open(a.Params, ParamBatch, "job_queue and job_definition (and job_name, parameters, container_overrides, tags, timeout)")
 	if err != nil {
 		return nil, err
@@ -198,8 +211,14 @@ func (j *Job) ReadSpec(a *stepruntime.Attempt) (*Spec, error) {
 	return s, r.Err()
 }
 
-// Check implements external.Job.
-func (j *Job) Check(a *stepruntime.Attempt) error {
+// Name implements awsjob.Service.
+func (*svc) Name() string { return Service }
+
+// Label implements awsjob.Labeler.
+func (*svc) Label() string { return "Batch job" }
+
+// Check implements awsjob.Service.
+func (j *svc) Check(a *stepruntime.Attempt) error {
 	_, err := j.ReadSpec(a)
 	return err
 }
@@ -224,11 +243,11 @@ func JobName(prefix, stepID, uuid string) string {
 	return prefix + "-" + uuid
 }
 
-// Launch implements external.Job: SubmitJob under the attempt's job name.
-func (j *Job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) stepruntime.Result {
+// Start implements awsjob.Service: SubmitJob under the attempt's job name.
+func (j *svc) Start(ctx context.Context, a *stepruntime.Attempt, key string) (string, map[string]any, error) {
 	s, err := j.ReadSpec(a)
 	if err != nil {
-		return stepruntime.Result{State: stepruntime.FatalError, Message: err.Error()}
+		return "", nil, err
 	}
 	name := JobName(s.JobName, a.StepID, key)
 	in := &awsbatch.SubmitJobInput{
@@ -248,27 +267,24 @@ func (j *Job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) st
 	// by the job's name instead, then submitted again only if not found.
 	out, err := j.cfg.Client.SubmitJob(ctx, in, func(o *awsbatch.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
-		state := external.AWSState(ctx, err)
-		msg := external.AWSMessage("SubmitJob", err)
-		switch state {
-		case stepruntime.PlatformError:
-			// The request may have reached Batch: look the job up by its
-			// name before anything else, in this attempt.
-			return external.Unknown(stepruntime.Continue, s.PollInterval, msg)
-		case stepruntime.Stopped, stepruntime.TimedOut:
-			return external.Unknown(state, 0, msg)
-		}
-		return stepruntime.Result{State: state, Message: msg}
+		return "", nil, err
 	}
-	id := aws.ToString(out.JobId)
-	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: s.PollInterval,
-		Data:    map[string]any{KeyJobID: id, KeyJobARN: aws.ToString(out.JobArn), KeyJobName: name, KeyJobQueue: s.JobQueue, KeyStatus: "SUBMITTED"},
-		Message: fmt.Sprintf("submitted Batch job %s (%s) to %s", id, name, s.JobQueue)}
+	return aws.ToString(out.JobId), map[string]any{KeyJobARN: aws.ToString(out.JobArn), KeyJobName: name, KeyJobQueue: s.JobQueue,
+		KeyStatus: "SUBMITTED"}, nil
+}
+
+// MinPoll implements awsjob.Pacer: the step's poll_interval.
+func (j *svc) MinPoll(a *stepruntime.Attempt) time.Duration {
+	s, err := j.ReadSpec(a)
+	if err != nil {
+		return 0
+	}
+	return s.PollInterval
 }
 
 // overrides are the container's command and environment: the step's, and
 // the attempt's identity and callback token, as for an EcsTask step.
-func (j *Job) overrides(a *stepruntime.Attempt, s *Spec) *types.ContainerOverrides {
+func (j *svc) overrides(a *stepruntime.Attempt, s *Spec) *types.ContainerOverrides {
 	env := map[string]string{
 		"MAESTRO_WORKFLOW_ID":          a.WorkflowID,
 		"MAESTRO_WORKFLOW_INSTANCE_ID": fmt.Sprint(a.InstanceID),
@@ -307,7 +323,7 @@ func (j *Job) overrides(a *stepruntime.Attempt, s *Spec) *types.ContainerOverrid
 }
 
 // tags are the step's tags and the attempt's identity.
-func (j *Job) tags(a *stepruntime.Attempt, s *Spec, key string) map[string]string {
+func (j *svc) tags(a *stepruntime.Attempt, s *Spec, key string) map[string]string {
 	tags := map[string]string{}
 	for k, v := range s.Tags {
 		tags[k] = v
@@ -325,13 +341,13 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// Find implements external.Job: ListJobs on the step's queue filtered by
+// Find implements awsjob.Service: ListJobs on the step's queue filtered by
 // the attempt's job name (a name filter lists jobs in every status), the
-// name compared again here, then DescribeJobs of the one found.
-func (j *Job) Find(ctx context.Context, a *stepruntime.Attempt, key string) (stepruntime.Result, bool, error) {
+// name compared again here.
+func (j *svc) Find(ctx context.Context, a *stepruntime.Attempt, key string) (string, map[string]any, bool, error) {
 	s, err := j.ReadSpec(a)
 	if err != nil {
-		return stepruntime.Result{}, false, err
+		return "", nil, false, err
 	}
 	name := JobName(s.JobName, a.StepID, key)
 	in := &awsbatch.ListJobsInput{JobQueue: aws.String(s.JobQueue),
@@ -340,7 +356,7 @@ func (j *Job) Find(ctx context.Context, a *stepruntime.Attempt, key string) (ste
 	for page := 0; page < 100; page++ {
 		out, err := j.cfg.Client.ListJobs(ctx, in)
 		if err != nil {
-			return stepruntime.Result{}, false, fmt.Errorf("ListJobs: %w", err)
+			return "", nil, false, fmt.Errorf("ListJobs: %w", err)
 		}
 		for i := range out.JobSummaryList {
 			js := &out.JobSummaryList[i]
@@ -354,47 +370,23 @@ func (j *Job) Find(ctx context.Context, a *stepruntime.Attempt, key string) (ste
 		in.NextToken = out.NextToken
 	}
 	if found == nil {
-		return stepruntime.Result{}, false, nil
+		return "", nil, false, nil
 	}
-	id := aws.ToString(found.JobId)
-	data := map[string]any{KeyJobID: id, KeyJobARN: aws.ToString(found.JobArn), KeyJobName: name, KeyJobQueue: s.JobQueue,
-		KeyStatus: string(found.Status)}
-	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: time.Millisecond, Data: data,
-		Message: fmt.Sprintf("found Batch job %s (%s), submitted for this attempt before the engine restarted", id, name)}, true, nil
+	return aws.ToString(found.JobId), map[string]any{KeyJobARN: aws.ToString(found.JobArn), KeyJobName: name, KeyJobQueue: s.JobQueue,
+		KeyStatus: string(found.Status)}, true, nil
 }
 
-// Poll implements external.Job: DescribeJobs, and the job's end.
-func (j *Job) Poll(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
-	s, err := j.ReadSpec(a)
-	if err != nil {
-		return stepruntime.Result{State: stepruntime.FatalError, Message: err.Error()}
-	}
-	id, _ := a.Data[KeyJobID].(string)
-	if id == "" {
-		return stepruntime.Result{State: stepruntime.PlatformError, Message: "the attempt has no Batch job id"}
-	}
-	delay := external.Backoff(s.PollInterval, max(j.cfg.MaxPollInterval, s.PollInterval), external.LaunchedFor(a.Data, j.cfg.Now()))
+// Describe implements awsjob.Service: DescribeJobs.
+func (j *svc) Describe(ctx context.Context, _ *stepruntime.Attempt, id string) (awsjob.Status, error) {
 	out, err := j.cfg.Client.DescribeJobs(ctx, &awsbatch.DescribeJobsInput{Jobs: []string{id}})
 	if err != nil {
-		state := external.AWSState(ctx, err)
-		if state == stepruntime.PlatformError {
-			// A failed look at a job that runs is no reason to give up on it.
-			return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: delay, Message: external.AWSMessage("DescribeJobs", err)}
-		}
-		return stepruntime.Result{State: state, Message: external.AWSMessage("DescribeJobs", err)}
+		return awsjob.Status{}, err
 	}
 	if len(out.Jobs) == 0 {
-		return stepruntime.Result{State: stepruntime.PlatformError, Message: fmt.Sprintf("Batch no longer knows job %s", id)}
+		return awsjob.Status{Phase: awsjob.Failed, Platform: true, State: "UNKNOWN", Message: "Batch no longer knows the job"}, nil
 	}
-	res := JobResult(&out.Jobs[0], a.Data)
-	if res.State == stepruntime.Continue {
-		res.NextPollDelay = delay
-	}
-	return res
+	return JobStatus(&out.Jobs[0]), nil
 }
-
-// Terminal reports whether a Batch job status is final.
-func Terminal(status string) bool { return status == "SUCCEEDED" || status == "FAILED" }
 
 // StatusState maps a Batch job's status to the attempt's state: the
 // states before the end are Continue, SUCCEEDED is Done, FAILED is the
@@ -425,9 +417,10 @@ func StatusState(status string, exitCode *int32, reason string) stepruntime.Stat
 // that the job's end reads as stopped, not failed.
 const TerminateReasonPrefix = "Terminated by Maestro"
 
-// JobResult is the attempt's result for a described job; prior is the
-// attempt's runtime data (a change of status is put on the timeline once).
-func JobResult(d *types.JobDetail, prior map[string]any) stepruntime.Result {
+// JobStatus is what a described job says of the attempt (StatusState):
+// its status, and at its end the reason, exit code and log stream in the
+// runtime data and, when it succeeded, its outputs.
+func JobStatus(d *types.JobDetail) awsjob.Status {
 	status := string(d.Status)
 	reason := aws.ToString(d.StatusReason)
 	var exit *int32
@@ -439,73 +432,45 @@ func JobResult(d *types.JobDetail, prior map[string]any) stepruntime.Result {
 			reason = strings.TrimPrefix(reason+": "+r, ": ")
 		}
 	}
+	st := awsjob.Status{State: status, Data: map[string]any{}}
+	if logStream != "" {
+		st.Data[KeyLogStream] = logStream
+	}
 	state := StatusState(status, exit, reason)
 	if state == stepruntime.Continue {
-		res := stepruntime.Result{State: stepruntime.Continue}
-		if status != prior[KeyStatus] || (logStream != "" && prior[KeyLogStream] != logStream) {
-			res.Data = map[string]any{KeyStatus: status}
-			if logStream != "" {
-				res.Data[KeyLogStream] = logStream
-			}
-			res.Message = "Batch job " + status
-		}
-		return res
+		return st
 	}
-	data := map[string]any{KeyStatus: status, KeyStatusReason: reason}
-	if logStream != "" {
-		data[KeyLogStream] = logStream
-	}
-	id := aws.ToString(d.JobId)
+	st.Data[KeyStatusReason] = reason
 	if exit != nil {
-		data[KeyExitCode] = int64(*exit)
+		st.Data[KeyExitCode] = int64(*exit)
 	}
-	res := stepruntime.Result{State: state, Data: data}
 	switch state {
 	case stepruntime.Done:
+		st.Phase = awsjob.Succeeded
 		code := int64(0)
 		if exit != nil {
 			code = int64(*exit)
 		}
-		res.Message = fmt.Sprintf("Batch job %s SUCCEEDED", id)
-		res.Outputs = map[string]any{
-			OutputJobID:    params.Value{Type: workflow.ParamTypeString, Value: id},
+		st.Outputs = map[string]any{
+			OutputJobID:    params.Value{Type: workflow.ParamTypeString, Value: aws.ToString(d.JobId)},
 			OutputStatus:   params.Value{Type: workflow.ParamTypeString, Value: status},
 			OutputExitCode: params.Value{Type: workflow.ParamTypeLong, Value: code},
 		}
 	case stepruntime.UserError:
-		res.Message = fmt.Sprintf("Batch job %s FAILED: the container exited with code %d: %s", id, *exit, reason)
+		st.Phase, st.Message = awsjob.Failed, fmt.Sprintf("the container exited with code %d: %s", *exit, reason)
 	case stepruntime.Stopped:
-		res.Message = fmt.Sprintf("Batch job %s terminated: %s", id, reason)
+		st.Phase, st.Message = awsjob.Stopped, reason
 	default:
-		res.Message = fmt.Sprintf("Batch job %s FAILED without an exit code of its container: %s", id, reason)
+		st.Phase, st.Platform = awsjob.Failed, true
+		st.Message = "without an exit code of its container: " + reason
 	}
-	return res
+	return st
 }
 
-// Cancel implements external.Job: TerminateJob, tried a few times (it
-// cancels a job still waiting in its queue too).
-func (j *Job) Cancel(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
-	id, _ := a.Data[KeyJobID].(string)
-	if id == "" {
-		return stepruntime.Result{State: stepruntime.Stopped}
-	}
+// Stop implements awsjob.Service: TerminateJob (it cancels a job still
+// waiting in its queue too), with Maestro's reason.
+func (j *svc) Stop(ctx context.Context, a *stepruntime.Attempt, id string) error {
 	reason := fmt.Sprintf("%s: %s/%d/%d step %s attempt %d", TerminateReasonPrefix, a.WorkflowID, a.InstanceID, a.RunID, a.StepID, a.AttemptID)
-	var err error
-	for try := range 4 {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(try) * time.Second):
-			}
-		}
-		_, err = j.cfg.Client.TerminateJob(ctx, &awsbatch.TerminateJobInput{JobId: aws.String(id), Reason: aws.String(truncate(reason, 255))})
-		if err == nil || external.AWSState(ctx, err) != stepruntime.PlatformError {
-			break
-		}
-	}
-	if err != nil {
-		j.cfg.Logger.Warn("terminate Batch job", "job_id", id, "error", err.Error())
-		return stepruntime.Result{State: stepruntime.Stopped, Message: external.AWSMessage("TerminateJob "+id, err)}
-	}
-	return stepruntime.Result{State: stepruntime.Stopped, Message: "terminated Batch job " + id}
+	_, err := j.cfg.Client.TerminateJob(ctx, &awsbatch.TerminateJobInput{JobId: aws.String(id), Reason: aws.String(truncate(reason, 255))})
+	return err
 }

@@ -13,6 +13,7 @@ import (
 	awsbatch "github.com/aws/aws-sdk-go-v2/service/batch"
 
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/awsjob"
 	"github.com/maestro-aws/maestro/engine/stepruntime/batch"
 	"github.com/maestro-aws/maestro/engine/stepruntime/batch/batchtest"
 )
@@ -20,13 +21,16 @@ import (
 // pollsOver drives one attempt of a job that never ends for d on a
 // simulated clock, as the engine does (each Execute at the delay the last
 // one asked for), and returns the DescribeJobs calls made.
-func pollsOver(t testing.TB, d time.Duration) int {
+func pollsOver(t testing.TB, d time.Duration) int { return pollsOverWith(t, d, nil) }
+
+// pollsOverWith is pollsOver on an engine whose jobs registry is jobs.
+func pollsOverWith(t testing.TB, d time.Duration, jobs awsjob.Registry) int {
 	// The intent's time is the protocol's (the real clock); the simulated
 	// one starts there.
 	now := time.Now()
 	fake := batchtest.New()
 	rt, err := batch.New(batch.Config{Client: fake, JobQueue: "q", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now: func() time.Time { return now }})
+		Jobs: jobs, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,5 +87,25 @@ func BenchmarkBatchPoll(b *testing.B) {
 		if r := rt.Execute(context.Background(), a); r.State != stepruntime.Continue {
 			b.Fatalf("%s: %s", r.State, r.Message)
 		}
+	}
+}
+
+// jobsRegistry registers nothing: an engine that receives the jobs'
+// events, as far as the poll's pace goes.
+type jobsRegistry struct{}
+
+func (jobsRegistry) Register(context.Context, string, string, *stepruntime.Attempt) error { return nil }
+func (jobsRegistry) Forget(context.Context, string, string) error                         { return nil }
+
+// With the jobs' state-change events the poll is only the fallback: half
+// the job's age, up to awsjob.DefaultMaxPoll, so at most one DescribeJobs
+// per five minutes per in-flight step once it is ten minutes old.
+func TestPollCostPerInFlightStepWithEvents(t *testing.T) {
+	hour := pollsOverWith(t, time.Hour, jobsRegistry{})
+	steady := float64(pollsOverWith(t, 3*time.Hour, jobsRegistry{})-pollsOverWith(t, 2*time.Hour, jobsRegistry{})) / 60
+	t.Logf("DescribeJobs per in-flight step per minute with events: %.2f over the first hour (%d calls), %.2f after two hours",
+		float64(hour)/60, hour, steady)
+	if float64(hour)/60 > 0.5 || steady > 0.21 {
+		t.Errorf("%.2f calls per step-minute in the first hour, %.2f later", float64(hour)/60, steady)
 	}
 }

@@ -1,9 +1,10 @@
 // Package emr is the Emr step runtime: each attempt adds one step to a
 // running EMR cluster (AddJobFlowSteps, from the step's `emr` MAP param:
 // cluster_id and the step's name, jar, args, main class, properties and
-// action_on_failure), follows it with DescribeStep, polling with backoff
-// and holding no worker while it waits, and ends with the step's state.
-// It runs under the external protocol: AddJobFlowSteps has no idempotency
+// action_on_failure) and ends with the step's state. It runs on the
+// awsjob machinery: the cluster's "EMR Step Status Change" events complete
+// the step (Event), DescribeStep polled with backoff is the fallback, and
+// no worker is held while it runs. AddJobFlowSteps has no idempotency
 // token, so the EMR step's name carries the attempt's uuid, and after a
 // crash or a takeover the next owner finds the step by that name with
 // ListSteps instead of adding a second one. Stop, kill and timeout cancel
@@ -22,10 +23,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsemr "github.com/aws/aws-sdk-go-v2/service/emr"
 	"github.com/aws/aws-sdk-go-v2/service/emr/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
-	"github.com/maestro-aws/maestro/engine/stepruntime/external"
+	"github.com/maestro-aws/maestro/engine/stepruntime/awsjob"
 	"github.com/maestro-aws/maestro/engine/stepruntime/jobparam"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -47,23 +49,30 @@ const (
 // details.
 const (
 	KeyClusterID = "cluster_id"
-	KeyStepID    = "step_id"
-	KeyStepName  = "step_name"
-	KeyState     = "state"
-	KeyReason    = "reason"
-	KeyLogFile   = "log_file"
+	// KeyStepID is the EMR step's id (also the job's id, awsjob.KeyJobID).
+	KeyStepID   = "step_id"
+	KeyStepName = "step_name"
+	KeyState    = awsjob.KeyJobState
+	KeyReason   = "reason"
+	KeyLogFile  = "log_file"
 	// KeyCancelled is set once the engine asked EMR to cancel the step.
-	KeyCancelled = "cancel_requested"
+	KeyCancelled = awsjob.KeyStopRequested
 )
+
+// Service is the service's name in the job registry.
+const Service = "emr"
+
+// Event is how the step's state-change events name it.
+var Event = awsjob.EventSource{Source: "aws.emr", DetailType: "EMR Step Status Change", IDField: "stepId", Service: Service}
 
 // DefaultJar runs a command on the cluster (spark-submit, hive, ...).
 const DefaultJar = "command-runner.jar"
 
-// Defaults of the poll (see external.Backoff).
-const (
-	DefaultPollInterval    = 15 * time.Second
-	DefaultMaxPollInterval = 2 * time.Minute
-)
+// DefaultPollInterval is the first poll's delay; then a step is polled at
+// a tenth of its age up to awsjob.PolledMaxPoll, or when its events
+// complete it at half its age up to awsjob.DefaultMaxPoll
+// (awsjob.PolledConfig).
+const DefaultPollInterval = 15 * time.Second
 
 // API is the part of the EMR client the runtime uses; *emr.Client has it.
 type API interface {
@@ -82,6 +91,9 @@ type Config struct {
 	// PollInterval and MaxPollInterval bound the poll's backoff.
 	PollInterval    time.Duration
 	MaxPollInterval time.Duration
+	// Jobs registers added steps for the event path (awsjob.Store); nil:
+	// polling only.
+	Jobs awsjob.Registry
 	// Logger receives what the step's timeline does not (required).
 	Logger *slog.Logger
 	// Now is the clock (time.Now).
@@ -96,17 +108,28 @@ func New(cfg Config) (stepruntime.Runtime, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
-	if cfg.MaxPollInterval < cfg.PollInterval {
-		cfg.MaxPollInterval = max(DefaultMaxPollInterval, cfg.PollInterval)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return external.Runtime{Job: &job{cfg: cfg}}, nil
+	return awsjob.New(&job{cfg: cfg},
+		awsjob.PolledConfig(cfg.Jobs, cfg.PollInterval, DefaultPollInterval, cfg.MaxPollInterval, cfg.Logger, cfg.Now))
 }
 
+// job is EMR as an awsjob.Service.
 type job struct {
 	cfg Config
+}
+
+// Name implements awsjob.Service.
+func (*job) Name() string { return Service }
+
+// Label implements awsjob.Labeler.
+func (*job) Label() string { return "EMR step" }
+
+// MinPoll implements awsjob.Pacer: the step's poll_interval.
+func (j *job) MinPoll(a *stepruntime.Attempt) time.Duration {
+	s, err := j.spec(a)
+	if err != nil {
+		return 0
+	}
+	return s.PollInterval
 }
 
 // spec is a step's EMR step, read from its `emr` param.
@@ -169,7 +192,7 @@ func (j *job) spec(a *stepruntime.Attempt) (*spec, error) {
 	return s, r.Err()
 }
 
-// Check implements external.Job.
+// Check implements awsjob.Service.
 func (j *job) Check(a *stepruntime.Attempt) error {
 	_, err := j.spec(a)
 	return err
@@ -188,11 +211,11 @@ func StepName(name, stepID, uuid string) string {
 	return name + "-" + uuid
 }
 
-// Launch implements external.Job: AddJobFlowSteps with one step.
-func (j *job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) stepruntime.Result {
+// Start implements awsjob.Service: AddJobFlowSteps with one step.
+func (j *job) Start(ctx context.Context, a *stepruntime.Attempt, key string) (string, map[string]any, error) {
 	s, err := j.spec(a)
 	if err != nil {
-		return stepruntime.Result{State: stepruntime.FatalError, Message: err.Error()}
+		return "", nil, err
 	}
 	name := StepName(s.Name, a.StepID, key)
 	hj := &types.HadoopJarStepConfig{Jar: aws.String(s.Jar), Args: s.Args}
@@ -213,38 +236,28 @@ func (j *job) Launch(ctx context.Context, a *stepruntime.Attempt, key string) st
 		Steps: []types.StepConfig{{Name: aws.String(name), ActionOnFailure: s.ActionOnFailure, HadoopJarStep: hj}}},
 		func(o *awsemr.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
-		state := external.AWSState(ctx, err)
-		msg := external.AWSMessage("AddJobFlowSteps", err)
-		switch state {
-		case stepruntime.PlatformError:
-			return external.Unknown(stepruntime.Continue, s.PollInterval, msg)
-		case stepruntime.Stopped, stepruntime.TimedOut:
-			return external.Unknown(state, 0, msg)
-		}
-		return stepruntime.Result{State: state, Message: msg}
+		return "", nil, err
 	}
 	if len(out.StepIds) != 1 {
-		return stepruntime.Result{State: stepruntime.PlatformError, Message: fmt.Sprintf("AddJobFlowSteps answered %d step ids for one step", len(out.StepIds))}
+		return "", nil, fmt.Errorf("AddJobFlowSteps answered %d step ids for one step", len(out.StepIds))
 	}
 	id := out.StepIds[0]
-	return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: s.PollInterval,
-		Data:    map[string]any{KeyClusterID: s.ClusterID, KeyStepID: id, KeyStepName: name, KeyState: "PENDING"},
-		Message: fmt.Sprintf("added EMR step %s (%s) to cluster %s", id, name, s.ClusterID)}
+	return id, map[string]any{KeyClusterID: s.ClusterID, KeyStepID: id, KeyStepName: name, KeyState: "PENDING"}, nil
 }
 
-// Find implements external.Job: ListSteps of the cluster (newest first,
+// Find implements awsjob.Service: ListSteps of the cluster (newest first,
 // paged), the one whose name is the attempt's.
-func (j *job) Find(ctx context.Context, a *stepruntime.Attempt, key string) (stepruntime.Result, bool, error) {
+func (j *job) Find(ctx context.Context, a *stepruntime.Attempt, key string) (string, map[string]any, bool, error) {
 	s, err := j.spec(a)
 	if err != nil {
-		return stepruntime.Result{}, false, err
+		return "", nil, false, err
 	}
 	name := StepName(s.Name, a.StepID, key)
 	in := &awsemr.ListStepsInput{ClusterId: aws.String(s.ClusterID)}
 	for page := 0; page < 100; page++ {
 		out, err := j.cfg.Client.ListSteps(ctx, in)
 		if err != nil {
-			return stepruntime.Result{}, false, fmt.Errorf("ListSteps: %w", err)
+			return "", nil, false, fmt.Errorf("ListSteps: %w", err)
 		}
 		for _, st := range out.Steps {
 			if aws.ToString(st.Name) != name {
@@ -255,46 +268,32 @@ func (j *job) Find(ctx context.Context, a *stepruntime.Attempt, key string) (ste
 			if st.Status != nil {
 				state = string(st.Status.State)
 			}
-			return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: time.Millisecond,
-				Data:    map[string]any{KeyClusterID: s.ClusterID, KeyStepID: id, KeyStepName: name, KeyState: state},
-				Message: fmt.Sprintf("found EMR step %s (%s), added for this attempt before the engine restarted", id, name)}, true, nil
+			return id, map[string]any{KeyClusterID: s.ClusterID, KeyStepID: id, KeyStepName: name, KeyState: state}, true, nil
 		}
 		if out.Marker == nil {
 			break
 		}
 		in.Marker = out.Marker
 	}
-	return stepruntime.Result{}, false, nil
+	return "", nil, false, nil
 }
 
-// Poll implements external.Job: DescribeStep, and the step's end.
-func (j *job) Poll(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
-	s, err := j.spec(a)
-	if err != nil {
-		return stepruntime.Result{State: stepruntime.FatalError, Message: err.Error()}
-	}
+// Describe implements awsjob.Service: DescribeStep on the step's cluster.
+func (j *job) Describe(ctx context.Context, a *stepruntime.Attempt, id string) (awsjob.Status, error) {
 	cluster, _ := a.Data[KeyClusterID].(string)
-	id, _ := a.Data[KeyStepID].(string)
-	if id == "" || cluster == "" {
-		return stepruntime.Result{State: stepruntime.PlatformError, Message: "the attempt has no EMR step id"}
+	if cluster == "" {
+		return awsjob.Status{Phase: awsjob.Failed, Platform: true, State: "UNKNOWN", Message: "the attempt has no EMR cluster id"}, nil
 	}
-	delay := external.Backoff(s.PollInterval, max(j.cfg.MaxPollInterval, s.PollInterval), external.LaunchedFor(a.Data, j.cfg.Now()))
 	out, err := j.cfg.Client.DescribeStep(ctx, &awsemr.DescribeStepInput{ClusterId: aws.String(cluster), StepId: aws.String(id)})
 	if err != nil {
-		state := external.AWSState(ctx, err)
-		if state == stepruntime.PlatformError {
-			return stepruntime.Result{State: stepruntime.Continue, NextPollDelay: delay, Message: external.AWSMessage("DescribeStep", err)}
-		}
-		return stepruntime.Result{State: state, Message: external.AWSMessage("DescribeStep", err)}
+		return awsjob.Status{}, err
 	}
 	if out.Step == nil || out.Step.Status == nil {
-		return stepruntime.Result{State: stepruntime.PlatformError, Message: fmt.Sprintf("EMR no longer knows step %s of cluster %s", id, cluster)}
+		return awsjob.Status{Phase: awsjob.Failed, Platform: true, State: "UNKNOWN",
+			Message: fmt.Sprintf("EMR no longer knows the step in cluster %s", cluster)}, nil
 	}
-	res := StepResult(cluster, id, out.Step.Status, a.Data)
-	if res.State == stepruntime.Continue {
-		res.NextPollDelay = delay
-	}
-	return res
+	stopped, _ := a.Data[KeyCancelled].(bool)
+	return StepStatus(cluster, id, out.Step.Status, stopped), nil
 }
 
 // StepState maps an EMR step's state to the attempt's state: PENDING,
@@ -321,81 +320,66 @@ func StepState(state string, cancelledByEngine bool) stepruntime.State {
 	return stepruntime.Continue
 }
 
-// StepResult is the attempt's result for a described EMR step; prior is
-// the attempt's runtime data.
-func StepResult(cluster, id string, st *types.StepStatus, prior map[string]any) stepruntime.Result {
+// StepStatus is what a described EMR step says of the attempt
+// (StepState; stopped: the engine asked EMR to cancel it): at its end the
+// reason and log file in the runtime data and, when it completed, its
+// outputs.
+func StepStatus(cluster, id string, st *types.StepStatus, stopped bool) awsjob.Status {
 	state := string(st.State)
-	cancelled, _ := prior[KeyCancelled].(bool)
-	res := stepruntime.Result{State: StepState(state, cancelled)}
-	if res.State == stepruntime.Continue {
-		if state != prior[KeyState] {
-			res.Data = map[string]any{KeyState: state}
-			res.Message = "EMR step " + state
-		}
-		return res
+	out := awsjob.Status{State: state}
+	run := StepState(state, stopped)
+	if run == stepruntime.Continue {
+		return out
 	}
-	data := map[string]any{KeyState: state}
+	out.Data = map[string]any{}
 	why := ""
 	if f := st.FailureDetails; f != nil {
 		why = strings.TrimPrefix(aws.ToString(f.Reason)+": "+aws.ToString(f.Message), ": ")
 		if lf := aws.ToString(f.LogFile); lf != "" {
-			data[KeyLogFile] = lf
+			out.Data[KeyLogFile] = lf
 		}
 	}
 	if why == "" && st.StateChangeReason != nil {
 		why = aws.ToString(st.StateChangeReason.Message)
 	}
 	if why != "" {
-		data[KeyReason] = why
+		out.Data[KeyReason] = why
 	}
-	res.Data = data
-	switch res.State {
+	out.Message = why
+	switch run {
 	case stepruntime.Done:
-		res.Message = fmt.Sprintf("EMR step %s COMPLETED", id)
-		res.Outputs = map[string]any{
+		out.Phase = awsjob.Succeeded
+		out.Outputs = map[string]any{
 			OutputStepID:    params.Value{Type: workflow.ParamTypeString, Value: id},
 			OutputState:     params.Value{Type: workflow.ParamTypeString, Value: state},
 			OutputClusterID: params.Value{Type: workflow.ParamTypeString, Value: cluster},
 		}
+	case stepruntime.UserError:
+		out.Phase = awsjob.Failed
+	case stepruntime.Stopped:
+		out.Phase = awsjob.Stopped
 	default:
-		res.Message = strings.TrimSuffix(fmt.Sprintf("EMR step %s %s: %s", id, state, why), ": ")
+		// Cancelled by someone else (an earlier step's action_on_failure)
+		// or interrupted (the cluster went away).
+		out.Phase, out.Platform = awsjob.Failed, true
 	}
-	return res
+	return out
 }
 
-// Cancel implements external.Job: CancelSteps, the step's process
+// Stop implements awsjob.Service: CancelSteps, the step's process
 // terminated (a pending step is just cancelled).
-func (j *job) Cancel(ctx context.Context, a *stepruntime.Attempt) stepruntime.Result {
+func (j *job) Stop(ctx context.Context, a *stepruntime.Attempt, id string) error {
 	cluster, _ := a.Data[KeyClusterID].(string)
-	id, _ := a.Data[KeyStepID].(string)
-	if id == "" {
-		return stepruntime.Result{State: stepruntime.Stopped}
-	}
-	data := map[string]any{KeyCancelled: true}
-	var out *awsemr.CancelStepsOutput
-	var err error
-	for try := range 4 {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(try) * time.Second):
-			}
-		}
-		out, err = j.cfg.Client.CancelSteps(ctx, &awsemr.CancelStepsInput{ClusterId: aws.String(cluster), StepIds: []string{id},
-			StepCancellationOption: types.StepCancellationOptionTerminateProcess})
-		if err == nil || external.AWSState(ctx, err) != stepruntime.PlatformError {
-			break
-		}
-	}
+	out, err := j.cfg.Client.CancelSteps(ctx, &awsemr.CancelStepsInput{ClusterId: aws.String(cluster), StepIds: []string{id},
+		StepCancellationOption: types.StepCancellationOptionTerminateProcess})
 	if err != nil {
-		j.cfg.Logger.Warn("cancel EMR step", "cluster_id", cluster, "step_id", id, "error", err.Error())
-		return stepruntime.Result{State: stepruntime.Stopped, Data: data, Message: external.AWSMessage("CancelSteps "+id, err)}
+		return err
 	}
 	for _, info := range out.CancelStepsInfoList {
 		if info.Status == types.CancelStepsRequestStatusFailed {
-			return stepruntime.Result{State: stepruntime.Stopped, Data: data,
-				Message: fmt.Sprintf("EMR did not cancel step %s: %s", id, aws.ToString(info.Reason))}
+			// The service's refusal (the step has ended): not tried again.
+			return &smithy.GenericAPIError{Code: "CancelStepsFailed", Message: aws.ToString(info.Reason), Fault: smithy.FaultClient}
 		}
 	}
-	return stepruntime.Result{State: stepruntime.Stopped, Data: data, Message: "cancelled EMR step " + id}
+	return nil
 }

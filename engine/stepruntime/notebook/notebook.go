@@ -137,8 +137,16 @@ func New(cfg Config) (stepruntime.Runtime, error) {
 			cfg.OutputPrefix += "/"
 		}
 	}
-	return external.Runtime{Job: &job{cfg: cfg}}, nil
+	return runtime{external.Runtime{Job: &job{cfg: cfg}}}, nil
 }
+
+// runtime is the protocol's runtime; a step_update message (a Batch
+// carrier's state-change event, awsjob) makes its attempt look at its job
+// at once.
+type runtime struct{ external.Runtime }
+
+// WakesOnUpdate implements stepruntime.Woken.
+func (runtime) WakesOnUpdate() {}
 
 type job struct {
 	cfg Config

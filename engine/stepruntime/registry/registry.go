@@ -20,19 +20,17 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	awsbatch "github.com/aws/aws-sdk-go-v2/service/batch"
 	"github.com/aws/aws-sdk-go-v2/service/ecs"
-	awsemr "github.com/aws/aws-sdk-go-v2/service/emr"
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/stepruntime/awsjob"
 	"github.com/maestro-aws/maestro/engine/stepruntime/batch"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/stepruntime/ecstask"
-	"github.com/maestro-aws/maestro/engine/stepruntime/emr"
 	"github.com/maestro-aws/maestro/engine/stepruntime/external"
 	"github.com/maestro-aws/maestro/engine/stepruntime/httpstep"
 	"github.com/maestro-aws/maestro/engine/stepruntime/lambdastep"
@@ -135,9 +133,7 @@ func New(ctx context.Context, cfg Config, db *pgxpool.Pool, logger *slog.Logger)
 		for _, t := range awsJobTypes {
 			reg[t.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		}
-		for _, typ := range partB {
-			reg[typ] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
-		}
+		reg[notebook.Type] = unavailable("no AWS region is configured on this engine (set AWS_REGION)")
 		return reg, nil
 	}
 	return withAWS(reg, cfg, awsCfg, db, logger)
@@ -162,12 +158,15 @@ func withAWS(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, db *pgxpoo
 		return nil, err
 	}
 	reg[ecstask.Type] = er
-	if err := withAWSJobs(reg, cfg, awsCfg, db, logger); err != nil {
+	jc := awsJobConfig(cfg, db, logger)
+	if err := withAWSJobs(reg, cfg, awsCfg, jc); err != nil {
 		return nil, err
 	}
-	if err := withPartB(reg, cfg, awsCfg, er, logger); err != nil {
+	nr, err := notebookRuntime(cfg, awsCfg, jc, er)
+	if err != nil {
 		return nil, err
 	}
+	reg[notebook.Type] = nr
 	return reg, nil
 }
 
@@ -180,42 +179,23 @@ func endpointOptions(cfg Config) []func(*config.LoadOptions) error {
 	return []func(*config.LoadOptions) error{config.WithBaseEndpoint(cfg.AWSEndpoint)}
 }
 
-// partB are the [aws-steps] part B types: AWS Batch and EMR jobs and
-// notebooks.
-var partB = []string{batch.Type, emr.Type, notebook.Type}
-
-// withPartB registers the part B runtimes.
-func withPartB(reg stepruntime.Registry, cfg Config, awsCfg aws.Config, ecsRuntime stepruntime.Runtime, logger *slog.Logger) error {
-	br, err := batch.New(batch.Config{Client: awsbatch.NewFromConfig(awsCfg), JobQueue: cfg.BatchJobQueue, Logger: logger})
-	if err != nil {
-		return err
-	}
-	reg[batch.Type] = br
-	er, err := emr.New(emr.Config{Client: awsemr.NewFromConfig(awsCfg), ClusterID: cfg.EMRClusterID, Logger: logger})
-	if err != nil {
-		return err
-	}
-	reg[emr.Type] = er
-	nr, err := notebookRuntime(cfg, awsCfg, br, ecsRuntime, logger)
-	if err != nil {
-		return err
-	}
-	reg[notebook.Type] = nr
-	return nil
-}
-
 // notebookRuntime is the Notebook runtime over the configured carrier's
-// job (the Batch or EcsTask runtime's own).
-func notebookRuntime(cfg Config, awsCfg aws.Config, batchRuntime, ecsRuntime stepruntime.Runtime, logger *slog.Logger) (stepruntime.Runtime, error) {
+// job: a Batch job as Batch steps run them (the state-change events of
+// the job wake the notebook's attempt too), or the EcsTask runtime's.
+func notebookRuntime(cfg Config, awsCfg aws.Config, jc awsjob.Config, ecsRuntime stepruntime.Runtime) (stepruntime.Runtime, error) {
 	nc := notebook.Config{JobQueue: cfg.NotebookJobQueue, JobDefinition: cfg.NotebookJobDefinition,
 		TaskDefinition: cfg.NotebookTaskDefinition, Container: cfg.NotebookContainer, OutputPrefix: cfg.NotebookOutputPrefix,
-		Objects: notebook.S3Objects{Client: s3.NewFromConfig(awsCfg)}, Logger: logger}
+		Objects: notebook.S3Objects{Client: s3.NewFromConfig(awsCfg)}, Logger: jc.Logger}
 	switch strings.ToLower(cfg.NotebookCarrier) {
 	case "":
 		return unavailable("Notebook steps need a carrier on this engine: set MAESTRO_NOTEBOOK_CARRIER to Batch (with " +
 			"MAESTRO_NOTEBOOK_JOB_DEFINITION) or EcsTask (with MAESTRO_NOTEBOOK_TASK_DEFINITION), and MAESTRO_NOTEBOOK_OUTPUT_PREFIX"), nil
 	case "batch":
-		nc.Carrier, nc.Job = notebook.CarrierBatch, batchRuntime.(external.Runtime).Job
+		j, err := batch.NewJob(batchConfig(awsCfg, jc, cfg.BatchJobQueue))
+		if err != nil {
+			return nil, err
+		}
+		nc.Carrier, nc.Job = notebook.CarrierBatch, j
 	case "ecstask":
 		nc.Carrier, nc.Job = notebook.CarrierEcsTask, ecsRuntime.(external.Runtime).Job
 	default:

@@ -141,3 +141,22 @@ func TestNotebookCarrier(t *testing.T) {
 		t.Errorf("a Kubernetes carrier: %v", err)
 	}
 }
+
+// The events consumer understands the state-change events of every AWS job
+// type, Batch's and EMR's included, each for its own service's jobs.
+func TestAWSJobEvents(t *testing.T) {
+	got := map[string]string{}
+	for _, e := range registry.AWSJobEvents() {
+		got[e.DetailType] = e.Source + " " + e.IDField + " " + e.Service
+	}
+	want := map[string]string{
+		"Athena Query State Change":              "aws.athena queryExecutionId athena",
+		"Glue Job State Change":                  "aws.glue jobRunId glue",
+		"Step Functions Execution Status Change": "aws.states executionArn states",
+		"Batch Job State Change":                 "aws.batch jobId batch",
+		"EMR Step Status Change":                 "aws.emr stepId emr",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("events %v\nwant %v", got, want)
+	}
+}
