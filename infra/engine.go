@@ -247,6 +247,14 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		nagSuppress(taskRole, "AwsSolutions-IAM5", "emulator target only: the emulator authorises Athena calls naming a query by id against *, AWS against the query's workgroup",
 			`/^Resource::\*$/`)
 	}
+	if t := props.StepTargets.Jobs; props.Emulator && len(t.BatchJobQueues) > 0 && len(t.BatchJobDefinitions) > 0 {
+		// AWS authorises SubmitJob against the job queue and the job
+		// definition (SubmitStepJobs); the emulator, which derives no
+		// resource from a Batch request, against "*".
+		EmulatorBatchGrant(taskRole, "batch:SubmitJob", jsii.String("*"))
+		nagSuppress(taskRole, "AwsSolutions-IAM5", "emulator target only: the emulator authorises Batch's SubmitJob against *, AWS against the job queue and definition",
+			`/^Resource::\*$/`)
+	}
 	jobNagSuppressions(taskRole, props.StepTargets.Jobs)
 	s.TaskRole = taskRole
 	if props.Emulator {

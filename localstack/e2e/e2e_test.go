@@ -31,7 +31,7 @@ var scenarios = []struct {
 	{"fresh: deployed into an empty database (migrated by the deploy), a cron trigger fires on the first scheduled minute; all sessions are the app role's", scenarioFreshDatabase},
 	{"publisher: the engine's events reach the example subscriber through SQS, the publisher Lambda and SNS", scenarioPublisher},
 	{"backfill: a backfill started through the signed API runs one run per date and its downstream workflow to SUCCEEDED", scenarioBackfill},
-	{"awsjobs: Athena, Glue and Step Functions steps run as the engine's task role; a stop stops the execution", scenarioAWSJobs},
+	{"awsjobs: Athena, Glue, Step Functions and Batch steps run as the engine's task role, a Batch job's state-change event ends its step; a stop stops the execution", scenarioAWSJobs},
 }
 
 func TestEndToEnd(t *testing.T) {
