@@ -174,8 +174,10 @@ type validation struct {
 	stepLocs  map[string]*loc // step id -> where it is defined
 	templates func(stepType, jobType, version string) (Params, error)
 	// templateVersion is the version of the job templates the workflow's
-	// steps inherit from (its job_template_version param).
-	templateVersion string
+	// steps inherit from (its job_template_version param), and
+	// templateVersionUnknown says that param is computed (known at run).
+	templateVersion        string
+	templateVersionUnknown bool
 }
 
 func (v Validator) start() *validation {
@@ -216,9 +218,10 @@ func (v Validator) start() *validation {
 }
 
 func (s *validation) workflow(w *Workflow, at *loc) {
-	s.templateVersion = ""
-	if v, ok := w.Params[JobTemplateVersionParam].Value.(string); ok {
-		s.templateVersion = v
+	s.templateVersion, s.templateVersionUnknown = "", false
+	if p, ok := w.Params[JobTemplateVersionParam]; ok {
+		s.templateVersion, _ = p.Value.(string)
+		s.templateVersionUnknown = p.Expression != nil || strings.Contains(s.templateVersion, "$")
 	}
 	s.workflowID(w.ID, at.child("id"))
 	s.maxLen(w.Name, MaxNameLength, at.child("name"))
@@ -369,8 +372,9 @@ func (s *validation) typedStep(st *Step, p *loc) {
 	case !s.types[lower]:
 		s.reportf(p.child("type"), "unsupported step type %q; supported: %s", st.Type, s.typeNames)
 	}
-	if tp, ok := stepTypeSpec(st.Type); ok && tp.JobParam != "" && s.types[lower] {
-		s.stepTypeParam(st, s.inheritedParams(st, p), tp, p.child("params").child(tp.JobParam))
+	ps, known := s.inheritedParams(st, p)
+	if tp, ok := stepTypeSpec(st.Type); ok && tp.JobParam != "" && s.types[lower] && known {
+		s.stepTypeParam(st, ps, tp, p.child("params").child(tp.JobParam))
 	}
 	s.retryPolicy(st.RetryPolicy, p.child("retry_policy"))
 	if len(st.Config) == 0 {
@@ -395,10 +399,15 @@ func (s *validation) typedStep(st *Step, p *loc) {
 }
 
 // inheritedParams returns the step's params merged over those of its job
-// template (Validator.JobTemplateParams), as a run merges them.
-func (s *validation) inheritedParams(st *Step, p *loc) Params {
+// template (Validator.JobTemplateParams), as a run merges them; known is
+// false when the template's version is computed at run time, so what the
+// step inherits is not known at push.
+func (s *validation) inheritedParams(st *Step, p *loc) (ps Params, known bool) {
 	if st.SubType == "" || s.templates == nil {
-		return st.Params
+		return st.Params, true
+	}
+	if s.templateVersionUnknown {
+		return st.Params, false
 	}
 	version := s.templateVersion
 	if version == "" {
@@ -407,12 +416,12 @@ func (s *validation) inheritedParams(st *Step, p *loc) Params {
 	inherited, err := s.templates(string(st.Type), st.SubType, version)
 	if err != nil {
 		s.report(p.child("sub_type"), err.Error())
-		return st.Params
+		return st.Params, true
 	}
 	if len(inherited) == 0 {
-		return st.Params
+		return st.Params, true
 	}
-	return MergeParams(inherited, st.Params)
+	return MergeParams(inherited, st.Params), true
 }
 
 // stepTypeParam checks that a typed step has its job's MAP param and, when

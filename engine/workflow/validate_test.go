@@ -493,6 +493,12 @@ func TestValidateJobTemplateParams(t *testing.T) {
 	if err := (Validator{}).Validate(def("v1")); err == nil || !strings.Contains(err.Error(), "needs the notebook param") {
 		t.Fatalf("without templates: err = %v", err)
 	}
+	// A version computed at run time: what the step inherits is known
+	// then, and the push does not ask.
+	asked = nil
+	if err := v.Validate(def("${other}")); err != nil || len(asked) != 0 {
+		t.Fatalf("computed version: err = %v, asked %v", err, asked)
+	}
 }
 
 // MergeParams merges literal MAPs member by member and STRING_MAPs entry
