@@ -88,34 +88,43 @@ func TestAWSJobTargetsFromContext(t *testing.T) {
 	}
 }
 
-// With AWS job targets the engine stack routes their services' events to
-// a queue the engine reads (and is told of), and alarms its dead letters.
-func TestAWSJobEventsQueue(t *testing.T) {
-	tmpl, env := engineEnvStack(t, StepTargets{AWSJobs: AWSJobTargets{AthenaWorkgroups: []string{"analytics"},
-		GlueJobs: []string{"nightly"}, StateMachines: []string{"publish"}}}, "")
+// eventRules synthesizes the engine stack with targets and checks that it
+// tells the engine of the events queue and has n rules whose event
+// patterns hold every wanted fragment.
+func eventRules(t *testing.T, targets StepTargets, n int, want ...string) *stackTemplate {
+	t.Helper()
+	tmpl, env := engineEnvStack(t, targets, "")
 	if env[AWSJobEventsQueueEnv] == nil {
 		t.Fatalf("engine environment %s lacks %s", asJSON(env), AWSJobEventsQueueEnv)
 	}
 	rules := tmpl.ofType("AWS::Events::Rule")
-	if len(rules) != 3 {
-		t.Fatalf("%d rules, want one per service: %s", len(rules), asJSON(rules))
+	if len(rules) != n {
+		t.Fatalf("%d rules, want %d: %s", len(rules), n, asJSON(rules))
 	}
 	var patterns []string
 	for _, r := range rules {
 		patterns = append(patterns, asJSON(props(r)["EventPattern"]))
 	}
 	all := strings.Join(patterns, "\n")
-	for _, want := range []string{`"workgroupName":["analytics"]`, `"jobName":["nightly"]`, `stateMachine:publish`,
-		`"Athena Query State Change"`, `"Glue Job State Change"`, `"Step Functions Execution Status Change"`} {
-		if !strings.Contains(all, want) {
-			t.Errorf("event patterns lack %s:\n%s", want, all)
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("event patterns lack %s:\n%s", w, all)
 		}
 	}
+	return tmpl
+}
+
+// With AWS job targets the engine stack routes their services' events to
+// a queue the engine reads (and is told of), and alarms its dead letters.
+func TestAWSJobEventsQueue(t *testing.T) {
+	tmpl := eventRules(t, StepTargets{AWSJobs: AWSJobTargets{AthenaWorkgroups: []string{"analytics"},
+		GlueJobs: []string{"nightly"}, StateMachines: []string{"publish"}}}, 3,
+		`"workgroupName":["analytics"]`, `"jobName":["nightly"]`, `stateMachine:publish`,
+		`"Athena Query State Change"`, `"Glue Job State Change"`, `"Step Functions Execution Status Change"`)
 	if policies := asJSON(tmpl.ofType("AWS::IAM::Policy")); !strings.Contains(policies, "sqs:ReceiveMessage") || !strings.Contains(policies, "sqs:DeleteMessage") {
 		t.Errorf("the task role may not consume the events queue: %s", policies)
 	}
-	_, env = engineEnvStack(t, StepTargets{}, "")
-	if env[AWSJobEventsQueueEnv] != nil {
+	if _, env := engineEnvStack(t, StepTargets{}, ""); env[AWSJobEventsQueueEnv] != nil {
 		t.Errorf("no AWS job targets, yet %s is set", AWSJobEventsQueueEnv)
 	}
 }
@@ -124,30 +133,14 @@ func TestAWSJobEventsQueue(t *testing.T) {
 // state-change events (the ends only) reach the same queue, and they alone
 // make the engine read it.
 func TestBatchAndEmrEventRules(t *testing.T) {
-	tmpl, env := engineEnvStack(t, StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl", "arn:aws:batch:eu-west-1:123456789012:job-queue/ml"},
-		BatchJobDefinitions: []string{"etl"}, EmrClusters: []string{"j-2AXXXXXXGAPLF"}}}, "")
-	if env[AWSJobEventsQueueEnv] == nil {
-		t.Fatalf("engine environment %s lacks %s", asJSON(env), AWSJobEventsQueueEnv)
-	}
-	rules := tmpl.ofType("AWS::Events::Rule")
-	if len(rules) != 2 {
-		t.Fatalf("%d rules, want Batch's and EMR's: %s", len(rules), asJSON(rules))
-	}
-	var patterns []string
-	for _, r := range rules {
-		patterns = append(patterns, asJSON(props(r)["EventPattern"]))
-	}
-	all := strings.Join(patterns, "\n")
-	for _, want := range []string{`"source":["aws.batch"]`, `"detail-type":["Batch Job State Change"]`, `:job-queue/etl`,
+	eventRules(t, StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl", "arn:aws:batch:eu-west-1:123456789012:job-queue/ml"},
+		BatchJobDefinitions: []string{"etl"}, EmrClusters: []string{"j-2AXXXXXXGAPLF"}}}, 2,
+		`"source":["aws.batch"]`, `"detail-type":["Batch Job State Change"]`, `:job-queue/etl`,
 		`"arn:aws:batch:eu-west-1:123456789012:job-queue/ml"`, `"status":["SUCCEEDED","FAILED"]`,
 		`"source":["aws.emr"]`, `"detail-type":["EMR Step Status Change"]`, `"clusterId":["j-2AXXXXXXGAPLF"]`,
-		`"state":["COMPLETED","FAILED","CANCELLED","INTERRUPTED"]`} {
-		if !strings.Contains(all, want) {
-			t.Errorf("event patterns lack %s:\n%s", want, all)
-		}
-	}
+		`"state":["COMPLETED","FAILED","CANCELLED","INTERRUPTED"]`)
 	// A queue without a job definition runs no Batch step: no rule.
-	_, env = engineEnvStack(t, StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl"}}}, "")
+	_, env := engineEnvStack(t, StepTargets{Jobs: JobTargets{BatchJobQueues: []string{"etl"}}}, "")
 	if env[AWSJobEventsQueueEnv] != nil {
 		t.Errorf("no Batch or EMR steps, yet %s is set", AWSJobEventsQueueEnv)
 	}
