@@ -300,6 +300,9 @@ func (b *Broker) ProcessIncremental(ctx context.Context, limit int) (started, se
 				if err != nil {
 					return err
 				}
+				if len(plans) > 0 && b.testPause != nil {
+					b.testPause()
+				}
 				runs, res, err := b.startPlans(ctx, tx, plans, versions)
 				if err != nil {
 					return err
