@@ -149,6 +149,7 @@ var routeAccess = map[string]access{
 	"GET /api/v3/signals/{name}/instances":                                                                    reader,
 	"GET /api/v3/signals/{name}/instances/{seq}/lineage":                                                      reader,
 	"GET /api/v3/workflows/{id}/signal-triggers":                                                              reader,
+	"GET /api/v3/workflows/{id}/watermarks":                                                                   reader,
 	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/signals":                                           reader,
 	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/signals":                              reader,
 }

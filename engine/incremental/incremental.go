@@ -299,3 +299,62 @@ func Touch(ctx context.Context, tx pgx.Tx, k Key) error {
 	}
 	return nil
 }
+
+// ErrInvalid: a reset the watermark cannot take.
+var ErrInvalid = errors.New("incremental: invalid watermark change")
+
+// Reset moves the watermark of k to snapshotID (0: the table's
+// beginning), whose commit time is that of the change that announced it,
+// else commitTime (epoch ms; required then). The changes after it are due
+// again: the sweep starts a run for them. It refuses while a run of the
+// table is in flight (ErrInFlight) and returns the watermark as reset.
+func Reset(ctx context.Context, db Beginner, k Key, snapshotID int64, commitTime *int64) (Watermark, error) {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var inflight *int64
+		err := tx.QueryRow(ctx, sqlResetLock, k.WorkflowID, k.Table).Scan(&inflight)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: %s has no watermark for table %s", ErrNotFound, k.WorkflowID, k.Table)
+		}
+		if err != nil {
+			return fmt.Errorf("lock the watermark of %s %s: %w", k.WorkflowID, k.Table, err)
+		}
+		if inflight != nil {
+			return fmt.Errorf("%w: run %d covers %s; reset once it has ended", ErrInFlight, *inflight, k.Table)
+		}
+		var ct int64
+		if snapshotID != 0 {
+			err := tx.QueryRow(ctx, sqlChangeCommitTime, k.WorkflowID, k.Table, snapshotID).Scan(&ct)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows) && commitTime == nil:
+				return fmt.Errorf("%w: snapshot %d of %s was never announced: give its commit_time", ErrInvalid, snapshotID, k.Table)
+			case errors.Is(err, pgx.ErrNoRows):
+				ct = *commitTime
+			case err != nil:
+				return fmt.Errorf("read snapshot %d of %s: %w", snapshotID, k.Table, err)
+			}
+		}
+		if _, err := tx.Exec(ctx, sqlReset, k.WorkflowID, k.Table, snapshotID, ct); err != nil {
+			return fmt.Errorf("reset the watermark of %s %s: %w", k.WorkflowID, k.Table, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Watermark{}, err
+	}
+	ws, err := List(ctx, db, k.WorkflowID)
+	if err != nil {
+		return Watermark{}, err
+	}
+	for _, w := range ws {
+		if w.Table == k.Table {
+			return w, nil
+		}
+	}
+	return Watermark{}, fmt.Errorf("%w: %s %s", ErrNotFound, k.WorkflowID, k.Table)
+}
+
+// Beginner is a pool: what starts transactions and reads.
+type Beginner interface {
+	Querier
+	Begin(ctx context.Context) (pgx.Tx, error)
+}

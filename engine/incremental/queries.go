@@ -112,3 +112,19 @@ LIMIT $1`
 
 // sqlTouch moves a watermark to the back of the due list.
 const sqlTouch = `UPDATE incremental_watermark SET modify_time = now() WHERE workflow_id = $1 AND table_ref = $2`
+
+const sqlResetLock = `
+SELECT inflight_instance_id FROM incremental_watermark WHERE workflow_id = $1 AND table_ref = $2 FOR UPDATE`
+
+const sqlChangeCommitTime = `
+SELECT commit_time FROM incremental_change WHERE workflow_id = $1 AND table_ref = $2 AND snapshot_id = $3`
+
+// sqlReset moves a watermark (and the last range started) to a snapshot;
+// the changes after it are due again. A watermark moved beyond the latest
+// change makes it the latest.
+const sqlReset = `
+UPDATE incremental_watermark SET snapshot_id = $3, commit_time = $4, attempted_snapshot_id = $3,
+    attempted_commit_time = $4, modify_time = now(),
+    latest_snapshot_id = CASE WHEN ($4::bigint, $3::bigint) > (latest_commit_time, latest_snapshot_id) THEN $3 ELSE latest_snapshot_id END,
+    latest_commit_time = CASE WHEN ($4::bigint, $3::bigint) > (latest_commit_time, latest_snapshot_id) THEN $4 ELSE latest_commit_time END
+WHERE workflow_id = $1 AND table_ref = $2`
