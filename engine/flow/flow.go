@@ -137,6 +137,7 @@ func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64, val
 	}
 	f.info = run.NewRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
 	f.info.SetBackfill(row.BackfillID)
+	f.info.SetIncremental(row.Incremental)
 	f.incremental = len(row.Incremental) > 0 && string(row.Incremental) != "null"
 	if row.StartTime != nil {
 		f.started = *row.StartTime

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
 	"github.com/maestro-aws/maestro/engine/flow/flowtest"
@@ -210,6 +213,43 @@ func TestIncrementalCoalescesChangesDuringARun(t *testing.T) {
 	}
 	if n := e.count(`SELECT count(*) FROM incremental_run WHERE workflow_id = 'incr-coalesce' AND state = 'SUCCEEDED'`); n != 2 {
 		t.Fatalf("%d succeeded ranges, want 2", n)
+	}
+	// The runs' status events the engine wrote carry their range.
+	rows, err := e.Pool.Query(context.Background(), `SELECT payload::text FROM maestro_event
+		WHERE workflow_id = 'incr-coalesce' AND kind = 2 ORDER BY tx, event_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payloads, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	carried := map[int64]int{}
+	for _, p := range payloads {
+		var ev struct {
+			Instance int64                   `json:"i"`
+			New      string                  `json:"n"`
+			Range    *event.IncrementalRange `json:"x"`
+		}
+		if err := json.Unmarshal([]byte(p), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.New != "IN_PROGRESS" && ev.New != "SUCCEEDED" {
+			continue
+		}
+		want := event.IncrementalRange{Table: "sales.orders", FromSnapshotID: 0, ToSnapshotID: commit(1).SnapshotID,
+			ToCommitTime: commit(1).CommitTime.UnixMilli()}
+		if ev.Instance == second.InstanceID {
+			want = event.IncrementalRange{Table: "sales.orders", FromSnapshotID: commit(1).SnapshotID, ToSnapshotID: commit(4).SnapshotID,
+				FromCommitTime: commit(1).CommitTime.UnixMilli(), ToCommitTime: commit(4).CommitTime.UnixMilli()}
+		}
+		if ev.Range == nil || *ev.Range != want {
+			t.Errorf("run %d's %s event carries %+v, want %+v", ev.Instance, ev.New, ev.Range, want)
+		}
+		carried[ev.Instance]++
+	}
+	if carried[first.InstanceID] != 2 || carried[second.InstanceID] != 2 {
+		t.Errorf("status events with the range: %v, want 2 per run", carried)
 	}
 }
 
