@@ -128,3 +128,30 @@ UPDATE incremental_watermark SET snapshot_id = $3, commit_time = $4, attempted_s
     latest_snapshot_id = CASE WHEN ($4::bigint, $3::bigint) > (latest_commit_time, latest_snapshot_id) THEN $3 ELSE latest_snapshot_id END,
     latest_commit_time = CASE WHEN ($4::bigint, $3::bigint) > (latest_commit_time, latest_snapshot_id) THEN $4 ELSE latest_commit_time END
 WHERE workflow_id = $1 AND table_ref = $2`
+
+const sqlBackfillLock = `
+SELECT snapshot_id, commit_time, inflight_instance_id FROM incremental_watermark
+WHERE workflow_id = $1 AND table_ref = $2 FOR UPDATE`
+
+// sqlBackfillChanges lists the changes in ($3, $4] .. ($5, $6], in commit
+// order.
+const sqlBackfillChanges = `
+SELECT snapshot_id, commit_time, operation FROM incremental_change
+WHERE workflow_id = $1 AND table_ref = $2
+  AND (commit_time, snapshot_id) > ($3::bigint, $4::bigint)
+  AND (commit_time, snapshot_id) <= ($5::bigint, $6::bigint)
+ORDER BY commit_time, snapshot_id`
+
+// sqlLastBefore is the last change committed before $3 (epoch ms).
+const sqlLastBefore = `
+SELECT snapshot_id, commit_time FROM incremental_change
+WHERE workflow_id = $1 AND table_ref = $2 AND commit_time < $3
+ORDER BY commit_time DESC, snapshot_id DESC LIMIT 1`
+
+// sqlStartedBackfill records a backfill run's range; a run started again
+// for the same partition attempt (a duplicate) keeps its row.
+const sqlStartedBackfill = `
+INSERT INTO incremental_run (workflow_id, instance_id, table_ref, from_snapshot_id, to_snapshot_id, from_commit_time,
+    to_commit_time, snapshot_count, has_overwrite, has_delete, backfill_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (workflow_id, instance_id) DO NOTHING`
