@@ -74,6 +74,12 @@ func TestCLIWatermark(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// A backfill of the range from the command line: one run for (0, 8123456789].
+	code, out, _ = maestroCLI(t, api, "backfill", "start", "incr-cli", "--table", "sales.orders", "--from-snapshot", "0",
+		"--to-snapshot", "8123456789", "--watch", "--interval-watch", "100ms")
+	if code != cli.ExitOK || !strings.Contains(out, "1 partitions of incr-cli") || !strings.Contains(out, "SUCCEEDED 1") {
+		t.Fatalf("backfill start --table: %d\n%s", code, out)
+	}
 	code, _, errOut := maestroCLI(t, api, "watermark", "reset", "incr-cli", "--table", "sales.items", "--snapshot", "0")
 	if code != cli.ExitError || !strings.Contains(errOut, "has no watermark for table sales.items") {
 		t.Fatalf("reset of an unknown table: %d %q", code, errOut)
