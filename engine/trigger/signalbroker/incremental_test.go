@@ -332,8 +332,9 @@ func TestIncrementalRedeliveryAndFlags(t *testing.T) {
 	}
 }
 
-// Two brokers deliver 40 changes concurrently, in shuffled batches, while
-// every run succeeds at once: the ranges chain from 0 to the last commit,
+// Two brokers deliver 40 changes concurrently, in interleaved order, and
+// two sweeps race to start the ranges owed, while every run succeeds at
+// once: the ranges chain from 0 to the last commit,
 // each starting where the previous ended (no overlap, no gap), and every
 // change lies in exactly one range.
 func TestIncrementalConcurrentDeliveriesNeverOverlap(t *testing.T) {
@@ -343,6 +344,12 @@ func TestIncrementalConcurrentDeliveriesNeverOverlap(t *testing.T) {
 	e := newEnv(t).withGate(g)
 	e.Push(incrementalWorkflow("incr-race"))
 	other := signalbroker.New(e.Pool, e.Runs, flowtest.Logger())
+	// A second process's sweep races the engine's for the ranges owed.
+	sweep2 := &signalbroker.Sweeper{Broker: other, Logger: flowtest.Logger(), Interval: 20 * time.Millisecond}
+	if err := sweep2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sweep2.Stop)
 
 	const n = 40
 	var wg sync.WaitGroup
