@@ -586,7 +586,7 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 			return run.ErrFenced // the run was never started here: nothing to retry
 		}
 		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u).After(f.start)
-		if f.incremental && f.ref.RunID == 1 {
+		if f.incremental {
 			// The range ends with the run, in its transaction; the
 			// watermark moves only when it SUCCEEDED (docs/incremental.md).
 			op.Then(func(ctx context.Context, tx pgx.Tx) error {

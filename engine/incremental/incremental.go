@@ -358,3 +358,25 @@ type Beginner interface {
 	Querier
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
+
+// Restarted gives the restart of an incremental run the range it covers
+// back, inside the restart's transaction (which holds the workflow's
+// lock): when the run's range ended without moving the watermark (FAILED,
+// STOPPED, TIMED_OUT), still starts at the watermark, and no run of the
+// table is in flight, the instance is in flight again and its range
+// RUNNING, so the restarted run's success moves the watermark. It returns
+// the range for the new run's initiator, or nil when the restart does not
+// take it (it then re-processes without moving anything).
+func Restarted(ctx context.Context, tx pgx.Tx, workflowID string, instanceID int64) (map[string]any, error) {
+	var p Planned
+	err := tx.QueryRow(ctx, sqlRestarted, workflowID, instanceID).Scan(&p.Table, &p.FromSnapshotID, &p.ToSnapshotID,
+		&p.FromCommitTime, &p.ToCommitTime)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("give run %d of %s its range again: %w", instanceID, workflowID, err)
+	}
+	p.WorkflowID = workflowID
+	return Initiator(p), nil
+}

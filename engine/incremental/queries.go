@@ -99,13 +99,15 @@ WHERE inflight_instance_id IS NULL
 ORDER BY modify_time
 LIMIT $1`
 
-// sqlOrphans lists runs in flight that ended without ending their range
-// (stopped before they started, or gone).
+// sqlOrphans lists runs in flight whose latest run has ended without
+// ending their range (stopped before they started, or gone).
 const sqlOrphans = `
 SELECT w.workflow_id, w.inflight_instance_id, COALESCE(i.status, 'STOPPED')
 FROM incremental_watermark w
-LEFT JOIN workflow_instance i
-  ON i.workflow_id = w.workflow_id AND i.instance_id = w.inflight_instance_id AND i.run_id = 1
+LEFT JOIN LATERAL (
+    SELECT status FROM workflow_instance i
+    WHERE i.workflow_id = w.workflow_id AND i.instance_id = w.inflight_instance_id
+    ORDER BY i.run_id DESC LIMIT 1) i ON true
 WHERE w.inflight_instance_id IS NOT NULL
   AND (i.status IS NULL OR i.status IN ('SUCCEEDED', 'FAILED', 'STOPPED', 'TIMED_OUT'))
 LIMIT $1`
@@ -155,3 +157,22 @@ INSERT INTO incremental_run (workflow_id, instance_id, table_ref, from_snapshot_
     to_commit_time, snapshot_count, has_overwrite, has_delete, backfill_id)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (workflow_id, instance_id) DO NOTHING`
+
+// sqlRestarted puts a restarted run's range back in flight when its end
+// left the watermark at the range's start and no run is in flight.
+const sqlRestarted = `
+WITH r AS (
+    SELECT table_ref, from_snapshot_id, to_snapshot_id, from_commit_time, to_commit_time FROM incremental_run
+    WHERE workflow_id = $1 AND instance_id = $2 AND backfill_id = '' AND state IN ('FAILED', 'STOPPED', 'TIMED_OUT')
+    FOR UPDATE),
+w AS (
+    UPDATE incremental_watermark w SET inflight_instance_id = $2, modify_time = now()
+    FROM r
+    WHERE w.workflow_id = $1 AND w.table_ref = r.table_ref AND w.inflight_instance_id IS NULL
+      AND w.snapshot_id = r.from_snapshot_id
+    RETURNING w.table_ref)
+UPDATE incremental_run x SET state = 'RUNNING', end_time = NULL
+FROM w
+WHERE x.workflow_id = $1 AND x.instance_id = $2
+RETURNING x.table_ref, x.from_snapshot_id, x.to_snapshot_id,
+    CASE WHEN x.from_snapshot_id = 0 THEN 0 ELSE x.from_commit_time END, x.to_commit_time`

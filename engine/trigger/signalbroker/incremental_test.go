@@ -29,16 +29,19 @@ import (
 // auto set, undecided runs succeed at once.
 type gate struct {
 	mu   sync.Mutex
-	out  map[int64]stepruntime.State
+	out  map[[2]int64]stepruntime.State // by instance id and run id
 	auto bool
 }
 
-func newGate() *gate { return &gate{out: map[int64]stepruntime.State{}} }
+func newGate() *gate { return &gate{out: map[[2]int64]stepruntime.State{}} }
 
-func (g *gate) set(instanceID int64, s stepruntime.State) {
+// set decides how run 1 of an instance ends.
+func (g *gate) set(instanceID int64, s stepruntime.State) { g.setRun(instanceID, 1, s) }
+
+func (g *gate) setRun(instanceID, runID int64, s stepruntime.State) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.out[instanceID] = s
+	g.out[[2]int64{instanceID, runID}] = s
 }
 
 func (g *gate) Start(context.Context, *stepruntime.Attempt) stepruntime.Result {
@@ -47,7 +50,7 @@ func (g *gate) Start(context.Context, *stepruntime.Attempt) stepruntime.Result {
 
 func (g *gate) Execute(_ context.Context, a *stepruntime.Attempt) stepruntime.Result {
 	g.mu.Lock()
-	s, ok := g.out[a.InstanceID]
+	s, ok := g.out[[2]int64{a.InstanceID, a.RunID}]
 	auto := g.auto
 	g.mu.Unlock()
 	switch {
@@ -424,4 +427,66 @@ func checkChain(t *testing.T, e *env, workflowID string, n int) {
 	if len(runs) != len(rs) {
 		t.Fatalf("%d runs, %d ranges", len(runs), len(rs))
 	}
+}
+
+// The restart of a FAILED incremental run whose range is still the next
+// one takes the range back: it is in flight again (a change meanwhile
+// waits), and its success moves the watermark to the range's end; the
+// change that waited then gets one run after it. A restart once the
+// watermark has moved past the range re-processes it without moving
+// anything.
+func TestIncrementalRestartTakesTheRangeBack(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	e := newEnv(t).withGate(g)
+	e.Push(incrementalWorkflow("incr-restart"))
+	ctx := context.Background()
+
+	e.announce(changeSignal(commit(1)))
+	first := e.runs("incr-restart")[0]
+	g.set(first.InstanceID, stepruntime.FatalError)
+	e.Wait(first, 30*time.Second)
+	waitFor(t, "the failed range ended", func() bool { return e.watermark("incr-restart").InFlight == nil })
+
+	restarted, err := e.Runs.Restart(ctx, execution.RestartRequest{WorkflowID: "incr-restart", InstanceID: first.InstanceID,
+		Policy: execution.RestartFromBeginning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := e.watermark("incr-restart"); w.InFlight == nil || *w.InFlight != first.InstanceID {
+		t.Fatalf("the restart did not take the range back: %+v", w)
+	}
+	if _, stats := e.announce(changeSignal(commit(2))); stats.Started != 0 {
+		t.Fatalf("a change during the restarted run started one: %+v", stats)
+	}
+	g.setRun(first.InstanceID, restarted.RunID, stepruntime.Done)
+	if got := e.Wait(restarted, 30*time.Second); got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("restarted run %s", got.Status)
+	}
+	second := e.waitRuns("incr-restart", 2)[1]
+	if r := e.rangeOf(second); r.From != commit(1).SnapshotID || r.To != commit(2).SnapshotID || r.Count != 1 {
+		t.Fatalf("the run after the restart covers %+v", r)
+	}
+	g.set(second.InstanceID, stepruntime.Done)
+	waitFor(t, "watermark at 2", func() bool {
+		w := e.watermark("incr-restart")
+		return w.SnapshotID == commit(2).SnapshotID && w.InFlight == nil
+	})
+
+	// Restarting the first run again: its range is behind the watermark.
+	again, err := e.Runs.Restart(ctx, execution.RestartRequest{WorkflowID: "incr-restart", InstanceID: first.InstanceID,
+		Policy: execution.RestartFromBeginning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := e.watermark("incr-restart"); w.InFlight != nil {
+		t.Fatalf("a restart behind the watermark took a range: %+v", w)
+	}
+	g.setRun(first.InstanceID, again.RunID, stepruntime.Done)
+	e.Wait(again, 30*time.Second)
+	e.sweeper.Sweep(ctx)
+	if w := e.watermark("incr-restart"); w.SnapshotID != commit(2).SnapshotID || w.InFlight != nil || len(e.runs("incr-restart")) != 2 {
+		t.Fatalf("after re-processing behind the watermark: %+v", w)
+	}
+	checkChain(t, e, "incr-restart", 2)
 }
