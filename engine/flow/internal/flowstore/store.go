@@ -102,18 +102,18 @@ func scanInstance(r pgx.CollectableRow) (InstanceRow, error) {
 	return i, err
 }
 
-// AdoptFlows stamps every live flow of a group with the node's generation
-// and returns all live flows of the group. On a takeover the stamping
+// AdoptFlows stamps every live flow of a group held in memory (not
+// passivated: passive.go) with the node's generation and returns them. On a takeover the stamping
 // UPDATE waits for writes still in flight from the previous owner; once it
 // commits, that owner's writes are refused. On a periodic reconciliation
 // nothing needs stamping and it writes nothing.
 func (s *Store) AdoptFlows(ctx context.Context, group int32, gen int64) ([]InstanceRow, error) {
 	if _, err := s.db.Exec(ctx, `UPDATE workflow_instance SET generation = $2
-        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND generation <> $2`, group, gen); err != nil {
+        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND passive_wake_at IS NULL AND generation <> $2`, group, gen); err != nil {
 		return nil, fmt.Errorf("adopt flows of group %d: %w", group, err)
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+instanceColumns+` FROM workflow_instance
-        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND generation = $2`, group, gen)
+        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND passive_wake_at IS NULL AND generation = $2`, group, gen)
 	if err != nil {
 		return nil, fmt.Errorf("load flows of group %d: %w", group, err)
 	}

@@ -1,0 +1,95 @@
+package flowstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/run"
+)
+
+// Passivated runs (docs/engine.md, "Passivation"): workflow_instance's
+// passive_wake_at is set while a live run is out of the engine's memory,
+// with when it is due at the latest.
+
+// Passivate records that a run leaves memory, due at wake at the latest.
+// It is fenced by the run's generation: run.ErrFenced when the run's
+// group has moved on (or the run is over).
+func (s *Store) Passivate(ctx context.Context, ref run.Ref, group int32, gen int64, wake time.Time) error {
+	tag, err := s.db.Exec(ctx, `UPDATE workflow_instance SET passive_wake_at = $6
+        WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND group_id = $4 AND generation = $5
+          AND status IN ('IN_PROGRESS', 'PAUSED')`, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, wake)
+	if err != nil {
+		return fmt.Errorf("passivate %s: %w", ref, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("passivate %s: %w", ref, run.ErrFenced)
+	}
+	return nil
+}
+
+// activateSQL brings a passivated run back: it clears the run's marker,
+// stamps it with the node's generation, as a takeover stamps the runs it
+// adopts, and returns it. The share lock on the group row orders it with a
+// takeover, as StartFlow's does.
+const activateSQL = `
+WITH owned AS (
+    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR SHARE)
+UPDATE workflow_instance SET passive_wake_at = NULL, generation = $5
+WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND group_id = $4
+  AND status IN ('IN_PROGRESS', 'PAUSED') AND EXISTS (SELECT 1 FROM owned)
+RETURNING ` + instanceColumns
+
+// Activate clears a run's passive marker under this node's generation and
+// returns the run, to be rebuilt as an adopted run is. ok is false when
+// the run is over or unknown; run.ErrFenced when the group is no longer
+// this node's at gen.
+func (s *Store) Activate(ctx context.Context, ref run.Ref, group int32, gen int64, node string) (InstanceRow, bool, error) {
+	rows, err := s.db.Query(ctx, activateSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node)
+	if err != nil {
+		return InstanceRow{}, false, fmt.Errorf("activate %s: %w", ref, err)
+	}
+	row, err := pgx.CollectExactlyOneRow(rows, scanInstance)
+	if errors.Is(err, pgx.ErrNoRows) {
+		held, err := s.GroupHeld(ctx, group, gen, node)
+		if err != nil {
+			return InstanceRow{}, false, err
+		}
+		if !held {
+			return InstanceRow{}, false, fmt.Errorf("activate %s: %w", ref, run.ErrFenced)
+		}
+		return InstanceRow{}, false, nil
+	}
+	if err != nil {
+		return InstanceRow{}, false, fmt.Errorf("activate %s: %w", ref, err)
+	}
+	return row, true, nil
+}
+
+// ListPassive calls fn with every passivated live run of a group and when
+// it is due, reading the key columns alone (a takeover's enumeration).
+func (s *Store) ListPassive(ctx context.Context, group int32, fn func(ref run.Ref, wake time.Time)) (int, error) {
+	rows, err := s.db.Query(ctx, `SELECT workflow_id, instance_id, run_id, passive_wake_at FROM workflow_instance
+        WHERE group_id = $1 AND passive_wake_at IS NOT NULL AND status IN ('IN_PROGRESS', 'PAUSED')`, group)
+	if err != nil {
+		return 0, fmt.Errorf("list passivated runs of group %d: %w", group, err)
+	}
+	defer rows.Close()
+	n := 0
+	var ref run.Ref
+	var wake time.Time
+	for rows.Next() {
+		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &wake); err != nil {
+			return n, fmt.Errorf("list passivated runs of group %d: %w", group, err)
+		}
+		fn(ref, wake)
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return n, fmt.Errorf("list passivated runs of group %d: %w", group, err)
+	}
+	return n, nil
+}
