@@ -644,7 +644,7 @@ func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
 	// A passivated run is brought back to take the action; one that left
 	// memory before it read the action is brought back and asked again.
 	for try := 0; ; try++ {
-		f, err := e.liveFlow(g, msg.Ref)
+		f, err := e.liveFlow(ctx, g, msg.Ref)
 		if err != nil {
 			return err
 		}

@@ -32,6 +32,9 @@ type group struct {
 	// is set while a takeover enumerates them.
 	passive passiveIndex
 	listing atomic.Bool
+	// activating holds the passivated runs being brought back, each with a
+	// channel closed once it is done (passivate.go).
+	activating map[run.Ref]chan struct{}
 }
 
 func newGroup(e *Engine, l *membership.Lease) *group {

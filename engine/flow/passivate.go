@@ -320,6 +320,7 @@ func (e *Engine) wakePassive(g *group, ref run.Ref) {
 		return
 	}
 	if e.ctx.Err() != nil || g.ctx.Err() != nil {
+		g.activated(ref)
 		return // stopping: the run's next owner enumerates it
 	}
 	e.wg.Add(1)
@@ -337,16 +338,28 @@ func (e *Engine) wakeRun(groupID int32, ref run.Ref) {
 }
 
 // liveFlow returns the run's actor, bringing the run back first when it
-// is passivated; nil when it has none here.
-func (e *Engine) liveFlow(g *group, ref run.Ref) (*flowActor, error) {
-	if f := g.lookup(ref); f != nil {
-		return f, nil
-	}
-	if !g.takePassive(ref) {
-		return g.lookup(ref), nil
-	}
-	if err := e.activate(g, ref, "message"); err != nil {
-		return nil, err
+// is passivated, or waiting for it when it is being brought back; nil when
+// it has none here.
+func (e *Engine) liveFlow(ctx context.Context, g *group, ref run.Ref) (*flowActor, error) {
+	for range 3 {
+		if f := g.lookup(ref); f != nil {
+			return f, nil
+		}
+		if g.takePassive(ref) {
+			if err := e.activate(g, ref, "message"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		ch := g.activation(ref)
+		if ch == nil {
+			return nil, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return g.lookup(ref), nil
 }
@@ -356,6 +369,7 @@ func (e *Engine) liveFlow(g *group, ref run.Ref) (*flowActor, error) {
 // takeover rebuilds the runs it adopts. A failure puts it back in the
 // index, due shortly.
 func (e *Engine) activate(g *group, ref run.Ref, why string) error {
+	defer g.activated(ref)
 	ctx := g.ctx
 	row, ok, err := e.store.Activate(ctx, ref, g.id, g.gen, e.cfg.NodeID)
 	if err != nil {

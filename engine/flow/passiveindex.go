@@ -122,11 +122,48 @@ func (g *group) passivated(ref run.Ref, wake time.Time) {
 }
 
 // takePassive removes a run from the group's passivated runs, reporting
-// whether it was one.
+// whether it was one; the caller brings it back (Engine.activate), which
+// ends with activated.
 func (g *group) takePassive(ref run.Ref) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.passive.take(ref)
+	if !g.passive.take(ref) {
+		return false
+	}
+	g.markActivating(ref)
+	return true
+}
+
+// markActivating records that a run taken from the index is being brought
+// back. g.mu is held.
+func (g *group) markActivating(ref run.Ref) {
+	if g.activating == nil {
+		g.activating = map[run.Ref]chan struct{}{}
+	}
+	if g.activating[ref] == nil {
+		g.activating[ref] = make(chan struct{})
+	}
+}
+
+// activated records that bringing a run back is over (done or failed).
+func (g *group) activated(ref run.Ref) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ch := g.activating[ref]; ch != nil {
+		close(ch)
+		delete(g.activating, ref)
+	}
+}
+
+// activation returns the channel closed once the run's activation in
+// progress is over; nil when none is.
+func (g *group) activation(ref run.Ref) <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ch := g.activating[ref]; ch != nil {
+		return ch
+	}
+	return nil
 }
 
 // passiveCount is how many passivated runs the group holds.
@@ -197,6 +234,9 @@ func (g *group) firePassive() {
 	for g.ctx.Err() == nil {
 		g.mu.Lock()
 		refs := g.passive.popDue(time.Now(), wakeBatch)
+		for _, ref := range refs {
+			g.markActivating(ref)
+		}
 		if len(refs) == 0 {
 			g.passive.firing = false
 			g.armPassive()
