@@ -2,6 +2,8 @@ package flow_test
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // Passivation (engine/flow/passivate.go): a run whose steps all wait leaves
@@ -312,4 +315,44 @@ func TestPassivatedRunsSurviveCrash(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Wake-ups racing the hand-off: with a 10 ms threshold runs leave memory
+// and come back all the time, while their signals arrive and stop actions
+// come at random moments. None may be lost: a lost signal wake-up would
+// leave its run waiting for the 15-minute fallback, a lost stop its run
+// sleeping for an hour.
+func TestPassivationRacesWakeUps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	eng := e.engine(flow.Config{PassivateAfter: 10 * time.Millisecond})
+	e.push(withStrategy(signalDef("pas_race_sig", false), `{"rule":"PARALLEL","workflow_concurrency":100}`))
+	e.push(withStrategy(`{"workflow":{"id":"pas_race_stop","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":3600}}]}}`,
+		`{"rule":"PARALLEL","workflow_concurrency":100}`))
+	const n = 20
+	var gated, sleeping []*execution.Instance
+	for i := range n {
+		dt := fmt.Sprintf("2026-12-%02d", i+1)
+		gated = append(gated, e.start("pas_race_sig", workflow.Params{"dt": workflow.LiteralParam(workflow.ParamTypeString, dt)}))
+		sleeping = append(sleeping, e.start("pas_race_stop", nil))
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range n {
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		e.announce("ready_eu", map[string]any{"dt": fmt.Sprintf("2026-12-%02d", i+1), "watermark": int64(100)}, "")
+		time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
+		if _, err := e.runs.Act(ctx, "pas_race_stop", sleeping[i].InstanceID, sleeping[i].RunID, run.ActionStop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		e.wantStatus(gated[i], 60*time.Second, instance.WorkflowSucceeded)
+		e.wantStatus(sleeping[i], 60*time.Second, instance.WorkflowStopped)
+	}
+	s := eng.Passivation()
+	if s.Passivations == 0 {
+		t.Errorf("no run was passivated: %+v", s)
+	}
+	t.Logf("%d passivations, %d activations", s.Passivations, s.Activations)
 }
