@@ -384,6 +384,13 @@ func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.Instan
 			return err
 		}
 	}
+	return e.startFlow(g, row, paramErr, steps, held, vals, start)
+}
+
+// startFlow is runFlowWith once the run's steps are loaded (steps, none
+// for a run just started).
+func (e *Engine) startFlow(g *group, row flowstore.InstanceRow, paramErr error, steps []flowstore.StepRow, held int64,
+	vals params.Values, start *flowstore.Op) error {
 	if held == 0 {
 		held = runFootprint(len(row.Definition), len(row.Params))
 		e.mem.force(held)

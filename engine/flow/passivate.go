@@ -365,13 +365,14 @@ func (e *Engine) liveFlow(ctx context.Context, g *group, ref run.Ref) (*flowActo
 }
 
 // activate brings a passivated run back: its marker is cleared (and its
-// generation stamped) and its actors are rebuilt from its rows, as a
-// takeover rebuilds the runs it adopts. A failure puts it back in the
+// generation stamped) and its actors are rebuilt from its rows, read in
+// the same round trip, as a takeover rebuilds the runs it adopts (runFlow's
+// startFlow). A failure puts it back in the
 // index, due shortly.
 func (e *Engine) activate(g *group, ref run.Ref, why string) error {
 	defer g.activated(ref)
 	ctx := g.ctx
-	row, ok, err := e.store.Activate(ctx, ref, g.id, g.gen, e.cfg.NodeID)
+	row, steps, ok, err := e.store.Activate(ctx, ref, g.id, g.gen, e.cfg.NodeID)
 	if err != nil {
 		if !errors.Is(err, run.ErrFenced) && g.ctx.Err() == nil {
 			e.cfg.Logger.Warn("bring back passivated run", "flow", ref.String(), "why", why, "error", err.Error())
@@ -383,7 +384,7 @@ func (e *Engine) activate(g *group, ref run.Ref, why string) error {
 		return nil // over meanwhile
 	}
 	e.activations.Add(1)
-	if err := e.runFlow(ctx, g, row, nil, true, 0); err != nil {
+	if err := e.startFlow(g, row, nil, steps, 0, nil, nil); err != nil {
 		// Its marker is cleared: the reconciliation rebuilds it.
 		e.cfg.Logger.Warn("bring back passivated run", "flow", ref.String(), "why", why, "error", err.Error())
 		g.requestReadopt()

@@ -44,29 +44,52 @@ WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND group_id = $4
 RETURNING ` + instanceColumns
 
 // Activate clears a run's passive marker under this node's generation and
-// returns the run, to be rebuilt as an adopted run is. ok is false when
-// the run is over or unknown; run.ErrFenced when the group is no longer
-// this node's at gen.
-func (s *Store) Activate(ctx context.Context, ref run.Ref, group int32, gen int64, node string) (InstanceRow, bool, error) {
-	rows, err := s.db.Query(ctx, activateSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node)
-	if err != nil {
-		return InstanceRow{}, false, fmt.Errorf("activate %s: %w", ref, err)
-	}
-	row, err := pgx.CollectExactlyOneRow(rows, scanInstance)
+// returns the run with the newest attempt of each of its steps (read in
+// the same round trip), to be rebuilt as an adopted run is. ok is false
+// when the run is over or unknown; run.ErrFenced when the group is no
+// longer this node's at gen.
+func (s *Store) Activate(ctx context.Context, ref run.Ref, group int32, gen int64, node string) (InstanceRow, []StepRow, bool, error) {
+	row, steps, err := s.activate(ctx, ref, group, gen, node)
 	if errors.Is(err, pgx.ErrNoRows) {
 		held, err := s.GroupHeld(ctx, group, gen, node)
 		if err != nil {
-			return InstanceRow{}, false, err
+			return InstanceRow{}, nil, false, err
 		}
 		if !held {
-			return InstanceRow{}, false, fmt.Errorf("activate %s: %w", ref, run.ErrFenced)
+			return InstanceRow{}, nil, false, fmt.Errorf("activate %s: %w", ref, run.ErrFenced)
 		}
-		return InstanceRow{}, false, nil
+		return InstanceRow{}, nil, false, nil
 	}
 	if err != nil {
-		return InstanceRow{}, false, fmt.Errorf("activate %s: %w", ref, err)
+		return InstanceRow{}, nil, false, fmt.Errorf("activate %s: %w", ref, err)
 	}
-	return row, true, nil
+	return row, steps, true, nil
+}
+
+// activate sends activateSQL and latestAttemptsSQL in one batch (one round
+// trip, one transaction); pgx.ErrNoRows when the first found no run.
+func (s *Store) activate(ctx context.Context, ref run.Ref, group int32, gen int64, node string) (InstanceRow, []StepRow, error) {
+	b := &pgx.Batch{}
+	b.Queue(activateSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node)
+	b.Queue(latestAttemptsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
+	br := s.db.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return InstanceRow{}, nil, err
+	}
+	row, err := pgx.CollectExactlyOneRow(rows, scanInstance)
+	if err != nil {
+		return InstanceRow{}, nil, err
+	}
+	if rows, err = br.Query(); err != nil {
+		return InstanceRow{}, nil, err
+	}
+	steps, err := pgx.CollectRows(rows, scanStep)
+	if err != nil {
+		return InstanceRow{}, nil, err
+	}
+	return row, steps, br.Close()
 }
 
 // ListPassive calls fn with every passivated live run of a group and when

@@ -311,21 +311,26 @@ type RuntimeState struct {
 	Message string `json:"message,omitempty"`
 }
 
-// LoadLatestAttempts returns the newest attempt of each step of a run.
-func (s *Store) LoadLatestAttempts(ctx context.Context, ref run.Ref) ([]StepRow, error) {
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (step_id)
+// latestAttemptsSQL reads the newest attempt of each step of a run.
+const latestAttemptsSQL = `SELECT DISTINCT ON (step_id)
             step_id, attempt_id, uuid::text, status, seq, step_type, params, outputs, runtime_state, retry, start_time, end_time
         FROM step_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
-        ORDER BY step_id, attempt_id DESC`, ref.WorkflowID, ref.InstanceID, ref.RunID)
+        ORDER BY step_id, attempt_id DESC`
+
+func scanStep(r pgx.CollectableRow) (StepRow, error) {
+	var s StepRow
+	err := r.Scan(&s.StepID, &s.AttemptID, &s.UUID, &s.Status, &s.Seq, &s.Type, &s.Params, &s.Outputs,
+		&s.Runtime, &s.Retry, &s.StartTime, &s.EndTime)
+	return s, err
+}
+
+// LoadLatestAttempts returns the newest attempt of each step of a run.
+func (s *Store) LoadLatestAttempts(ctx context.Context, ref run.Ref) ([]StepRow, error) {
+	rows, err := s.db.Query(ctx, latestAttemptsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("load steps of %s: %w", ref, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StepRow, error) {
-		var s StepRow
-		err := r.Scan(&s.StepID, &s.AttemptID, &s.UUID, &s.Status, &s.Seq, &s.Type, &s.Params, &s.Outputs,
-			&s.Runtime, &s.Retry, &s.StartTime, &s.EndTime)
-		return s, err
-	})
+	out, err := pgx.CollectRows(rows, scanStep)
 	if err != nil {
 		return nil, fmt.Errorf("load steps of %s: %w", ref, err)
 	}
