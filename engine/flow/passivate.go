@@ -43,6 +43,10 @@ var passiveRecheck = 15 * time.Minute
 // unreachable) is tried again.
 const activateRetry = time.Second
 
+// minPassiveStay is how far off a run's wake time must be for it to leave
+// memory.
+const minPassiveStay = time.Second
+
 // parkReq asks a step actor to park; parkReply is its answer.
 type parkReq struct {
 	hook   func()
@@ -154,6 +158,9 @@ func (f *flowActor) passivate(now time.Time) (ok bool, err error) {
 			return false, f.ctx.Err()
 		}
 	}
+	// A run due within moments stays: leaving and coming back would cost
+	// more than it saves.
+	ok = ok && time.Until(wake) >= minPassiveStay
 	if ok {
 		f.inbox.freeze(hook)
 		if f.inbox.pending() {
