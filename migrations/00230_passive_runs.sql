@@ -10,8 +10,10 @@
 
 -- +goose Up
 ALTER TABLE workflow_instance ADD COLUMN passive_wake_at timestamptz;
--- A takeover enumerates a group's passivated runs ...
-CREATE INDEX workflow_instance_passive_idx ON workflow_instance (group_id)
+-- A takeover enumerates a group's passivated runs, a page at a time in key
+-- order ...
+CREATE INDEX workflow_instance_passive_idx ON workflow_instance (group_id, workflow_id, instance_id, run_id)
+    INCLUDE (passive_wake_at)
     WHERE passive_wake_at IS NOT NULL AND status IN ('IN_PROGRESS', 'PAUSED');
 -- ... and adoption and reconciliation rebuild the others, without
 -- visiting the passivated ones.

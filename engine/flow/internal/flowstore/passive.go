@@ -92,27 +92,41 @@ func (s *Store) activate(ctx context.Context, ref run.Ref, group int32, gen int6
 	return row, steps, br.Close()
 }
 
+// passivePage is how many passivated runs ListPassive reads per query.
+const passivePage = 10_000
+
 // ListPassive calls fn with every passivated live run of a group and when
-// it is due, reading the key columns alone (a takeover's enumeration).
+// it is due, reading the key columns alone, a page at a time in key order
+// (a takeover's enumeration: each query is bounded, and none holds a
+// snapshot for the whole enumeration). It returns how many it read.
 func (s *Store) ListPassive(ctx context.Context, group int32, fn func(ref run.Ref, wake time.Time)) (int, error) {
-	rows, err := s.db.Query(ctx, `SELECT workflow_id, instance_id, run_id, passive_wake_at FROM workflow_instance
-        WHERE group_id = $1 AND passive_wake_at IS NOT NULL AND status IN ('IN_PROGRESS', 'PAUSED')`, group)
-	if err != nil {
-		return 0, fmt.Errorf("list passivated runs of group %d: %w", group, err)
-	}
-	defer rows.Close()
 	n := 0
-	var ref run.Ref
-	var wake time.Time
-	for rows.Next() {
-		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &wake); err != nil {
+	// Ids are never empty: the zero key precedes every run.
+	var after run.Ref
+	for {
+		rows, err := s.db.Query(ctx, `SELECT workflow_id, instance_id, run_id, passive_wake_at FROM workflow_instance
+            WHERE group_id = $1 AND passive_wake_at IS NOT NULL AND status IN ('IN_PROGRESS', 'PAUSED')
+              AND (workflow_id, instance_id, run_id) > ($2, $3, $4)
+            ORDER BY workflow_id, instance_id, run_id LIMIT $5`,
+			group, after.WorkflowID, after.InstanceID, after.RunID, passivePage)
+		if err != nil {
 			return n, fmt.Errorf("list passivated runs of group %d: %w", group, err)
 		}
-		fn(ref, wake)
-		n++
+		page := 0
+		var ref run.Ref
+		var wake time.Time
+		_, err = pgx.ForEachRow(rows, []any{&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &wake}, func() error {
+			fn(ref, wake)
+			after = ref
+			page++
+			return nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("list passivated runs of group %d: %w", group, err)
+		}
+		n += page
+		if page < passivePage {
+			return n, nil
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return n, fmt.Errorf("list passivated runs of group %d: %w", group, err)
-	}
-	return n, nil
 }
