@@ -87,11 +87,6 @@ func BenchmarkPassivatedMemory(b *testing.B) {
 	b.ReportMetric(live*1000/(1<<20), "live-heap-MiB/1M-runs")
 }
 
-// slim keeps an instance's key alone.
-func slim(inst *execution.Instance) *execution.Instance {
-	return &execution.Instance{WorkflowID: inst.WorkflowID, InstanceID: inst.InstanceID, RunID: inst.RunID}
-}
-
 // BenchmarkWakeLatency: runs sleep 5 s in a step, 200 per round, started
 // one after the other so that their wake-ups spread. For runs passivated
 // meanwhile, wake-p50/p99 is the time from the wake time the engine stored
