@@ -356,3 +356,38 @@ func TestPassivationRacesWakeUps(t *testing.T) {
 	}
 	t.Logf("%d passivations, %d activations", s.Passivations, s.Activations)
 }
+
+// A node whose groups were taken over while its runs were passivated (it
+// kept running, unaware) cannot bring them back: the bring-back checks the
+// group's ownership in its statement. Woken meanwhile, the runs wait for
+// the node's heartbeat to claim the expired groups again, and then finish
+// with one attempt per step.
+func TestPassivatedRunsOfALostGroupAreNotBroughtBack(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.push(withStrategy(`{"workflow":{"id":"pas_stale","steps":[
+		{"step":{"id":"nap","type":"Sleep","sleep_seconds":3,"transition":{"successors":{"after":"true"}}}},
+		{"step":{"id":"after","type":"NoOp"}}]}}`, `{"rule":"PARALLEL","workflow_concurrency":20}`))
+	eng := e.engine(flow.Config{NodeID: "node-a", PassivateAfter: testPassivateAfter, Lease: time.Second})
+	var insts []*execution.Instance
+	for range 4 {
+		insts = append(insts, e.start("pas_stale", nil))
+	}
+	e.waitPassive(eng, len(insts))
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `UPDATE flow_group SET owner = 'thief', generation = generation + 1,
+        expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range insts {
+		e.stepUpdate(inst, "nap") // refused until node-a holds the group again
+	}
+	for _, inst := range insts {
+		got := e.wantStatus(inst, 30*time.Second, instance.WorkflowSucceeded)
+		for _, step := range []string{"nap", "after"} {
+			if at := e.attempts(got, step); len(at) != 1 || at[0] != instance.StepSucceeded {
+				t.Errorf("run %d step %s attempts %v, want one SUCCEEDED", got.InstanceID, step, at)
+			}
+		}
+	}
+}
