@@ -174,8 +174,8 @@ func (f *flowActor) passivate(now time.Time) (ok bool, err error) {
 		}
 		return false, nil
 	}
-	// From here on the run leaves memory whatever happens: a message that
-	// came meanwhile brings it back at once.
+	// From here on the run leaves memory unless the group has moved on: a
+	// message that came meanwhile brings it back at once.
 	err = f.eng.retryWrite(f.ctx, func(ctx context.Context) error {
 		return f.eng.store.Passivate(ctx, f.ref, f.grp.id, f.gen, wake)
 	})
