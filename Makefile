@@ -43,6 +43,9 @@ BENCH_DB_DELAYS ?= 1ms 2ms
 # Step rows of old runs BenchmarkArchiveUnderLoad loads before it measures
 # the hot path alone and while the archiver deletes them (docs/operations.md).
 BENCH_ARCHIVE_STEPS ?= 10000000
+# Passivated runs BenchmarkTakeoverWaiting creates in bulk before a node
+# takes their groups over (docs/performance.md; 1000000 was measured once).
+BENCH_PASSIVE_RUNS ?= 100000
 BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000)$$
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
@@ -175,6 +178,7 @@ bench: postgres
 	for d in $(BENCH_DB_DELAYS); do BENCH_DB_DELAY=$$d bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench-delay-$$d || status=$$?; done; \
 	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
+	MAESTRO_BENCH_PASSIVE_RUNS=$(BENCH_PASSIVE_RUNS) MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTakeoverWaiting$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
 	MAESTRO_BENCH_MULTI=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkFourEngines64Groups$$' -benchtime 1x -count 5 -timeout 30m ./cmd/maestro/ || status=$$?; \
 	MAESTRO_BENCH_ARCHIVE_STEPS=$(BENCH_ARCHIVE_STEPS) MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkArchiveUnderLoad$$' -benchtime 1x -count 1 -timeout 90m ./engine/retention/ || status=$$?; \

@@ -156,7 +156,8 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // e.g. 10s), MAESTRO_NODE_ID, MAESTRO_WORKERS (concurrent step runtime
 // calls), and the step runtimes' settings (engine/stepruntime/registry:
 // AWS_REGION, MAESTRO_AWS_ENDPOINT, MAESTRO_HTTP_ALLOWED_HOSTS,
-// MAESTRO_ECS_*, MAESTRO_AWS_JOB_EVENTS_QUEUE), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go). rec, when
+// MAESTRO_ECS_*, MAESTRO_AWS_JOB_EVENTS_QUEUE), MAESTRO_MEMORY_BUDGET (engine/flow/memory.go),
+// MAESTRO_PASSIVATE_AFTER (engine/flow/passivate.go). rec, when
 // set, receives the engine's metrics; eventsWritten is told of committed
 // writes that recorded events, signalsAnnounced of those that stored a
 // step's output signals.
@@ -190,14 +191,17 @@ func startEngine(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger, r
 				return err
 			},
 		}},
-		NodeID:        os.Getenv("MAESTRO_NODE_ID"),
-		GroupCount:    groups,
-		Metrics:       rec,
-		MaxGroups:     envInt("MAESTRO_MAX_GROUPS", 0),
-		Lease:         envDuration("MAESTRO_LEASE", 0),
-		MemoryBudget:  memoryBudget(logger),
-		Logger:        logger,
-		EventsWritten: eventsWritten,
+		NodeID:       os.Getenv("MAESTRO_NODE_ID"),
+		GroupCount:   groups,
+		Metrics:      rec,
+		MaxGroups:    envInt("MAESTRO_MAX_GROUPS", 0),
+		Lease:        envDuration("MAESTRO_LEASE", 0),
+		MemoryBudget: memoryBudget(logger),
+		// How long a waiting run stays in memory before it is passivated
+		// (engine/flow/passivate.go; negative: never).
+		PassivateAfter: envDuration("MAESTRO_PASSIVATE_AFTER", 0),
+		Logger:         logger,
+		EventsWritten:  eventsWritten,
 		// The same administrators as the API: a step of an administrator's
 		// workflow may start any workflow.
 		Admins: authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),

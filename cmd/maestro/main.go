@@ -58,6 +58,7 @@ var (
 	engineEnv = []string{
 		"MAESTRO_GROUP_COUNT      flow groups of new runs (default the database's count)",
 		"MAESTRO_MEMORY_BUDGET    bytes the engine's flows may hold (default 40% of the cgroup limit; docs/limits.md)",
+		"MAESTRO_PASSIVATE_AFTER  how long a waiting run stays in memory before it is passivated (default 30s, negative never; docs/engine.md)",
 		"MAESTRO_HTTP_*, MAESTRO_LAMBDA_*, MAESTRO_ECS_*  the step runtimes' settings (docs/step-runtimes.md)",
 		"LOG_FORMAT               json for JSON logs",
 	}

@@ -235,7 +235,8 @@ func benchThroughput(b *testing.B, events bool) {
 func BenchmarkInFlightMemory(b *testing.B) {
 	const runs = 1000
 	e := newEnv(b)
-	e.engine(flow.Config{})
+	// Held in memory: BenchmarkPassivatedMemory measures them passivated.
+	e.engine(flow.Config{PassivateAfter: -1})
 	e.push(withStrategy(`{"workflow":{"id":"idle","steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":3600}}]}}`,
 		`{"rule":"PARALLEL","workflow_concurrency":1000}`))
 	var perK, idleCPU float64

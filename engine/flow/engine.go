@@ -99,6 +99,12 @@ type Config struct {
 	// write that stored a step's output signals committed: the signal
 	// broker's sweeper matches them (engine/trigger/signalbroker).
 	SignalsAnnounced func()
+	// PassivateAfter is how long a run whose every live step waits (on a
+	// timer, signals, a breakpoint or an external completion) stays in
+	// memory before it is passivated: its actors leave memory and the
+	// database and the group's wake index hold it until it is due or woken
+	// (passivate.go; default DefaultPassivateAfter, negative: never).
+	PassivateAfter time.Duration
 	// Admins are the principals treated as administrators, as the API's
 	// MAESTRO_ADMINS: a subworkflow step whose workflow's owner is one may
 	// start any workflow (docs/security.md, "Runs started by steps").
@@ -130,6 +136,9 @@ func (c *Config) defaults() error {
 	}
 	if c.MemoryBudget <= 0 {
 		c.MemoryBudget = DefaultMemoryBudget
+	}
+	if c.PassivateAfter == 0 {
+		c.PassivateAfter = DefaultPassivateAfter
 	}
 	return nil
 }
@@ -169,6 +178,9 @@ type Engine struct {
 	// events is set when the engine records the events of its writes
 	// (always, but for benchmarks that measure their cost).
 	events bool
+	// passivations and activations count runs that left memory and came
+	// back (passivate.go).
+	passivations, activations atomic.Int64
 }
 
 // New builds an engine over db.
@@ -372,6 +384,13 @@ func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.Instan
 			return err
 		}
 	}
+	return e.startFlow(g, row, paramErr, steps, held, vals, start)
+}
+
+// startFlow is runFlowWith once the run's steps are loaded (steps, none
+// for a run just started).
+func (e *Engine) startFlow(g *group, row flowstore.InstanceRow, paramErr error, steps []flowstore.StepRow, held int64,
+	vals params.Values, start *flowstore.Op) error {
 	if held == 0 {
 		held = runFootprint(len(row.Definition), len(row.Params))
 		e.mem.force(held)
@@ -418,6 +437,9 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	}
 	if g.lookup(msg.Ref) != nil {
 		return nil // already running: a repeated delivery
+	}
+	if g.takePassive(msg.Ref) {
+		return e.activate(g, msg.Ref, "start message") // started long ago: a repeated delivery
 	}
 	// Evaluate the params first so that the CREATED -> IN_PROGRESS write
 	// stores them too: one write instead of two on the start path.
@@ -627,27 +649,46 @@ func (e *Engine) handleAction(ctx context.Context, m queue.Message) error {
 	if g == nil {
 		return fmt.Errorf("group %d is not owned here", msg.Group)
 	}
-	f := g.lookup(msg.Ref)
-	if msg.StepID != "" {
-		return e.handleStepAction(ctx, f, msg)
-	}
-	if f == nil {
-		return e.actOnAbsentFlow(ctx, msg)
-	}
-	reply := make(chan error, 1)
-	f.inbox.send(flowMsg{kind: flowAction, action: msg.Action, reason: msg.Reason, reply: reply})
-	select {
-	case err := <-reply:
-		return err
-	case <-f.done:
-		// The flow ended (or was dropped) before it read the action.
-		return e.actOnAbsentFlow(ctx, msg)
-	case <-time.After(actionTimeout):
-		return fmt.Errorf("%s of %s did not finish within %s", msg.Action, msg.Ref, actionTimeout)
-	case <-ctx.Done():
-		return ctx.Err()
+	// A passivated run is brought back to take the action; one that left
+	// memory before it read the action is brought back and asked again.
+	for try := 0; ; try++ {
+		f, err := e.liveFlow(ctx, g, msg.Ref)
+		if err != nil {
+			return err
+		}
+		if msg.StepID != "" {
+			err := e.handleStepAction(ctx, f, msg)
+			if errors.Is(err, errFlowLeft) && try < 2 {
+				continue
+			}
+			return err
+		}
+		if f == nil {
+			return e.actOnAbsentFlow(ctx, msg)
+		}
+		reply := make(chan error, 1)
+		f.inbox.send(flowMsg{kind: flowAction, action: msg.Action, reason: msg.Reason, reply: reply})
+		select {
+		case err := <-reply:
+			return err
+		case <-f.done:
+			// The flow ended, was dropped or was passivated before it read
+			// the action.
+			if f.pas.parked && try < 2 {
+				continue
+			}
+			return e.actOnAbsentFlow(ctx, msg)
+		case <-time.After(actionTimeout):
+			return fmt.Errorf("%s of %s did not finish within %s", msg.Action, msg.Ref, actionTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
+
+// errFlowLeft reports a step action whose run left memory before it read
+// it.
+var errFlowLeft = errors.New("the run left memory before it read the step action")
 
 // handleStepAction hands a step action to the run's actor. An action the
 // step's current state no longer allows is dropped (logged); one for a run
@@ -674,6 +715,9 @@ func (e *Engine) handleStepAction(ctx context.Context, f *flowActor, msg run.Act
 		}
 		return err
 	case <-f.done:
+		if f.pas.parked {
+			return fmt.Errorf("step %s %s of %s: %w", msg.StepID, msg.Action, msg.Ref, errFlowLeft)
+		}
 		return fmt.Errorf("step %s %s of %s: run ended or was dropped before the action was applied", msg.StepID, msg.Action, msg.Ref)
 	case <-time.After(actionTimeout):
 		return fmt.Errorf("step %s %s of %s did not finish within %s", msg.StepID, msg.Action, msg.Ref, actionTimeout)

@@ -30,6 +30,7 @@ const (
 	flowTimeout                       // the instance's timeout fired
 	flowLost                          // a write failed: drop the flow here
 	flowStepAction                    // a step action from the API
+	flowIdle                          // the idle clock fired (passivate.go)
 )
 
 type flowMsg struct {
@@ -106,6 +107,8 @@ type flowActor struct {
 	// ordered after it, so nothing of the run is durable, or acted on,
 	// before the start is.
 	start *flowstore.Op
+	// pas is the flow's idle clock (passivate.go).
+	pas passivation
 }
 
 // newFlow builds the actor for an adopted or just-started instance; held is
@@ -179,25 +182,47 @@ func (f *flowActor) run(paramErr error, steps []flowstore.StepRow) {
 	defer f.grp.remove(f)
 	defer f.releaseMemory()
 	defer f.cancel()
+	defer f.stopIdle()
 	if err := f.begin(paramErr, steps); err != nil {
 		f.drop(err)
 		return
 	}
+	f.armIdle()
 	for !f.status.IsTerminal() {
 		select {
 		case <-f.ctx.Done():
 			f.drop(f.ctx.Err())
 			return
 		case <-f.inbox.ready():
-			for _, m := range f.inbox.drain() {
+			batch := f.inbox.drain()
+			busy := false
+			for i, m := range batch {
+				if m.kind == flowIdle {
+					parked, err := f.onIdle(i == len(batch)-1)
+					if err != nil {
+						f.drop(err)
+						return
+					}
+					if parked {
+						return // passivated: the group's passive index holds the run
+					}
+					continue
+				}
+				busy = true
 				if err := f.handle(m); err != nil {
 					f.drop(err)
 					return
 				}
 			}
+			if !busy {
+				continue
+			}
 			if err := f.decide(); err != nil {
 				f.drop(err)
 				return
+			}
+			if f.pas.idle != nil {
+				f.pas.busyAt = time.Now()
 			}
 		}
 	}
@@ -609,6 +634,8 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	}
 	if wakeHere {
 		f.eng.wakeChildWaiter(f.parent.Ref, f.parent.StepID)
+		// The parent may have left memory after it was found waiting here.
+		f.eng.wakeRun(f.parent.Group, f.parent.Ref)
 	}
 	if incrDue && f.eng.cfg.SignalsAnnounced != nil {
 		// Changes arrived while the run was in flight: the signal sweep

@@ -3,7 +3,9 @@ package flow
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/membership"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
@@ -26,6 +28,13 @@ type group struct {
 
 	mu    sync.Mutex
 	flows map[run.Ref]*flowActor
+	// passive holds the group's passivated runs (passiveindex.go); listing
+	// is set while a takeover enumerates them.
+	passive passiveIndex
+	listing atomic.Bool
+	// activating holds the passivated runs being brought back, each with a
+	// channel closed once it is done (passivate.go).
+	activating map[run.Ref]chan struct{}
 }
 
 func newGroup(e *Engine, l *membership.Lease) *group {
@@ -86,7 +95,7 @@ func (h groupHost) Adopt(ctx context.Context, l *membership.Lease) {
 		e.groups[g.id] = g
 	}
 	e.mu.Unlock()
-	if err := e.adoptFlows(ctx, g); err != nil {
+	if err := e.adoptFlowsAndPassive(ctx, g); err != nil {
 		e.cfg.Logger.Warn("adopt flows", "group_id", g.id, "error", err.Error())
 	}
 }
@@ -95,10 +104,14 @@ func (h groupHost) Adopt(ctx context.Context, l *membership.Lease) {
 func (h groupHost) Lost(l *membership.Lease) {
 	e := h.e
 	e.mu.Lock()
-	if g := e.groups[l.Group]; g != nil && g.Lease == l {
+	g := e.groups[l.Group]
+	if g != nil && g.Lease == l {
 		delete(e.groups, l.Group)
 	}
 	e.mu.Unlock()
+	if g != nil && g.Lease == l {
+		g.stopPassive()
+	}
 }
 
 // Flows is how many live flows the group holds here.
@@ -126,12 +139,36 @@ func (e *Engine) adoptFlows(ctx context.Context, g *group) error {
 	if err != nil {
 		return err
 	}
+	e.resumeFlows(ctx, g, rows)
+	return nil
+}
+
+// adoptFlowsAndPassive is a takeover's adoption: the runs held in memory
+// are stamped and loaded, the passivated ones enumerated into the group's
+// passive index (after the stamping, which waits for the previous owner's
+// writes still in flight, a passivation among them), and only then are the
+// loaded ones rebuilt.
+func (e *Engine) adoptFlowsAndPassive(ctx context.Context, g *group) error {
+	g.listing.Store(true)
+	defer g.listing.Store(false)
+	rows, err := e.store.AdoptFlows(ctx, g.id, g.gen)
+	if err != nil {
+		return err
+	}
+	if err := e.adoptPassive(ctx, g); err != nil {
+		e.cfg.Logger.Warn("enumerate passivated runs", "group_id", g.id, "error", err.Error())
+	}
+	e.resumeFlows(ctx, g, rows)
+	return nil
+}
+
+// resumeFlows rebuilds the actors of loaded live runs.
+func (e *Engine) resumeFlows(ctx context.Context, g *group, rows []flowstore.InstanceRow) {
 	for _, row := range rows {
 		if err := e.runFlow(ctx, g, row, nil, true, 0); err != nil {
 			e.cfg.Logger.Warn("resume flow", "flow", row.Ref.String(), "error", err.Error())
 		}
 	}
-	return nil
 }
 
 func (e *Engine) readoptAll(ctx context.Context) {

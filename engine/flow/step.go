@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,6 +28,7 @@ const (
 	msgTimeout                    // the step's own timeout fired
 	msgRecheck                    // look again at a breakpoint or at permits
 	msgRecord                     // a runtime call asks for its data to be made durable (Attempt.Record)
+	msgPark                       // the flow asks the attempt to leave memory (passivate.go)
 )
 
 type phase int
@@ -50,6 +52,8 @@ type stepMsg struct {
 	// data and reply carry a msgRecord.
 	data  map[string]any
 	reply chan error
+	// park carries a msgPark.
+	park *parkReq
 }
 
 // stepActor runs one attempt of one step: a goroutine with a mailbox that
@@ -80,6 +84,9 @@ type stepActor struct {
 	done chan struct{}
 	// stopWith is the stop (or timeout) the attempt is ending with.
 	stopWith *stepMsg
+	// activeAt is when the actor last did something (unix nanoseconds),
+	// for the flow's idle clock (passivate.go).
+	activeAt atomic.Int64
 
 	// The state each part of the actor keeps, in the file that works on it.
 	w       stepWrites  // stepwrite.go: what is durable, what waits for the next write
@@ -151,12 +158,21 @@ func (a *stepActor) run(ctx context.Context) {
 		a.abandon(err)
 		return
 	}
+	a.touch()
 	for !a.status.IsTerminal() {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.inbox.ready():
-			for _, m := range a.inbox.drain() {
+			batch := a.inbox.drain()
+			for i, m := range batch {
+				if m.kind == msgPark {
+					if a.park(ctx, m.park, i == len(batch)-1) {
+						return // passivated: the database holds the attempt
+					}
+					continue
+				}
+				a.touch()
 				if err := a.handle(ctx, m); err != nil {
 					a.abandon(err)
 					return
@@ -418,6 +434,7 @@ func (a *stepActor) onResult(ctx context.Context, p phase, r stepruntime.Result)
 			a.calls.poll.Stop()
 		}
 		a.calls.poll = time.AfterFunc(delay, func() { a.inbox.send(stepMsg{kind: msgWake}) })
+		a.calls.pollAt = time.Now().Add(delay)
 		if a.wakesOnUpdate() {
 			a.waitForChild() // the child's end, or a report, wakes it (subworkflow.go)
 		}

@@ -24,8 +24,9 @@ type stepCall struct {
 	cancel context.CancelFunc
 	// rewake: a wake-up arrived while a call was in flight.
 	rewake bool
-	// poll wakes the actor for the next Execute after Continue.
-	poll *time.Timer
+	// poll wakes the actor for the next Execute after Continue, at pollAt.
+	poll   *time.Timer
+	pollAt time.Time
 }
 
 func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {

@@ -115,6 +115,18 @@ func (e *Engine) handleStepUpdate(_ context.Context, m queue.Message) error {
 		a.inbox.send(stepMsg{kind: msgRecheck})
 	}
 	e.wakeChildWaiter(msg.Ref, msg.StepID)
+	// A passivated run comes back, and looks at the database as it does
+	// (passivate.go).
+	if g := e.group(msg.Group); g != nil {
+		if g.takePassive(msg.Ref) {
+			return e.activate(g, msg.Ref, "step update")
+		}
+		if a == nil && g.listing.Load() && g.lookup(msg.Ref) == nil {
+			// The group's passivated runs are being enumerated: the run
+			// may be one of them; the message is offered again.
+			return fmt.Errorf("step update for %s: group %d is being adopted", msg.Ref, g.id)
+		}
+	}
 	return nil
 }
 

@@ -106,18 +106,18 @@ func scanInstance(r pgx.CollectableRow) (InstanceRow, error) {
 	return i, err
 }
 
-// AdoptFlows stamps every live flow of a group with the node's generation
-// and returns all live flows of the group. On a takeover the stamping
+// AdoptFlows stamps every live flow of a group held in memory (not
+// passivated: passive.go) with the node's generation and returns them. On a takeover the stamping
 // UPDATE waits for writes still in flight from the previous owner; once it
 // commits, that owner's writes are refused. On a periodic reconciliation
 // nothing needs stamping and it writes nothing.
 func (s *Store) AdoptFlows(ctx context.Context, group int32, gen int64) ([]InstanceRow, error) {
 	if _, err := s.db.Exec(ctx, `UPDATE workflow_instance SET generation = $2
-        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND generation <> $2`, group, gen); err != nil {
+        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND passive_wake_at IS NULL AND generation <> $2`, group, gen); err != nil {
 		return nil, fmt.Errorf("adopt flows of group %d: %w", group, err)
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+instanceColumns+` FROM workflow_instance
-        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND generation = $2`, group, gen)
+        WHERE group_id = $1 AND status IN ('IN_PROGRESS', 'PAUSED') AND passive_wake_at IS NULL AND generation = $2`, group, gen)
 	if err != nil {
 		return nil, fmt.Errorf("load flows of group %d: %w", group, err)
 	}
@@ -315,21 +315,26 @@ type RuntimeState struct {
 	Message string `json:"message,omitempty"`
 }
 
-// LoadLatestAttempts returns the newest attempt of each step of a run.
-func (s *Store) LoadLatestAttempts(ctx context.Context, ref run.Ref) ([]StepRow, error) {
-	rows, err := s.db.Query(ctx, `SELECT DISTINCT ON (step_id)
+// latestAttemptsSQL reads the newest attempt of each step of a run.
+const latestAttemptsSQL = `SELECT DISTINCT ON (step_id)
             step_id, attempt_id, uuid::text, status, seq, step_type, params, outputs, runtime_state, retry, start_time, end_time
         FROM step_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
-        ORDER BY step_id, attempt_id DESC`, ref.WorkflowID, ref.InstanceID, ref.RunID)
+        ORDER BY step_id, attempt_id DESC`
+
+func scanStep(r pgx.CollectableRow) (StepRow, error) {
+	var s StepRow
+	err := r.Scan(&s.StepID, &s.AttemptID, &s.UUID, &s.Status, &s.Seq, &s.Type, &s.Params, &s.Outputs,
+		&s.Runtime, &s.Retry, &s.StartTime, &s.EndTime)
+	return s, err
+}
+
+// LoadLatestAttempts returns the newest attempt of each step of a run.
+func (s *Store) LoadLatestAttempts(ctx context.Context, ref run.Ref) ([]StepRow, error) {
+	rows, err := s.db.Query(ctx, latestAttemptsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	if err != nil {
 		return nil, fmt.Errorf("load steps of %s: %w", ref, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StepRow, error) {
-		var s StepRow
-		err := r.Scan(&s.StepID, &s.AttemptID, &s.UUID, &s.Status, &s.Seq, &s.Type, &s.Params, &s.Outputs,
-			&s.Runtime, &s.Retry, &s.StartTime, &s.EndTime)
-		return s, err
-	})
+	out, err := pgx.CollectRows(rows, scanStep)
 	if err != nil {
 		return nil, fmt.Errorf("load steps of %s: %w", ref, err)
 	}
