@@ -102,6 +102,9 @@ type flowActor struct {
 	// ordered after it, so nothing of the run is durable, or acted on,
 	// before the start is.
 	start *flowstore.Op
+	// order chains the run's writes, each after the one before
+	// (writeorder.go).
+	order writeOrder
 }
 
 // newFlow builds the actor for an adopted or just-started instance; held is
@@ -578,7 +581,7 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 		if f.startRefused() {
 			return run.ErrFenced // the run was never started here: nothing to retry
 		}
-		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u).After(f.start)
+		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u)
 		if f.parent != nil && !wakeHere {
 			p := *f.parent
 			op.Then(func(ctx context.Context, tx pgx.Tx) error {
@@ -586,7 +589,9 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 				return err
 			})
 		}
-		return f.eng.writer.Write(ctx, op)
+		// After every step write of the run (writeorder.go): nothing
+		// learns of the end before they are durable.
+		return f.write(ctx, op)
 	})
 	if err != nil {
 		return err

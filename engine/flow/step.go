@@ -472,7 +472,9 @@ func (a *stepActor) finish(ctx context.Context, to instance.StepStatus, reason s
 	if err := a.transition(to, reason); err != nil {
 		return err
 	}
-	return a.persist(ctx, false, true)
+	// Written behind: the flow goes on at once, and nothing outside the
+	// engine learns of the end before it is durable (writeorder.go).
+	return a.persistBehind(ctx, false)
 }
 
 // stopped ends the attempt after a stop request or the step's timeout.

@@ -470,10 +470,7 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		b.Queue(updateInstancesSQL, instanceArgs(inst)...)
 		reads = append(reads, readInstanceKeys(inst))
 	}
-	in := make(map[*Op]bool, len(inst))
-	for _, op := range inst {
-		in[op] = true
-	}
+	in := afterStartInBatch(batch)
 	if len(ins) > 0 {
 		args, afterStart := stepArgs(run.StepStatusKind, ins, true, in)
 		b.Queue(pick(afterStart, insertStepsAfterStartSQL, insertStepsSQL), args...)
@@ -536,10 +533,32 @@ func pick(cond bool, yes, no string) string {
 	return no
 }
 
+// afterStartInBatch marks the ops of a batch ordered after a write of
+// their run's own row in the same batch (its start), directly or through
+// other ops of the batch (a run's writes form a chain: writeorder.go in
+// engine/flow). A batch lists an op after its predecessor when both are in
+// it (take).
+func afterStartInBatch(batch []*Op) map[*Op]bool {
+	in := make(map[*Op]bool)
+	var after map[*Op]bool
+	for _, op := range batch {
+		if op.kind == opInstanceUpdate {
+			in[op] = true
+		}
+		if p := op.after; p != nil && (in[p] || after[p]) && op.kind != opInstanceUpdate {
+			if after == nil {
+				after = make(map[*Op]bool)
+			}
+			after[op] = true
+		}
+	}
+	return after
+}
+
 // stepArgs are the column arrays of a multi-row step statement.
-// An op that follows its run's start in the same batch (in) is flagged
-// live, and the flags are added (afterStart) for the statements that check
-// them (startedFence).
+// An op that follows its run's start in the same batch (in, directly or
+// through other ops) is flagged live, and the flags are added (afterStart)
+// for the statements that check them (startedFence).
 func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []any, afterStart bool) {
 	n := len(ops)
 	live := make([]bool, n)
@@ -568,7 +587,7 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
 		start[i], fin[i] = s.Start, s.End
 		ev[i], sig[i] = s.Event, s.Signals
-		live[i] = op.after != nil && op.after.kind == opInstanceUpdate && in[op.after]
+		live[i] = in[op]
 		afterStart = afterStart || live[i]
 	}
 	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
