@@ -174,6 +174,7 @@ func (f *flowActor) run(paramErr error, steps []flowstore.StepRow) {
 	defer f.eng.wg.Done()
 	defer close(f.done)
 	defer f.grp.remove(f)
+	defer f.awaitWrites()
 	defer f.releaseMemory()
 	defer f.cancel()
 	if err := f.begin(paramErr, steps); err != nil {

@@ -85,7 +85,11 @@ func (a *stepActor) persistBehind(ctx context.Context, start bool) error {
 		return run.ErrFenced
 	}
 	w := a.nextWrite(start, true)
-	op := a.op(ctx, w)
+	// The write outlives the attempt, and the flow if it is dropped: it is
+	// given up only with the group (lost, or the node dying), and a flow
+	// that ends waits for it (awaitWrites), so that a group handed over
+	// carries it to its next owner.
+	op := a.op(a.f.grp.ctx, w)
 	pending, pendingAt := a.wrote(w)
 	f, id := a.f, a.id
 	op.OnDone(func(err error) {

@@ -28,9 +28,13 @@ import (
 // A write behind that fails drops the flow from memory (flowLost), as a
 // failed write always has: the database holds a prefix of the run's
 // writes, and the flow is rebuilt from it, here or on the group's next
-// owner. A node that dies with writes behind in flight leaves that same
-// prefix: the attempts whose terminal writes did not commit run again,
-// exactly as after a crash just before those writes.
+// owner. A write behind is given up only with its group (the lease's
+// context: lost, or the node dying), not with its flow, and a flow that
+// ends waits for its last write (awaitWrites) before its group stops
+// counting it: a group handed over carries its writes to the next owner.
+// A node that dies with writes behind in flight leaves a prefix too: the
+// attempts whose terminal writes did not commit run again, exactly as
+// after a crash just before those writes (TestCrashWithWritesBehindInFlight).
 
 // writeOrder is a run's last write handed to the writer.
 type writeOrder struct {
@@ -59,4 +63,21 @@ func (f *flowActor) submit(op *flowstore.Op) {
 func (f *flowActor) write(ctx context.Context, op *flowstore.Op) error {
 	f.submit(op)
 	return op.Wait(ctx)
+}
+
+// awaitWrites waits, as the flow ends, until its last write is finished
+// (so every write before it is), or the group is gone: a flow the group
+// still counts is not adopted again, here or elsewhere, while its writes
+// are in flight.
+func (f *flowActor) awaitWrites() {
+	f.order.mu.Lock()
+	last := f.order.last
+	f.order.mu.Unlock()
+	if last == nil {
+		return
+	}
+	select {
+	case <-last.Done():
+	case <-f.grp.ctx.Done():
+	}
 }
