@@ -89,7 +89,7 @@ func (a *stepActor) persistBehind(ctx context.Context, start bool) error {
 	// given up only with the group (lost, or the node dying), and a flow
 	// that ends waits for it (awaitWrites), so that a group handed over
 	// carries it to its next owner.
-	op := a.op(a.f.grp.ctx, w)
+	op := a.op(a.f.grp.ctx, w).Behind()
 	pending, pendingAt := a.wrote(w)
 	f, id := a.f, a.id
 	op.OnDone(func(err error) {

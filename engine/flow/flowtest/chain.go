@@ -20,7 +20,10 @@ import (
 //   - commit-ratio: ms/step over floor-commit-ms, "durable commits per
 //     step" as time;
 //   - commits/step: transactions that wrote (transaction ids taken, by
-//     anyone: the engine's batches, heartbeats, the start), per step.
+//     anyone: the engine's batches, heartbeats, the start), per step;
+//   - idle-commits/s: the same, with the engine idle (heartbeats), over a
+//     second before the runs; run-commits/step: commits/step less those,
+//     at that rate, over the runs' wall time.
 func (e *Env) ChainFigures(b *testing.B, workflowID string, steps int) {
 	b.Helper()
 	ctx := context.Background()
@@ -28,10 +31,21 @@ func (e *Env) ChainFigures(b *testing.B, workflowID string, steps int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var server time.Duration
+	i0, err := dbtest.WriteXacts(ctx, e.Pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	i1, err := dbtest.WriteXacts(ctx, e.Pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idle := float64(i1 - i0)
+	var server, wall time.Duration
 	var xacts int64
 	b.ResetTimer()
 	for b.Loop() {
+		t0 := time.Now()
 		x0, err := dbtest.WriteXacts(ctx, e.Pool)
 		if err != nil {
 			b.Fatal(err)
@@ -45,6 +59,7 @@ func (e *Env) ChainFigures(b *testing.B, workflowID string, steps int) {
 			b.Fatal(err)
 		}
 		xacts += x1 - x0
+		wall += time.Since(t0)
 		server += e.serverTime(b, inst)
 	}
 	b.StopTimer()
@@ -55,6 +70,8 @@ func (e *Env) ChainFigures(b *testing.B, workflowID string, steps int) {
 	b.ReportMetric(floorMS, "floor-commit-ms")
 	b.ReportMetric(perStep/floorMS, "commit-ratio")
 	b.ReportMetric(float64(xacts)/n, "commits/step")
+	b.ReportMetric(idle, "idle-commits/s")
+	b.ReportMetric((float64(xacts)-idle*wall.Seconds())/n, "run-commits/step")
 }
 
 // serverTime is a run's time from its start write to its end write, by

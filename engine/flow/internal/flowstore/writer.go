@@ -41,9 +41,19 @@ type WriterConfig struct {
 	// (default 1). Ops ordered after one another (Op.After) never share
 	// two concurrent transactions.
 	Pipelines int
+	// Linger is how long an idle writer may hold back ops nobody waits
+	// for (Op.Behind), to send them with the writes that follow them: an
+	// attempt's terminal write, written behind, then shares its commit
+	// with the next step's first write. Any op somebody waits for ends
+	// the lingering at once. Default DefaultLinger; negative: none.
+	Linger time.Duration
 	// Logger is told of transient failures the writer retries.
 	Logger *slog.Logger
 }
+
+// DefaultLinger is WriterConfig.Linger's default: about what a flow
+// takes to start a step after its predecessor ended.
+const DefaultLinger = 250 * time.Microsecond
 
 // Writer is a node's group-commit writer. Start it before submitting ops;
 // Stop ends it once the ops submitted have been written.
@@ -69,6 +79,9 @@ func NewWriter(db *pgxpool.Pool, cfg WriterConfig) *Writer {
 	}
 	if cfg.Pipelines <= 0 {
 		cfg.Pipelines = 1
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -127,8 +140,11 @@ type Op struct {
 	// then runs in the op's transaction once its row is written.
 	then []func(context.Context, pgx.Tx) error
 
+	// behind: nobody waits for the op (Behind).
+	behind bool
 	// Guarded by the writer's mu until done is closed.
-	sent bool
+	queued time.Time
+	sent   bool
 	err  error
 	done chan struct{}
 	cbs  []func(error)
@@ -158,6 +174,13 @@ func UpdateInstanceOp(ctx context.Context, ref run.Ref, group int32, gen int64, 
 // transaction or a later one, and fails with prev's error if prev failed.
 func (op *Op) After(prev *Op) *Op {
 	op.after = prev
+	return op
+}
+
+// Behind marks an op nobody waits for: an idle writer may hold it back
+// for up to its Linger, to send it with the writes that follow it.
+func (op *Op) Behind() *Op {
+	op.behind = true
 	return op
 }
 
@@ -221,9 +244,30 @@ func (w *Writer) Submit(ops ...*Op) {
 		}
 		return
 	}
+	now := time.Now()
+	for _, op := range ops {
+		op.queued = now
+	}
 	w.queue = append(w.queue, ops...)
 	w.mu.Unlock()
 	w.signal()
+}
+
+// lingerFor is how long the writer may still hold back its queue: while
+// it is idle and every op queued is behind, up to Linger after the oldest
+// was queued. 0: take a batch now.
+func (w *Writer) lingerFor() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cfg.Linger <= 0 || w.inflight > 0 || w.closed || len(w.queue) == 0 {
+		return 0
+	}
+	for _, op := range w.queue {
+		if !op.behind {
+			return 0
+		}
+	}
+	return max(0, time.Until(w.queue[0].queued.Add(w.cfg.Linger)))
 }
 
 // Write submits op and waits for its outcome.
@@ -259,6 +303,15 @@ func (w *Writer) loop() {
 	defer running.Wait()
 	for {
 		for {
+			if d := w.lingerFor(); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-w.wake:
+				case <-t.C:
+				}
+				t.Stop()
+				continue
+			}
 			batch, failed := w.take()
 			for _, f := range failed {
 				w.finish(f.op, f.err)

@@ -303,3 +303,57 @@ func TestWriterFoldsAStartIntoItsFirstStepWrite(t *testing.T) {
 		t.Error("the stopped run was written")
 	}
 }
+
+// An idle writer holds back a write nobody waits for (Behind) for its
+// Linger, and sends it with the first write somebody waits for: one
+// transaction (the rows share their xmin). A write behind alone goes out
+// once the linger has passed.
+func TestWriterLingersForWritesBehind(t *testing.T) {
+	t.Parallel()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	w := NewWriter(db, WriterConfig{Linger: 300 * time.Millisecond})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	running := func(seq int64) StepWrite {
+		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
+	}
+	behind := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2)).Behind()
+	w.Submit(behind)
+	time.Sleep(50 * time.Millisecond)
+	if behind.Failed() != nil || isDone(behind) {
+		t.Fatalf("a write behind went out at once (err %v)", behind.Failed())
+	}
+	if err := w.Write(ctx, UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := behind.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(DISTINCT xmin::text) FROM step_instance WHERE step_id = 's' AND seq = 2`); n != 1 {
+		t.Errorf("the write behind and the one waited for took %d transactions, want 1", n)
+	}
+	alone := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, StepWrite{Status: instance.StepSucceeded, Seq: 3, End: true,
+		Timeline: []instance.TimelineEvent{}}).Behind()
+	start := time.Now()
+	w.Submit(alone)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := alone.Wait(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("a write behind alone went out after %v, before its linger", d)
+	}
+}
+
+func isDone(op *Op) bool {
+	select {
+	case <-op.Done():
+		return true
+	default:
+		return false
+	}
+}
