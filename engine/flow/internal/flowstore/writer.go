@@ -145,9 +145,9 @@ type Op struct {
 	// Guarded by the writer's mu until done is closed.
 	queued time.Time
 	sent   bool
-	err  error
-	done chan struct{}
-	cbs  []func(error)
+	err    error
+	done   chan struct{}
+	cbs    []func(error)
 }
 
 // InsertStepOp is the first write of a step attempt (ref's run, in flow
