@@ -77,14 +77,14 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 // (after a later write, ordered after this one). A write that fails drops
 // the flow. An attempt holding tag permits is written in the foreground:
 // its permits, released when it ends, are shared with other runs.
-func (a *stepActor) persistBehind(ctx context.Context, start bool) error {
+func (a *stepActor) persistBehind(ctx context.Context) error {
 	if len(a.permitTags()) > 0 {
-		return a.persist(ctx, start, true)
+		return a.persist(ctx, false, true)
 	}
 	if a.f.startRefused() {
 		return run.ErrFenced
 	}
-	w := a.nextWrite(start, true)
+	w := a.nextWrite(false, true)
 	// The write outlives the attempt, and the flow if it is dropped: it is
 	// given up only with the group (lost, or the node dying), and a flow
 	// that ends waits for it (awaitWrites), so that a group handed over

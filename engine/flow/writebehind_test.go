@@ -183,44 +183,62 @@ func TestCrashWithWritesBehindInFlight(t *testing.T) {
 	}
 }
 
+// recordsFirst is effect declaring stepruntime.RecordsFirst: its attempts
+// are not written STARTING before Start, and their first write is the
+// recorded intent.
+type recordsFirst struct{ effect }
+
+func (recordsFirst) RecordsFirst() {}
+
 // A step's side effect follows its predecessors' terminal writes, written
 // behind, only once they are durable: the effect sees them in the
-// database, and its own RUNNING with the recorded intent.
+// database, and its own attempt RUNNING with the recorded intent, whether
+// STARTING was written before Start (effect) or not (recordsFirst).
 func TestSideEffectWaitsForWritesBehind(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	var mu sync.Mutex
-	var seen []string
-	e.engineWith("Effect", effect{act: func(ctx context.Context, a *stepruntime.Attempt, recordErr error) stepruntime.Result {
-		if recordErr != nil {
-			return stepruntime.Result{State: stepruntime.FatalError, Message: recordErr.Error()}
-		}
-		var n int
-		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM step_instance WHERE workflow_id = $1 AND instance_id = $2
-            AND run_id = $3 AND step_id IN ('s0', 's1', 's2') AND status = 'SUCCEEDED'`,
-			a.WorkflowID, a.InstanceID, a.RunID).Scan(&n)
-		mu.Lock()
-		seen = append(seen, fmt.Sprintf("%s: %d predecessors durable, err %v", a.StepID, n, err))
-		mu.Unlock()
-		return stepruntime.Result{State: stepruntime.Done}
-	}})
-	def := chainJSON("fxchain", 4)
-	def = strings.Replace(def, `"id":"s3","type":"NoOp"`, `"id":"s3","type":"Effect"`, 1)
-	e.push(def)
-	for range 5 {
-		if got := e.wait(e.start("fxchain", nil), 30*time.Second); got.Status != instance.WorkflowSucceeded {
-			t.Fatalf("run ended %s", got.Status)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) != 5 {
-		t.Fatalf("effects: %v", seen)
-	}
-	for _, s := range seen {
-		if s != "s3: 3 predecessors durable, err <nil>" {
-			t.Errorf("effect acted with %s", s)
-		}
+	for name, wrap := range map[string]func(effect) stepruntime.Runtime{
+		"starting written first": func(x effect) stepruntime.Runtime { return x },
+		"records first":          func(x effect) stepruntime.Runtime { return recordsFirst{x} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			var mu sync.Mutex
+			var seen []string
+			e.engineWith("Effect", wrap(effect{act: func(ctx context.Context, a *stepruntime.Attempt, recordErr error) stepruntime.Result {
+				if recordErr != nil {
+					return stepruntime.Result{State: stepruntime.FatalError, Message: recordErr.Error()}
+				}
+				var n int
+				var own, intent string
+				err := e.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE step_id <> 's3' AND status = 'SUCCEEDED'),
+                        max(status) FILTER (WHERE step_id = 's3'), max(runtime_state->'data'->>'intent') FILTER (WHERE step_id = 's3')
+                    FROM step_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+					a.WorkflowID, a.InstanceID, a.RunID).Scan(&n, &own, &intent)
+				mu.Lock()
+				seen = append(seen, fmt.Sprintf("%d predecessors durable, own %s, intent recorded %t, err %v", n, own, intent == a.UUID, err))
+				mu.Unlock()
+				return stepruntime.Result{State: stepruntime.Done}
+			}}))
+			def := chainJSON("fxchain", 4)
+			def = strings.Replace(def, `"id":"s3","type":"NoOp"`, `"id":"s3","type":"Effect"`, 1)
+			e.push(def)
+			for range 5 {
+				if got := e.wait(e.start("fxchain", nil), 30*time.Second); got.Status != instance.WorkflowSucceeded {
+					t.Fatalf("run ended %s", got.Status)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != 5 {
+				t.Fatalf("effects: %v", seen)
+			}
+			for _, s := range seen {
+				if s != "3 predecessors durable, own RUNNING, intent recorded true, err <nil>" {
+					t.Errorf("effect acted with %s", s)
+				}
+			}
+		})
 	}
 }
 
