@@ -266,3 +266,49 @@ func (e *env) instanceStatus(inst *execution.Instance) instance.WorkflowStatus {
 	}
 	return st
 }
+
+// A write behind that fails (a trigger refuses step s2's row) takes every
+// later write of its run with it: nothing is written past it, the flow is
+// dropped and rebuilt from the database, and once the write can be made
+// the run finishes with one SUCCEEDED attempt per step.
+func TestNothingWrittenPastAFailedWriteBehind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `
+CREATE FUNCTION refuse_s2() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.step_id = 's2' THEN RAISE EXCEPTION 'step s2 refused by the test'; END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_s2 BEFORE INSERT ON step_instance FOR EACH ROW EXECUTE FUNCTION refuse_s2();`); err != nil {
+		t.Fatal(err)
+	}
+	e.engine(flow.Config{ReconcileInterval: 300 * time.Millisecond})
+	e.push(chainJSON("refused", 6))
+	inst := e.start("refused", nil)
+	e.waitDurable(inst, 2)
+	// Long enough for the flow to be dropped and rebuilt, and to fail
+	// again, several times.
+	time.Sleep(1500 * time.Millisecond)
+	got := e.durableSteps(inst)
+	for i := 2; i < 6; i++ {
+		if len(got[i]) > 0 {
+			t.Errorf("s%d is durable (%v) although s2's write failed", i, got[i])
+		}
+	}
+	if st := e.instanceStatus(inst); st != instance.WorkflowInProgress {
+		t.Errorf("run is %s", st)
+	}
+	if _, err := e.pool.Exec(ctx, `DROP TRIGGER refuse_s2 ON step_instance`); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.wait(inst, time.Minute); r.Status != instance.WorkflowSucceeded {
+		t.Fatalf("run ended %s", r.Status)
+	}
+	for i, sts := range e.durableSteps(inst) {
+		if len(sts) != 1 || sts[0] != instance.StepSucceeded {
+			t.Errorf("s%d: %v, want one SUCCEEDED attempt", i, sts)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package flow
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
@@ -48,10 +49,14 @@ func (f *flowActor) submit(op *flowstore.Op) {
 	f.order.mu.Lock()
 	defer f.order.mu.Unlock()
 	prev := f.order.last
-	if prev == nil || prev.Failed() != nil {
-		// A failed write has failed every write ordered after it, and every
-		// write before it is finished: nothing is left to order after but
-		// the start.
+	if err := prev.Failed(); prev == nil || (err != nil && !prev.IsBehind() && !errors.Is(err, flowstore.ErrPredecessorFailed)) {
+		// A write waited for failed on its own: its writer was told and
+		// may write again. Every write before it is finished (it would
+		// have failed with them), so nothing is left to order after but
+		// the start. A write behind that failed, or one failed by a write
+		// before it, stays last: the flow is being dropped, and every
+		// write it still makes fails unwritten (ErrPredecessorFailed), so
+		// that nothing is written past the one that failed.
 		prev = f.start
 	}
 	op.After(prev)

@@ -109,6 +109,17 @@ func (w *Writer) Stop() {
 	})
 }
 
+// ErrPredecessorFailed fails, unwritten, an op ordered after one that
+// failed (Op.After); the error wraps the predecessor's as well.
+var ErrPredecessorFailed = errors.New("a write ordered before this one failed")
+
+func afterFailed(err error) error {
+	if errors.Is(err, ErrPredecessorFailed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrPredecessorFailed, err)
+}
+
 // errWriterStopped fails ops submitted after Stop.
 var errWriterStopped = errors.New("flow store writer stopped")
 
@@ -183,6 +194,9 @@ func (op *Op) Behind() *Op {
 	op.behind = true
 	return op
 }
+
+// IsBehind reports an op marked Behind.
+func (op *Op) IsBehind() bool { return op.behind }
 
 // Then adds a write to the op's transaction, run once the op's own row is
 // written (a queue message it announces, for example). An error fails the
@@ -317,6 +331,11 @@ func (w *Writer) loop() {
 				w.finish(f.op, f.err)
 			}
 			if len(batch) == 0 {
+				if len(failed) > 0 {
+					// Their successors still queued fail now too, not
+					// at the next op someone submits.
+					continue
+				}
 				break
 			}
 			running.Add(1)
@@ -362,7 +381,7 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 			case <-p.done:
 				if p.err != nil {
 					// Its own successors fail with it in a later round.
-					failed = append(failed, failedOp{op, p.err})
+					failed = append(failed, failedOp{op, afterFailed(p.err)})
 					continue
 				}
 			default:
@@ -420,7 +439,7 @@ func (w *Writer) exec(batch []*Op) {
 			if err := op.after.Failed(); err != nil {
 				// Its predecessor shared its batch and failed (an op
 				// written on its own after the batch failed as a whole).
-				w.finish(op, err)
+				w.finish(op, afterFailed(err))
 				continue
 			}
 			live = append(live, op)

@@ -357,3 +357,39 @@ func isDone(op *Op) bool {
 		return false
 	}
 }
+
+// A refused write fails the writes ordered after it, however long the
+// chain: here the second writes the same row as the first (so it waits
+// for the next batch) and the third follows the second. Each fails,
+// unwritten, with ErrPredecessorFailed wrapping the first's error, at
+// once rather than at the next op someone submits.
+func TestWriterFailsAChainAfterARefusedWrite(t *testing.T) {
+	t.Parallel()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	w := NewWriter(db, WriterConfig{})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	running := func(seq int64) StepWrite {
+		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
+	}
+	refused := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(9)) // the stored seq is 1
+	sameRow := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2)).After(refused)
+	other := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2)).After(sameRow)
+	w.Submit(refused, sameRow, other)
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := refused.Wait(waitCtx); !errors.Is(err, run.ErrFenced) {
+		t.Fatalf("refused write: %v", err)
+	}
+	for _, op := range []*Op{sameRow, other} {
+		if err := op.Wait(waitCtx); !errors.Is(err, ErrPredecessorFailed) || !errors.Is(err, run.ErrFenced) {
+			t.Errorf("write after the refused one: %v", err)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM step_instance WHERE seq = 2`); n != 0 {
+		t.Errorf("%d writes after the refused one were written", n)
+	}
+}
