@@ -27,9 +27,10 @@ import (
 //     state they announce.
 //
 // A write behind that fails drops the flow from memory (flowLost), as a
-// failed write always has: the database holds a prefix of the run's
-// writes, and the flow is rebuilt from it, here or on the group's next
-// owner. A write behind is given up only with its group (the lease's
+// failed write always has, and every later write of the run fails
+// unwritten (flowstore.ErrPredecessorFailed): the database holds a prefix
+// of the run's writes, and the flow is rebuilt from it, here or on the
+// group's next owner. A write behind is given up only with its group (the lease's
 // context: lost, or the node dying), not with its flow, and a flow that
 // ends waits for its last write (awaitWrites) before its group stops
 // counting it: a group handed over carries its writes to the next owner.
