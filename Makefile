@@ -43,7 +43,7 @@ BENCH_DB_DELAYS ?= 1ms 2ms
 # Step rows of old runs BenchmarkArchiveUnderLoad loads before it measures
 # the hot path alone and while the archiver deletes them (docs/operations.md).
 BENCH_ARCHIVE_STEPS ?= 10000000
-BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000|BenchmarkChainCommits|BenchmarkHttpChain)$$
+BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000|BenchmarkChainCommits|BenchmarkHttpChain|BenchmarkStartDurable)$$
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)
