@@ -46,7 +46,7 @@ BENCH_ARCHIVE_STEPS ?= 10000000
 # Passivated runs BenchmarkTakeoverWaiting creates in bulk before a node
 # takes their groups over (docs/performance.md; 1000000 was measured once).
 BENCH_PASSIVE_RUNS ?= 100000
-BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000)$$
+BENCH_AB    ?= ^(BenchmarkStepLaunchOverhead|BenchmarkWorkflowStartOverhead|BenchmarkThroughput|BenchmarkForeach10000|BenchmarkChainCommits|BenchmarkHttpChain|BenchmarkStartDurable)$$
 E2E_DIR     ?= $(or $(TMPDIR),/tmp)/maestro-e2e-$(shell id -u)
 E2E_PGDIR   ?= $(or $(TMPDIR),/tmp)/maestro-pge2e-$(shell id -u)
 HOST_ARCH   := $(shell $(GO) env GOARCH)

@@ -132,17 +132,26 @@ func BenchmarkWorkflowStartOverhead(b *testing.B) {
 //     commit waits for) and WAL written per step, the cluster's (run it
 //     alone).
 func BenchmarkThroughput(b *testing.B) {
-	b.Run("events=off", func(b *testing.B) { benchThroughput(b, false) })
-	b.Run("events=on", func(b *testing.B) { benchThroughput(b, true) })
+	b.Run("events=off", func(b *testing.B) { benchThroughput(b, false, 0) })
+	b.Run("events=on", func(b *testing.B) { benchThroughput(b, true, 0) })
 }
 
-func benchThroughput(b *testing.B, events bool) {
+// BenchmarkWriterPipelines: BenchmarkThroughput (events off) with one and
+// with two of the writer's transactions in flight at once (the pipelined
+// writer, docs/performance.md).
+func BenchmarkWriterPipelines(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("pipelines=%d", n), func(b *testing.B) { benchThroughput(b, false, n) })
+	}
+}
+
+func benchThroughput(b *testing.B, events bool, pipelines int) {
 	const runs, steps = 200, 10
 	e := newEnv(b)
 	var mu sync.Mutex
 	var done []time.Time
 	var delivered atomic.Int64
-	cfg := flow.Config{Observer: func(_ run.Ref, _ string, _ int64, st instance.StepStatus, at time.Time) {
+	cfg := flow.Config{WriterPipelines: pipelines, Observer: func(_ run.Ref, _ string, _ int64, st instance.StepStatus, at time.Time) {
 		if st == instance.StepSucceeded {
 			mu.Lock()
 			done = append(done, at)

@@ -68,6 +68,10 @@ type Config struct {
 	AdmitInterval time.Duration
 	// Workers bounds concurrent step runtime calls (default 64).
 	Workers int
+	// WriterPipelines is how many of the node's writer's transactions may
+	// be in flight at once (default 1: docs/performance.md, "The pipelined
+	// writer", has the figures). A run's writes never share two at once.
+	WriterPipelines int
 	// Runtimes by step type (default stepruntime.Builtins()).
 	Runtimes stepruntime.Registry
 	// Queue tunes the outbox worker; Node, Store, Listen, Groups, Owns and
@@ -222,7 +226,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open queue pool: %w", err)
 	}
 	e.relaxed = relaxed
-	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger})
+	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
 	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},

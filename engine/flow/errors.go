@@ -4,12 +4,18 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 )
 
 // isPermanent reports errors that retrying cannot fix: constraint and
 // trigger violations mean the write itself is wrong (for example a stale
-// write the status guard refused).
+// write the status guard refused), and a write ordered after one that
+// failed can never be written (the flow is rebuilt from the database).
 func isPermanent(err error) bool {
+	if errors.Is(err, flowstore.ErrPredecessorFailed) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code[:2] {

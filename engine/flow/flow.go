@@ -109,6 +109,9 @@ type flowActor struct {
 	start *flowstore.Op
 	// pas is the flow's idle clock (passivate.go).
 	pas passivation
+	// order chains the run's writes, each after the one before
+	// (writeorder.go).
+	order writeOrder
 }
 
 // newFlow builds the actor for an adopted or just-started instance; held is
@@ -180,6 +183,7 @@ func (f *flowActor) run(paramErr error, steps []flowstore.StepRow) {
 	defer f.eng.wg.Done()
 	defer close(f.done)
 	defer f.grp.remove(f)
+	defer f.awaitWrites()
 	defer f.releaseMemory()
 	defer f.cancel()
 	defer f.stopIdle()
@@ -610,7 +614,7 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 		if f.startRefused() {
 			return run.ErrFenced // the run was never started here: nothing to retry
 		}
-		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u).After(f.start)
+		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u)
 		if f.incremental {
 			// The range ends with the run, in its transaction; the
 			// watermark moves only when it SUCCEEDED (docs/incremental.md).
@@ -627,7 +631,9 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 				return err
 			})
 		}
-		return f.eng.writer.Write(ctx, op)
+		// After every step write of the run (writeorder.go): nothing
+		// learns of the end before they are durable.
+		return f.write(ctx, op)
 	})
 	if err != nil {
 		return err

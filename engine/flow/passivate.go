@@ -117,7 +117,7 @@ func (f *flowActor) onIdle(last bool) (parked bool, err error) {
 		return false, nil
 	}
 	if !last || f.status.IsTerminal() || f.stopping != "" || len(f.waiters) > 0 || !f.startDurable() ||
-		len(f.running)+len(f.retries) == 0 {
+		len(f.running)+len(f.retries) == 0 || f.writesInFlight() {
 		f.pas.idle.Reset(d)
 		return false, nil
 	}

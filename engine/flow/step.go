@@ -302,6 +302,16 @@ func (a *stepActor) advance(ctx context.Context) error {
 				a.w.startUnwritten = true
 				return a.call(ctx, phaseStart)
 			}
+			if _, ok := a.rt.(stepruntime.RecordsFirst); ok {
+				// Nothing outside the engine happens before the runtime
+				// records its intent: the attempt's first write is that
+				// record (CREATED … RUNNING with the intent, one insert),
+				// which the writer sends with the run's writes before it
+				// (a predecessor's end, written behind) in one commit.
+				a.w.startUnwritten = true
+				a.armTimeout()
+				return a.call(ctx, phaseStart)
+			}
 			// STARTING is durable before the runtime is called, so a restarted
 			// engine knows the call may have happened and repeats it (Start is
 			// idempotent).
@@ -489,7 +499,9 @@ func (a *stepActor) finish(ctx context.Context, to instance.StepStatus, reason s
 	if err := a.transition(to, reason); err != nil {
 		return err
 	}
-	return a.persist(ctx, false, true)
+	// Written behind: the flow goes on at once, and nothing outside the
+	// engine learns of the end before it is durable (writeorder.go).
+	return a.persistBehind(ctx)
 }
 
 // stopped ends the attempt after a stop request or the step's timeout.

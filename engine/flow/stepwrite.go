@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
@@ -50,8 +51,61 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 
 // persist writes the attempt's state and the transitions since the last
 // write, fenced by the flow's generation, through the node's writer (one
-// row of a multi-row statement, one commit shared with other runs).
+// row of a multi-row statement, one commit shared with other runs), in the
+// run's order of writes (writeorder.go), and waits until it is durable.
 func (a *stepActor) persist(ctx context.Context, start, end bool) error {
+	w := a.nextWrite(start, end)
+	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
+		if a.f.startRefused() {
+			return run.ErrFenced // the run was never started here: nothing to retry
+		}
+		return a.f.write(ctx, a.op(ctx, w))
+	})
+	if err != nil {
+		return err
+	}
+	pending, pendingAt := a.wrote(w)
+	a.durable(w, pending, pendingAt)
+	return nil
+}
+
+// persistBehind writes the attempt's terminal state behind (writeorder.go):
+// the write goes to the writer in the run's order and the attempt ends at
+// once, so that the flow starts what follows while the write is in flight.
+// What must wait for durability does: the Observer, the events' and
+// signals' notifications (once it commits), anything outside the engine
+// (after a later write, ordered after this one). A write that fails drops
+// the flow. An attempt holding tag permits is written in the foreground:
+// its permits, released when it ends, are shared with other runs.
+func (a *stepActor) persistBehind(ctx context.Context) error {
+	if len(a.permitTags()) > 0 {
+		return a.persist(ctx, false, true)
+	}
+	if a.f.startRefused() {
+		return run.ErrFenced
+	}
+	w := a.nextWrite(false, true)
+	// The write outlives the attempt, and the flow if it is dropped: it is
+	// given up only with the group (lost, or the node dying), and a flow
+	// that ends waits for it (awaitWrites), so that a group handed over
+	// carries it to its next owner.
+	op := a.op(a.f.grp.ctx, w).Behind()
+	pending, pendingAt := a.wrote(w)
+	f, id := a.f, a.id
+	op.OnDone(func(err error) {
+		if err != nil {
+			f.inbox.send(flowMsg{kind: flowLost, err: fmt.Errorf("write of step %s's %s: %w", id, w.Status, err)})
+			return
+		}
+		a.durable(w, pending, pendingAt)
+	})
+	a.f.submit(op)
+	return nil
+}
+
+// nextWrite is the attempt's next write: its state and the transitions
+// since the last one.
+func (a *stepActor) nextWrite(start, end bool) flowstore.StepWrite {
 	start = start || a.w.startUnwritten
 	w := flowstore.StepWrite{
 		Status: a.status, Seq: a.w.seq + 1, Retry: a.retry, Timeline: a.w.pending, Start: start, End: end,
@@ -67,46 +121,55 @@ func (a *stepActor) persist(ctx context.Context, start, end bool) error {
 		w.Event = a.stepEvent(w.Seq, a.w.pending)
 	}
 	w.Signals = a.w.outSignals
-	err := a.f.eng.retryWrite(ctx, func(ctx context.Context) error {
-		if a.f.startRefused() {
-			return run.ErrFenced // the run was never started here: nothing to retry
-		}
-		op := flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
-		if !a.w.inserted {
-			op = flowstore.InsertStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
-		}
-		return a.f.eng.writer.Write(ctx, op.After(a.f.start))
-	})
-	if err != nil {
-		return err
+	return w
+}
+
+// op is the writer's op for w: the attempt's insert or an update of it.
+func (a *stepActor) op(ctx context.Context, w flowstore.StepWrite) *flowstore.Op {
+	if !a.w.inserted {
+		return flowstore.InsertStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, a.uuid, string(a.node.Type()), w)
 	}
+	return flowstore.UpdateStepOp(ctx, a.f.ref, a.f.grp.id, a.f.gen, a.id, a.attempt, w)
+}
+
+// wrote moves the attempt's bookkeeping past w, once it is written or
+// handed to the writer behind, and returns the transitions it carried.
+func (a *stepActor) wrote(w flowstore.StepWrite) (pending []instance.TimelineEvent, pendingAt []time.Time) {
 	a.w.inserted, a.w.startUnwritten = true, false
 	a.w.durable = a.status
-	a.f.eng.wroteEvent(w.Event)
 	if w.Signals != nil {
 		a.w.outSignals = nil
-		if a.f.eng.cfg.SignalsAnnounced != nil {
-			a.f.eng.cfg.SignalsAnnounced()
-		}
 	}
 	if a.status == instance.StepRunning {
 		a.w.runningDurable = true
 	}
 	a.w.seq++
-	if start {
+	if w.Start {
 		a.started = time.Now()
 	}
-	if obs := a.f.eng.cfg.Observer; obs != nil {
+	pending, pendingAt = a.w.pending, a.w.pendingAt
+	a.w.pending, a.w.pendingAt = nil, nil
+	return pending, pendingAt
+}
+
+// durable tells whoever waits for w once it is durable: the event
+// forwarder, the signal matcher, the Observer. It may run on the writer's
+// goroutine (persistBehind), so it touches nothing of the actor's.
+func (a *stepActor) durable(w flowstore.StepWrite, pending []instance.TimelineEvent, pendingAt []time.Time) {
+	eng := a.f.eng
+	eng.wroteEvent(w.Event)
+	if w.Signals != nil && eng.cfg.SignalsAnnounced != nil {
+		eng.cfg.SignalsAnnounced()
+	}
+	if obs := eng.cfg.Observer; obs != nil {
 		i := 0
-		for _, ev := range a.w.pending {
+		for _, ev := range pending {
 			if ev.Type == "STATUS" {
-				obs(a.f.ref, a.id, a.attempt, instance.StepStatus(ev.Status), a.w.pendingAt[i])
+				obs(a.f.ref, a.id, a.attempt, instance.StepStatus(ev.Status), pendingAt[i])
 				i++
 			}
 		}
 	}
-	a.w.pending, a.w.pendingAt = nil, nil
-	return nil
 }
 
 // stepEvent is the event of the attempt's write of seq: the status changes

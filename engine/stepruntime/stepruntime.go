@@ -132,6 +132,19 @@ var (
 	ErrAttemptEnding = errors.New("step attempt is ending or no longer owned by this node")
 )
 
+// RecordsFirst is implemented by a runtime whose Start touches nothing
+// outside the engine (it checks the config) and whose Execute makes its
+// data durable with Attempt.Record before any side effect (external.Runtime:
+// the recorded intent). The engine does not write such an attempt's
+// STARTING before Start: its first write is the recorded intent (CREATED
+// … RUNNING with the data, one insert), ordered after the run's earlier
+// writes and usually sharing their commit. A crash before that commit
+// leaves nothing launched, and the attempt is run again.
+type RecordsFirst interface {
+	// RecordsFirst is a marker.
+	RecordsFirst()
+}
+
 // Woken is implemented by a runtime whose attempts wait for something
 // outside the engine to report back (an asynchronous Lambda's completion
 // call): a step_update message for the attempt calls Execute again at

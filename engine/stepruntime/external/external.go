@@ -111,6 +111,10 @@ func (r Runtime) now() time.Time {
 	return time.Now()
 }
 
+// RecordsFirst implements stepruntime.RecordsFirst: Start only checks
+// the config, and Execute records the intent before it launches.
+func (Runtime) RecordsFirst() {}
+
 // Start implements stepruntime.Runtime: it checks the config.
 func (r Runtime) Start(_ context.Context, a *stepruntime.Attempt) stepruntime.Result {
 	if err := r.Job.Check(a); err != nil {

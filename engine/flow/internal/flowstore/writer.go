@@ -41,9 +41,19 @@ type WriterConfig struct {
 	// (default 1). Ops ordered after one another (Op.After) never share
 	// two concurrent transactions.
 	Pipelines int
+	// Linger is how long an idle writer may hold back ops nobody waits
+	// for (Op.Behind), to send them with the writes that follow them: an
+	// attempt's terminal write, written behind, then shares its commit
+	// with the next step's first write. Any op somebody waits for ends
+	// the lingering at once. Default DefaultLinger; negative: none.
+	Linger time.Duration
 	// Logger is told of transient failures the writer retries.
 	Logger *slog.Logger
 }
+
+// DefaultLinger is WriterConfig.Linger's default: about what a flow
+// takes to start a step after its predecessor ended.
+const DefaultLinger = 250 * time.Microsecond
 
 // Writer is a node's group-commit writer. Start it before submitting ops;
 // Stop ends it once the ops submitted have been written.
@@ -70,6 +80,9 @@ func NewWriter(db *pgxpool.Pool, cfg WriterConfig) *Writer {
 	if cfg.Pipelines <= 0 {
 		cfg.Pipelines = 1
 	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultLinger
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -94,6 +107,17 @@ func (w *Writer) Stop() {
 		w.wg.Wait()
 		w.cancel()
 	})
+}
+
+// ErrPredecessorFailed fails, unwritten, an op ordered after one that
+// failed (Op.After); the error wraps the predecessor's as well.
+var ErrPredecessorFailed = errors.New("a write ordered before this one failed")
+
+func afterFailed(err error) error {
+	if errors.Is(err, ErrPredecessorFailed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrPredecessorFailed, err)
 }
 
 // errWriterStopped fails ops submitted after Stop.
@@ -127,11 +151,14 @@ type Op struct {
 	// then runs in the op's transaction once its row is written.
 	then []func(context.Context, pgx.Tx) error
 
+	// behind: nobody waits for the op (Behind).
+	behind bool
 	// Guarded by the writer's mu until done is closed.
-	sent bool
-	err  error
-	done chan struct{}
-	cbs  []func(error)
+	queued time.Time
+	sent   bool
+	err    error
+	done   chan struct{}
+	cbs    []func(error)
 }
 
 // InsertStepOp is the first write of a step attempt (ref's run, in flow
@@ -160,6 +187,16 @@ func (op *Op) After(prev *Op) *Op {
 	op.after = prev
 	return op
 }
+
+// Behind marks an op nobody waits for: an idle writer may hold it back
+// for up to its Linger, to send it with the writes that follow it.
+func (op *Op) Behind() *Op {
+	op.behind = true
+	return op
+}
+
+// IsBehind reports an op marked Behind.
+func (op *Op) IsBehind() bool { return op.behind }
 
 // Then adds a write to the op's transaction, run once the op's own row is
 // written (a queue message it announces, for example). An error fails the
@@ -221,9 +258,30 @@ func (w *Writer) Submit(ops ...*Op) {
 		}
 		return
 	}
+	now := time.Now()
+	for _, op := range ops {
+		op.queued = now
+	}
 	w.queue = append(w.queue, ops...)
 	w.mu.Unlock()
 	w.signal()
+}
+
+// lingerFor is how long the writer may still hold back its queue: while
+// it is idle and every op queued is behind, up to Linger after the oldest
+// was queued. 0: take a batch now.
+func (w *Writer) lingerFor() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cfg.Linger <= 0 || w.inflight > 0 || w.closed || len(w.queue) == 0 {
+		return 0
+	}
+	for _, op := range w.queue {
+		if !op.behind {
+			return 0
+		}
+	}
+	return max(0, time.Until(w.queue[0].queued.Add(w.cfg.Linger)))
 }
 
 // Write submits op and waits for its outcome.
@@ -259,11 +317,25 @@ func (w *Writer) loop() {
 	defer running.Wait()
 	for {
 		for {
+			if d := w.lingerFor(); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-w.wake:
+				case <-t.C:
+				}
+				t.Stop()
+				continue
+			}
 			batch, failed := w.take()
 			for _, f := range failed {
 				w.finish(f.op, f.err)
 			}
 			if len(batch) == 0 {
+				if len(failed) > 0 {
+					// Their successors still queued fail now too, not
+					// at the next op someone submits.
+					continue
+				}
 				break
 			}
 			running.Add(1)
@@ -309,7 +381,7 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 			case <-p.done:
 				if p.err != nil {
 					// Its own successors fail with it in a later round.
-					failed = append(failed, failedOp{op, p.err})
+					failed = append(failed, failedOp{op, afterFailed(p.err)})
 					continue
 				}
 			default:
@@ -367,7 +439,7 @@ func (w *Writer) exec(batch []*Op) {
 			if err := op.after.Failed(); err != nil {
 				// Its predecessor shared its batch and failed (an op
 				// written on its own after the batch failed as a whole).
-				w.finish(op, err)
+				w.finish(op, afterFailed(err))
 				continue
 			}
 			live = append(live, op)
@@ -470,10 +542,7 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		b.Queue(updateInstancesSQL, instanceArgs(inst)...)
 		reads = append(reads, readInstanceKeys(inst))
 	}
-	in := make(map[*Op]bool, len(inst))
-	for _, op := range inst {
-		in[op] = true
-	}
+	in := afterStartInBatch(batch)
 	if len(ins) > 0 {
 		args, afterStart := stepArgs(run.StepStatusKind, ins, true, in)
 		b.Queue(pick(afterStart, insertStepsAfterStartSQL, insertStepsSQL), args...)
@@ -536,10 +605,32 @@ func pick(cond bool, yes, no string) string {
 	return no
 }
 
+// afterStartInBatch marks the ops of a batch ordered after a write of
+// their run's own row in the same batch (its start), directly or through
+// other ops of the batch (a run's writes form a chain: writeorder.go in
+// engine/flow). A batch lists an op after its predecessor when both are in
+// it (take).
+func afterStartInBatch(batch []*Op) map[*Op]bool {
+	in := make(map[*Op]bool)
+	var after map[*Op]bool
+	for _, op := range batch {
+		if op.kind == opInstanceUpdate {
+			in[op] = true
+		}
+		if p := op.after; p != nil && (in[p] || after[p]) && op.kind != opInstanceUpdate {
+			if after == nil {
+				after = make(map[*Op]bool)
+			}
+			after[op] = true
+		}
+	}
+	return after
+}
+
 // stepArgs are the column arrays of a multi-row step statement.
-// An op that follows its run's start in the same batch (in) is flagged
-// live, and the flags are added (afterStart) for the statements that check
-// them (startedFence).
+// An op that follows its run's start in the same batch (in, directly or
+// through other ops) is flagged live, and the flags are added (afterStart)
+// for the statements that check them (startedFence).
 func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []any, afterStart bool) {
 	n := len(ops)
 	live := make([]bool, n)
@@ -568,7 +659,7 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
 		start[i], fin[i] = s.Start, s.End
 		ev[i], sig[i] = s.Event, s.Signals
-		live[i] = op.after != nil && op.after.kind == opInstanceUpdate && in[op.after]
+		live[i] = in[op]
 		afterStart = afterStart || live[i]
 	}
 	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}

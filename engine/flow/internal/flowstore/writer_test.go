@@ -303,3 +303,93 @@ func TestWriterFoldsAStartIntoItsFirstStepWrite(t *testing.T) {
 		t.Error("the stopped run was written")
 	}
 }
+
+// An idle writer holds back a write nobody waits for (Behind) for its
+// Linger, and sends it with the first write somebody waits for: one
+// transaction (the rows share their xmin). A write behind alone goes out
+// once the linger has passed.
+func TestWriterLingersForWritesBehind(t *testing.T) {
+	t.Parallel()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	w := NewWriter(db, WriterConfig{Linger: 300 * time.Millisecond})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	running := func(seq int64) StepWrite {
+		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
+	}
+	behind := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2)).Behind()
+	w.Submit(behind)
+	time.Sleep(50 * time.Millisecond)
+	if behind.Failed() != nil || isDone(behind) {
+		t.Fatalf("a write behind went out at once (err %v)", behind.Failed())
+	}
+	if err := w.Write(ctx, UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := behind.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT count(DISTINCT xmin::text) FROM step_instance WHERE step_id = 's' AND seq = 2`); n != 1 {
+		t.Errorf("the write behind and the one waited for took %d transactions, want 1", n)
+	}
+	alone := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, StepWrite{Status: instance.StepSucceeded, Seq: 3, End: true,
+		Timeline: []instance.TimelineEvent{}}).Behind()
+	start := time.Now()
+	w.Submit(alone)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := alone.Wait(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("a write behind alone went out after %v, before its linger", d)
+	}
+}
+
+func isDone(op *Op) bool {
+	select {
+	case <-op.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// A refused write fails the writes ordered after it, however long the
+// chain: here the second writes the same row as the first (so it waits
+// for the next batch) and the third follows the second. Each fails,
+// unwritten, with ErrPredecessorFailed wrapping the first's error, at
+// once rather than at the next op someone submits.
+func TestWriterFailsAChainAfterARefusedWrite(t *testing.T) {
+	t.Parallel()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	w := NewWriter(db, WriterConfig{})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	running := func(seq int64) StepWrite {
+		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
+	}
+	refused := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(9)) // the stored seq is 1
+	sameRow := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2)).After(refused)
+	other := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2)).After(sameRow)
+	w.Submit(refused, sameRow, other)
+	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := refused.Wait(waitCtx); !errors.Is(err, run.ErrFenced) {
+		t.Fatalf("refused write: %v", err)
+	}
+	for _, op := range []*Op{sameRow, other} {
+		if err := op.Wait(waitCtx); !errors.Is(err, ErrPredecessorFailed) || !errors.Is(err, run.ErrFenced) {
+			t.Errorf("write after the refused one: %v", err)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM step_instance WHERE seq = 2`); n != 0 {
+		t.Errorf("%d writes after the refused one were written", n)
+	}
+}
