@@ -99,6 +99,20 @@ func Enqueue(ctx context.Context, tx Execer, q ID, group int32, payload any) (Me
 	return m, nil
 }
 
+// InsertSQL is the head of an insert of messages, for a producer that
+// enqueues its messages within a larger statement (run.Create's INSERT of
+// runs): it selects queue_id, group_id, payload and trace_context, and
+// evaluates NotifySQL once for each message inserted.
+const InsertSQL = `INSERT INTO maestro_queue (queue_id, group_id, payload, trace_context)`
+
+// NotifySQL is the pg_notify call, as Enqueue makes it, for a message of
+// queue q whose id and group (NULL for any node) are the SQL expressions
+// id and group: the notification is sent when the transaction commits.
+func NotifySQL(q ID, id, group string) string {
+	return fmt.Sprintf(`pg_notify('%s', json_build_object('q', %d, 'id', %s, 'g', coalesce(%s, -1))::text)`,
+		Channel, int16(q), id, group)
+}
+
 // enqueueBatchSQL inserts the messages and queues their notifications in
 // one statement.
 const enqueueBatchSQL = `

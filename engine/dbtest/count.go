@@ -1,0 +1,97 @@
+package dbtest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Statements counts the statements a pool sends to PostgreSQL, each
+// statement of a pgx.Batch included, BEGIN and COMMIT included: what a
+// hot path costs in round trips and in pg_stat_statements calls. Tests
+// assert on it (a count, unlike a time, does not move with the load of a
+// shared machine) and benchmarks report it.
+type Statements struct {
+	mu    sync.Mutex
+	total int64
+	bySQL map[string]int64
+}
+
+// CountingPool is Pool with every statement counted in the returned
+// Statements.
+func CountingPool(t testing.TB) (*pgxpool.Pool, *Statements) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatalf("dbtest: parse the pool config: %v", err)
+	}
+	st := &Statements{bySQL: map[string]int64{}}
+	cfg.ConnConfig.Tracer = st
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("dbtest: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, st
+}
+
+func (s *Statements) add(sql string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total++
+	s.bySQL[strings.Join(strings.Fields(sql), " ")]++
+}
+
+// TraceQueryStart counts a statement (pgx.QueryTracer).
+func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	s.add(data.SQL)
+	return ctx
+}
+
+// TraceQueryEnd does nothing (pgx.QueryTracer).
+func (s *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TraceBatchStart does nothing; each query of the batch is counted by
+// TraceBatchQuery (pgx.BatchTracer).
+func (s *Statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery counts one statement of a batch (pgx.BatchTracer).
+func (s *Statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	s.add(data.SQL)
+}
+
+// TraceBatchEnd does nothing (pgx.BatchTracer).
+func (s *Statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// Total is the number of statements counted so far.
+func (s *Statements) Total() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// Reset forgets every statement counted so far.
+func (s *Statements) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total = 0
+	clear(s.bySQL)
+}
+
+// BySQL returns the count of each statement (its whitespace collapsed),
+// for a failure message that says which statements were sent.
+func (s *Statements) BySQL() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.bySQL))
+	for k, v := range s.bySQL {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,140 @@
+package run
+
+import (
+	"fmt"
+
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/queue"
+)
+
+// The SQL of Create.
+
+// lockWorkflowsSQL locks workflows in id order, so that creations of
+// overlapping workflows cannot deadlock, and reads their properties.
+const lockWorkflowsSQL = `
+SELECT workflow_id, properties FROM workflow WHERE workflow_id = ANY($1::text[])
+ORDER BY workflow_id FOR NO KEY UPDATE`
+
+// dedupSQL finds the first runs already started with request ids.
+const dedupSQL = `
+SELECT i.workflow_id, i.request_id, i.instance_id, i.uuid::text, i.group_id, i.status, i.queued
+FROM unnest($1::text[], $2::text[]) AS k(id, request_id)
+JOIN workflow_instance i ON i.workflow_id = k.id AND i.request_id = k.request_id AND i.run_id = 1`
+
+// lockAllocateOneSQL locks one workflow, allocates $2 instance ids and
+// reads its properties: the common start in one statement. An UPDATE of
+// a non-key column takes the same FOR NO KEY UPDATE lock as
+// lockWorkflowsSQL.
+const lockAllocateOneSQL = `
+UPDATE workflow SET latest_instance_id = latest_instance_id + $2
+WHERE workflow_id = $1
+RETURNING properties, latest_instance_id`
+
+// allocateSQL allocates n instance ids per workflow in one statement.
+const allocateSQL = `
+UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
+FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
+WHERE w.workflow_id = c.id
+RETURNING w.workflow_id, w.latest_instance_id`
+
+// insertRunsSQL is the one statement of a round of Create: it admits,
+// inserts the runs and enqueues their start messages. $28 is the
+// traceparent of the creating span (engine/tracing), shared by the runs
+// one call creates and their messages. A run's definition is $2[def]
+// (definitions shared by many runs are sent once), or, with def 0, copied
+// from its version row. A run whose generation ($19) names the one under
+// which node $1 holds its group is created IN_PROGRESS under it (a local
+// start), with its evaluated params ($20), the pick-up entries ($3) on its
+// timeline and its start event ($26, written with the row's seq); the
+// group rows are share-locked so that a takeover waits for this
+// transaction and then adopts the run. Every other run is created with its
+// status ($12: CREATED or, dropped, STOPPED).
+//
+// Admission (room): a run with a limit ($18, its workflow's concurrency;
+// NULL admits it at once) is queued, with the event $30 appended to its
+// timeline, when its workflow has limit live admitted runs, a queued run,
+// or ($29, STRICT_SEQUENTIAL) a failed run that blocks it; a limit of 0
+// (paused) always queues. The caller holds the workflow locks, taken by an
+// earlier statement, so this statement's snapshot sees every run of the
+// workflow another start committed; a round holds one such run per
+// workflow. The admitted CREATED runs get their start_workflow messages
+// and notifications here too (as queue.EnqueueBatch would write them).
+const insertRunsSQL = `
+WITH owned AS (
+    SELECT group_id, generation FROM flow_group
+    WHERE $1::text <> '' AND owner = $1
+      AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
+    FOR SHARE),
+r AS (
+    SELECT r.*, CASE
+        WHEN r.lim IS NULL THEN false
+        WHEN r.lim <= 0 THEN true
+        ELSE (SELECT count(*) FROM (SELECT 1 FROM workflow_instance
+                  WHERE workflow_id = r.workflow_id AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
+                  LIMIT r.lim) AS live) >= r.lim
+            OR EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = r.workflow_id AND queued)
+            OR r.strict AND EXISTS (
+                SELECT 1 FROM workflow_instance f
+                WHERE f.workflow_id = r.workflow_id AND f.status = 'FAILED' AND NOT f.unblocked
+                  AND NOT EXISTS (SELECT 1 FROM workflow_instance n
+                      WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id))
+        END AS is_queued
+    FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
+            $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
+            $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
+            $25::text[], $29::boolean[], $30::jsonb[])
+        AS r(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
+            run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
+            correlation, strict, queued_event)),
+ins AS (
+INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
+    group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
+    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id, end_time, trace_context)
+SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, r.group_count, r.group_id,
+    CASE WHEN o.group_id IS NULL THEN r.status ELSE 'IN_PROGRESS' END,
+    COALESCE(o.generation, 0),
+    CASE WHEN o.group_id IS NULL THEN 0 ELSE 1 END,
+    CASE WHEN o.group_id IS NOT NULL THEN now() END,
+    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb ELSE r.params END,
+    COALESCE(($2::jsonb[])[r.def], v.definition),
+    r.run_params, r.initiator,
+    CASE WHEN o.group_id IS NOT NULL THEN r.timeline || $3::jsonb
+         WHEN r.is_queued THEN r.timeline || r.queued_event
+         ELSE r.timeline END,
+    r.timeout, r.is_queued, r.run_config, r.parent, r.parent_key, r.depth, r.correlation,
+    CASE WHEN r.status = 'STOPPED' THEN now() END,
+    NULLIF($28::text, '')
+FROM r
+LEFT JOIN owned o ON o.group_id = r.group_id AND o.generation = r.gen
+LEFT JOIN workflow_version v ON r.def = 0 AND v.workflow_id = r.workflow_id AND v.version = r.version
+%s
+RETURNING workflow_id, instance_id, run_id, group_id, status, seq, start_time, queued),
+ev AS (
+    ` + event.InsertSQL + `
+    SELECT $27::smallint, ins.workflow_id, ins.seq, e.event
+    FROM ins JOIN unnest($4::text[], $5::bigint[], $6::bigint[], $26::json[]) AS e(workflow_id, instance_id, run_id, event)
+      ON e.workflow_id = ins.workflow_id AND e.instance_id = ins.instance_id AND e.run_id = ins.run_id
+    WHERE ins.status = 'IN_PROGRESS' AND e.event IS NOT NULL),
+msg AS (
+    ` + queue.InsertSQL + `
+    SELECT %d, ins.group_id, json_build_object('workflow_id', ins.workflow_id, 'instance_id', ins.instance_id,
+        'run_id', ins.run_id, 'group_id', ins.group_id), NULLIF($28::text, '')
+    FROM ins WHERE ins.status = 'CREATED' AND NOT ins.queued
+    RETURNING message_id, group_id)
+SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
+FROM ins CROSS JOIN (SELECT count(%s) AS notified FROM msg) AS n`
+
+// insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
+// exists already is left out rather than failing the statement.
+func insertRunsStatement(skipExisting bool) string {
+	if skipExisting {
+		return insertRunsSkipSQL
+	}
+	return insertRunsFailSQL
+}
+
+var (
+	insertRunsFailSQL = fmt.Sprintf(insertRunsSQL, "", queue.StartWorkflow, queue.NotifySQL(queue.StartWorkflow, "message_id", "group_id"))
+	insertRunsSkipSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING", queue.StartWorkflow,
+		queue.NotifySQL(queue.StartWorkflow, "message_id", "group_id"))
+)
