@@ -654,4 +654,3 @@ func IsDuplicate(err error) bool {
 	var pgErr interface{ SQLState() string }
 	return errors.As(err, &pgErr) && pgErr.SQLState() == "23505"
 }
-
