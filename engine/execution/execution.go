@@ -29,6 +29,8 @@ type Service struct {
 	db         *pgxpool.Pool
 	defs       *definition.Store
 	groupCount int32
+	// startDefs are the definitions starts decoded (defcache.go).
+	startDefs *startDefinitions
 }
 
 // New builds the service. groupCount is the number of flow groups new runs
@@ -37,7 +39,7 @@ func New(db *pgxpool.Pool, defs *definition.Store, groupCount int) *Service {
 	if groupCount <= 0 {
 		groupCount = run.DefaultGroupCount
 	}
-	return &Service{db: db, defs: defs, groupCount: int32(groupCount)}
+	return &Service{db: db, defs: defs, groupCount: int32(groupCount), startDefs: newStartDefinitions()}
 }
 
 // Readmit applies a workflow's current run strategy to its queued runs now,

@@ -2,6 +2,7 @@ package execution
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -53,6 +54,67 @@ func TestStartStatementCount(t *testing.T) {
 		if n := stmts.Total(); n > MaxStatementsPerStart {
 			t.Errorf("start %d (%+v) sent %d statements, want at most %d: %s", i, req, n, MaxStatementsPerStart, heads(stmts.BySQL()))
 		}
+	}
+	if n := svc.startDefs.decodes.Load(); n != 1 {
+		t.Errorf("4 starts of one version decoded its definition %d times, want once", n)
+	}
+	// A new version is read and decoded once, and runs from then on.
+	d.Workflow.Params["p"] = workflow.Param{Type: "STRING", Value: "v2"}
+	if _, err := defs.Create(ctx, d, "o"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		res, err := svc.Start(ctx, StartRequest{WorkflowID: "w", Version: "latest"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var version int64
+		var p string
+		if err := pool.QueryRow(ctx, `SELECT workflow_version, definition->'params'->'p'->>'value' FROM workflow_instance
+			WHERE workflow_id = 'w' AND instance_id = $1`, res.Instance.InstanceID).Scan(&version, &p); err != nil {
+			t.Fatal(err)
+		}
+		if res.Instance.Version != 2 || version != 2 || p != "v2" {
+			t.Errorf("a start after version 2 was pushed ran version %d/%d with p=%q, want 2 with v2", res.Instance.Version, version, p)
+		}
+	}
+	if n := svc.startDefs.decodes.Load(); n != 2 {
+		t.Errorf("starts of two versions decoded definitions %d times, want twice", n)
+	}
+	// The version starts by number run their own version's definition.
+	res, err := svc.Start(ctx, StartRequest{WorkflowID: "w", Version: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p string
+	if err := pool.QueryRow(ctx, `SELECT definition->'params'->'p'->>'value' FROM workflow_instance
+		WHERE workflow_id = 'w' AND instance_id = $1`, res.Instance.InstanceID).Scan(&p); err != nil {
+		t.Fatal(err)
+	}
+	if res.Instance.Version != 1 || p != "x" {
+		t.Errorf("a start of version 1 ran version %d with p=%q, want 1 with x", res.Instance.Version, p)
+	}
+	// A repeated request id and a missing version write nothing: the
+	// instance id the lock allocated is given back.
+	var before int64
+	if err := pool.QueryRow(ctx, `SELECT latest_instance_id FROM workflow WHERE workflow_id = 'w'`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := svc.Start(ctx, StartRequest{WorkflowID: "w", Version: "latest", RequestID: "r-1"}); err != nil || !res.Duplicated || res.Instance.InstanceID != 3 {
+		t.Errorf("a repeated request id: %+v, %v; want the duplicate of instance 3", res, err)
+	}
+	if _, err := svc.Start(ctx, StartRequest{WorkflowID: "w", Version: "9"}); !errors.Is(err, definition.ErrNotFound) {
+		t.Errorf("a start of version 9: %v, want not found", err)
+	}
+	if _, err := svc.Start(ctx, StartRequest{WorkflowID: "w", Version: "active"}); err != nil {
+		t.Errorf("a start of the active version: %v", err)
+	}
+	var after int64
+	if err := pool.QueryRow(ctx, `SELECT latest_instance_id FROM workflow WHERE workflow_id = 'w'`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before+1 {
+		t.Errorf("latest instance id %d -> %d over a duplicate, a missing version and one run: want +1", before, after)
 	}
 }
 

@@ -127,6 +127,10 @@ type Options struct {
 	// SkipExisting leaves out runs whose row exists already (a foreach
 	// batch created again after a crash) instead of failing.
 	SkipExisting bool
+	// Deduplicated: the caller has looked for stored runs with the runs'
+	// request ids in tx (LockForStart) and found none; Create does not look
+	// again (it still finds repeats within the call).
+	Deduplicated bool
 }
 
 // Created is what became of one run of a Create call.
@@ -158,7 +162,7 @@ func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, err
 		}
 		out[i].Ref = runs[i].Ref
 	}
-	fresh, err := dedup(ctx, tx, runs, out)
+	fresh, err := dedup(ctx, tx, runs, out, opt.Deduplicated)
 	if err != nil {
 		return nil, err
 	}
@@ -284,14 +288,15 @@ func lockWorkflows(ctx context.Context, tx Tx, ids []string, props map[string][]
 }
 
 // dedup marks the runs whose request id a stored run, or an earlier run of
-// the call, has already; it returns the others, in order. A duplicate of
+// the call, has already; it returns the others, in order. With looked set
+// the caller has looked for stored runs already. A duplicate of
 // an earlier run of the call keeps that run's index in GroupID until the
 // run is created (Create resolves it).
-func dedup(ctx context.Context, tx Tx, runs []New, out []Created) ([]int, error) {
+func dedup(ctx context.Context, tx Tx, runs []New, out []Created, looked bool) ([]int, error) {
 	type key struct{ workflowID, requestID string }
 	var ids, rids []string
 	for _, r := range runs {
-		if r.RequestID != "" && r.Ref.RunID == 1 {
+		if r.RequestID != "" && r.Ref.RunID == 1 && !looked {
 			ids, rids = append(ids, r.Ref.WorkflowID), append(rids, r.RequestID)
 		}
 	}
