@@ -42,7 +42,7 @@ type StartLock struct {
 
 // lockForStartSQL: $1 workflow, $2 version number (0 for a name), $3 the
 // name (latest, active, default), $4 the fingerprint whose definition the
-// caller has, $5 the request id ('' for none). The UPDATE takes the same
+// caller has, $5 the request id (” for none). The UPDATE takes the same
 // FOR NO KEY UPDATE lock as LockWorkflow and returns the row as it is
 // once locked.
 const lockForStartSQL = `
