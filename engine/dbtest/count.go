@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +20,16 @@ type Statements struct {
 	mu    sync.Mutex
 	total int64
 	bySQL map[string]int64
+	// spent is the time between each statement's start and end, by
+	// statement (a batch's statements are not timed).
+	spent map[string]time.Duration
+}
+
+type startKey struct{}
+
+type started struct {
+	sql string
+	at  time.Time
 }
 
 // CountingPool is Pool with every statement counted in the returned
@@ -29,7 +40,7 @@ func CountingPool(t testing.TB) (*pgxpool.Pool, *Statements) {
 	if err != nil {
 		t.Fatalf("dbtest: parse the pool config: %v", err)
 	}
-	st := &Statements{bySQL: map[string]int64{}}
+	st := &Statements{bySQL: map[string]int64{}, spent: map[string]time.Duration{}}
 	cfg.ConnConfig.Tracer = st
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -39,21 +50,28 @@ func CountingPool(t testing.TB) (*pgxpool.Pool, *Statements) {
 	return pool, st
 }
 
-func (s *Statements) add(sql string) {
+func (s *Statements) add(sql string) string {
+	key := strings.Join(strings.Fields(sql), " ")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total++
-	s.bySQL[strings.Join(strings.Fields(sql), " ")]++
+	s.bySQL[key]++
+	return key
 }
 
 // TraceQueryStart counts a statement (pgx.QueryTracer).
 func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
-	s.add(data.SQL)
-	return ctx
+	return context.WithValue(ctx, startKey{}, started{sql: s.add(data.SQL), at: time.Now()})
 }
 
-// TraceQueryEnd does nothing (pgx.QueryTracer).
-func (s *Statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+// TraceQueryEnd adds the statement's time (pgx.QueryTracer).
+func (s *Statements) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+	if st, ok := ctx.Value(startKey{}).(started); ok {
+		s.mu.Lock()
+		s.spent[st.sql] += time.Since(st.at)
+		s.mu.Unlock()
+	}
+}
 
 // TraceBatchStart does nothing; each query of the batch is counted by
 // TraceBatchQuery (pgx.BatchTracer).
@@ -82,6 +100,20 @@ func (s *Statements) Reset() {
 	defer s.mu.Unlock()
 	s.total = 0
 	clear(s.bySQL)
+	clear(s.spent)
+}
+
+// Spent returns the time spent in each statement (its whitespace
+// collapsed) since the last Reset, from its start to its end as the
+// client saw them: where a hot path's time goes.
+func (s *Statements) Spent() map[string]time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]time.Duration, len(s.spent))
+	for k, v := range s.spent {
+		out[k] = v
+	}
+	return out
 }
 
 // BySQL returns the count of each statement (its whitespace collapsed),

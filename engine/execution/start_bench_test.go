@@ -148,6 +148,11 @@ func BenchmarkBatchStarts(b *testing.B) {
 				}
 				busy += time.Since(t)
 				stmtCount += stmts.Total()
+				if testing.Verbose() {
+					for sql, d := range stmts.Spent() {
+						b.Logf("%8.2f ms  %.100s", float64(d.Microseconds())/1000, sql)
+					}
+				}
 				for _, r := range res {
 					if r.Err != nil || r.Queued || r.Status != "CREATED" {
 						b.Fatalf("a start of the batch: %+v", r)
