@@ -23,6 +23,8 @@ type Statements struct {
 	// spent is the time between each statement's start and end, by
 	// statement (a batch's statements are not timed).
 	spent map[string]time.Duration
+	// rows are the rows each statement affected (its command tag).
+	rows map[string]int64
 }
 
 type startKey struct{}
@@ -40,7 +42,7 @@ func CountingPool(t testing.TB) (*pgxpool.Pool, *Statements) {
 	if err != nil {
 		t.Fatalf("dbtest: parse the pool config: %v", err)
 	}
-	st := &Statements{bySQL: map[string]int64{}, spent: map[string]time.Duration{}}
+	st := &Statements{bySQL: map[string]int64{}, spent: map[string]time.Duration{}, rows: map[string]int64{}}
 	cfg.ConnConfig.Tracer = st
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
@@ -65,10 +67,13 @@ func (s *Statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 }
 
 // TraceQueryEnd adds the statement's time (pgx.QueryTracer).
-func (s *Statements) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryEndData) {
+func (s *Statements) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
 	if st, ok := ctx.Value(startKey{}).(started); ok {
 		s.mu.Lock()
 		s.spent[st.sql] += time.Since(st.at)
+		if data.Err == nil {
+			s.rows[st.sql] += data.CommandTag.RowsAffected()
+		}
 		s.mu.Unlock()
 	}
 }
@@ -94,6 +99,21 @@ func (s *Statements) Total() int64 {
 	return s.total
 }
 
+// Count returns how many statements containing substr were sent, and
+// the rows they affected.
+func (s *Statements) Count(substr string) (calls, rows int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	substr = strings.Join(strings.Fields(substr), " ")
+	for sql, n := range s.bySQL {
+		if strings.Contains(sql, substr) {
+			calls += n
+			rows += s.rows[sql]
+		}
+	}
+	return calls, rows
+}
+
 // Reset forgets every statement counted so far.
 func (s *Statements) Reset() {
 	s.mu.Lock()
@@ -101,6 +121,20 @@ func (s *Statements) Reset() {
 	s.total = 0
 	clear(s.bySQL)
 	clear(s.spent)
+	clear(s.rows)
+}
+
+// Rows returns the rows each statement (its whitespace collapsed)
+// affected since the last Reset, as its command tag said: an UPDATE's
+// rows updated, a SELECT's rows returned.
+func (s *Statements) Rows() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.rows))
+	for k, v := range s.rows {
+		out[k] = v
+	}
+	return out
 }
 
 // Spent returns the time spent in each statement (its whitespace

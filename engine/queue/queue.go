@@ -238,6 +238,7 @@ WHERE (queue_id, message_id) IN (
     WHERE queue_id = ANY ($5::smallint[])
       AND (group_id = ANY ($1::integer[]) OR group_id IS NULL)
       AND (owned_until < now() OR owned_until IS NULL AND created_at <= now() - $6::interval)
+      AND message_id <> ALL ($7::bigint[])
     ORDER BY message_id
     LIMIT $4
     FOR UPDATE SKIP LOCKED)
@@ -251,7 +252,17 @@ RETURNING queue_id, message_id, COALESCE(group_id, -1), payload, COALESCE(trace_
 // notification reached, so that it is not claimed twice (a second claim
 // is a wasted UPDATE, and under load a message would be handed out twice).
 func (s *Store) ClaimDue(ctx context.Context, queues []ID, groups []int32, node string, ttl, grace time.Duration, limit int) ([]Message, error) {
-	rows, err := s.db.Query(ctx, claimDueSQL, groups, node, ttl, limit, queues, grace)
+	return s.ClaimDueExcept(ctx, queues, groups, nil, node, ttl, grace, limit)
+}
+
+// ClaimDueExcept is ClaimDue leaving out the messages whose ids are in
+// except: those a worker of this process has on their way to a handler
+// already (their claim is coming, or they are being processed).
+func (s *Store) ClaimDueExcept(ctx context.Context, queues []ID, groups []int32, except []int64, node string, ttl, grace time.Duration, limit int) ([]Message, error) {
+	if except == nil {
+		except = []int64{}
+	}
+	rows, err := s.db.Query(ctx, claimDueSQL, groups, node, ttl, limit, queues, grace, except)
 	if err != nil {
 		return nil, fmt.Errorf("claim due messages: %w", err)
 	}
