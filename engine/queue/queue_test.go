@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,6 +177,23 @@ func TestSweepFindsMissedMessagesAndClaimsAreExclusive(t *testing.T) {
 	for id, n := range seen {
 		if n != 1 {
 			t.Errorf("message %d processed %d times", id, n)
+		}
+	}
+}
+
+func TestParseNotificationsReadsBothForms(t *testing.T) {
+	t.Parallel()
+	one, err := queue.ParseNotifications(`{"q":3,"id":17,"g":2}`)
+	if err != nil || len(one) != 1 || one[0].Queue != 3 || one[0].ID != 17 || one[0].Group != 2 {
+		t.Errorf("one message: %+v, %v", one, err)
+	}
+	many, err := queue.ParseNotifications(`{"q":1,"g":-1,"ids":[5,6,9]}`)
+	if err != nil || len(many) != 3 || many[0].ID != 5 || many[2].ID != 9 || many[1].Group != queue.AnyGroup || many[1].Queue != 1 {
+		t.Errorf("many messages: %+v, %v", many, err)
+	}
+	for _, bad := range []string{`{"q":1,"g":0,"ids":[]}`, `{"q":0,"g":0,"ids":[1]}`, `{"q":1,"g":0,"ids":[0]}`, `{"q":1,"id":2,"ids":[3]}`, `[`, `{}`} {
+		if ms, err := queue.ParseNotifications(bad); err == nil {
+			t.Errorf("%s decoded to %+v, want an error", bad, ms)
 		}
 	}
 }
@@ -351,12 +369,14 @@ func TestEnqueueNotifiesTheMessage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d notifications: %v", len(got), err)
 		}
-		m, err := queue.ParseNotification(n.Payload)
+		ms, err := queue.ParseNotifications(n.Payload)
 		if err != nil {
 			t.Fatalf("notification %q: %v", n.Payload, err)
 		}
-		got = append(got, m)
+		got = append(got, ms...)
 	}
+	// The batch's groups are notified in no particular order.
+	slices.SortFunc(got[2:], func(a, b queue.Message) int { return int(a.Group - b.Group) })
 	for i, w := range want {
 		if got[i].Queue != w.Queue || got[i].ID != w.ID || got[i].Group != w.Group {
 			t.Errorf("notification %d is %+v, want %+v", i, got[i], w)

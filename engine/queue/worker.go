@@ -372,12 +372,14 @@ func (w *Worker) listenOnce(ctx context.Context) error {
 			}
 			continue
 		}
-		m, err := ParseNotification(n.Payload)
+		msgs, err := ParseNotifications(n.Payload)
 		if err != nil {
 			w.cfg.Logger.Warn("ignore queue notification", "error", err.Error())
 			continue
 		}
-		w.deliver(delivery{m: m})
+		for _, m := range msgs {
+			w.deliver(delivery{m: m})
+		}
 	}
 }
 

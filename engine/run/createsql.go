@@ -2,6 +2,7 @@ package run
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -58,14 +59,15 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // earlier statement, so this statement's snapshot sees every run of the
 // workflow another start committed; a round holds one such run per
 // workflow. The admitted CREATED runs get their start_workflow messages
-// and notifications here too (as queue.EnqueueBatch would write them).
+// and notifications here too: one notification per flow group for up to
+// 300 messages (queue.NotifyManySQL), not one per message.
 const insertRunsSQL = `
 WITH owned AS (
     SELECT group_id, generation FROM flow_group
     WHERE $1::text <> '' AND owner = $1
       AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
     FOR SHARE),
-r AS (
+r AS MATERIALIZED (
     SELECT r.*, CASE
         WHEN r.lim IS NULL THEN false
         WHEN r.lim <= 0 THEN true
@@ -117,12 +119,12 @@ ev AS (
     WHERE ins.status = 'IN_PROGRESS' AND e.event IS NOT NULL),
 msg AS (
     ` + queue.InsertSQL + `
-    SELECT %d, ins.group_id, json_build_object('workflow_id', ins.workflow_id, 'instance_id', ins.instance_id,
+    SELECT %s, ins.group_id, json_build_object('workflow_id', ins.workflow_id, 'instance_id', ins.instance_id,
         'run_id', ins.run_id, 'group_id', ins.group_id), NULLIF($28::text, '')
     FROM ins WHERE ins.status = 'CREATED' AND NOT ins.queued
     RETURNING message_id, group_id)
 SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
-FROM ins CROSS JOIN (SELECT count(%s) AS notified FROM msg) AS n`
+FROM ins CROSS JOIN (` + queue.NotifyManySQL + `) AS n`
 
 // insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
 // exists already is left out rather than failing the statement.
@@ -134,7 +136,7 @@ func insertRunsStatement(skipExisting bool) string {
 }
 
 var (
-	insertRunsFailSQL = fmt.Sprintf(insertRunsSQL, "", queue.StartWorkflow, queue.NotifySQL(queue.StartWorkflow, "message_id", "group_id"))
-	insertRunsSkipSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING", queue.StartWorkflow,
-		queue.NotifySQL(queue.StartWorkflow, "message_id", "group_id"))
+	startQueue        = strconv.Itoa(int(queue.StartWorkflow))
+	insertRunsFailSQL = fmt.Sprintf(insertRunsSQL, "", startQueue, startQueue)
+	insertRunsSkipSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING", startQueue, startQueue)
 )
