@@ -38,10 +38,14 @@ import (
 //     (a dropped run ends as it is created) and the start messages of the
 //     admitted ones.
 //
-// Runs under a run strategy are admitted in rounds, the r-th run of each
-// workflow in round r, so that a workflow's second run sees its first; a
-// round is one INSERT. A single start, a restart, a child, a foreach batch
-// and a batch of distinct workflows are one round.
+// Runs under FIRST_ONLY and LAST_ONLY are admitted in rounds, the r-th
+// run of each such workflow in round r, so that a workflow's second run
+// sees its first; a round is one INSERT. Runs under the other strategies
+// (SEQUENTIAL, STRICT_SEQUENTIAL, PARALLEL: a limit on live runs) share
+// one round however many of them a workflow has: the INSERT admits the
+// k-th of them as if the k before it were there (insertRunsSQL). A single
+// start, a restart, a child, a foreach batch, a batch of distinct
+// workflows and a backfill's batch are one round.
 //
 // A run with Local set (a foreach iteration whose flow group this node
 // holds, composite/local.go) is created IN_PROGRESS under the group's
@@ -170,7 +174,7 @@ func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, err
 	if err != nil {
 		return nil, err
 	}
-	for _, round := range rounds(runs, fresh) {
+	for _, round := range rounds(runs, fresh, props) {
 		if err := createRound(ctx, tx, runs, round, props, opt, out); err != nil {
 			return nil, err
 		}
@@ -394,15 +398,25 @@ func assignIDs(runs []New, idx []int, last int64, out []Created) {
 }
 
 // rounds splits the runs to create so that no round holds two runs of one
-// workflow under its run strategy; runs admitted always go in the first.
-func rounds(runs []New, fresh []int) [][]int {
+// workflow under FIRST_ONLY or LAST_ONLY; every other run goes in the
+// first.
+func rounds(runs []New, fresh []int, props map[string][]byte) [][]int {
 	var out [][]int
 	seen := map[string]int{}
+	byRound := map[string]bool{}
 	for _, i := range fresh {
 		r := 0
-		if runs[i].Admission == ByStrategy {
-			r = seen[runs[i].Ref.WorkflowID]
-			seen[runs[i].Ref.WorkflowID] = r + 1
+		if id := runs[i].Ref.WorkflowID; runs[i].Admission == ByStrategy {
+			one, ok := byRound[id]
+			if !ok {
+				rule := ParseStrategy(props[id]).Rule
+				one = rule == workflow.RunStrategyFirstOnly || rule == workflow.RunStrategyLastOnly
+				byRound[id] = one
+			}
+			if one {
+				r = seen[id]
+				seen[id] = r + 1
+			}
 		}
 		for len(out) <= r {
 			out = append(out, nil)
@@ -423,7 +437,8 @@ type admission struct {
 }
 
 // admit applies PrepareStarts for the workflows of a round admitted under
-// their strategy (distinct in a round).
+// their strategy (a FIRST_ONLY or LAST_ONLY workflow has one run in a
+// round; PrepareStarts does nothing for the others).
 func admit(ctx context.Context, tx Tx, runs []New, round []int, props map[string][]byte) (admission, error) {
 	a := admission{strategies: map[string]Strategy{}}
 	for _, i := range round {

@@ -55,10 +55,13 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // NULL admits it at once) is queued, with the event $30 appended to its
 // timeline, when its workflow has limit live admitted runs, a queued run,
 // or ($29, STRICT_SEQUENTIAL) a failed run that blocks it; a limit of 0
-// (paused) always queues. The caller holds the workflow locks, taken by an
-// earlier statement, so this statement's snapshot sees every run of the
-// workflow another start committed; a round holds one such run per
-// workflow. The admitted CREATED runs get their start_workflow messages
+// (paused) always queues. The k-th run with a limit of one workflow in
+// the statement (k from 0, in the call's order) counts the k before it
+// as live: they were admitted unless one was queued, and then so is it,
+// as if each had been inserted by a statement of its own. The caller
+// holds the workflow locks, taken by an earlier statement, so this
+// statement's snapshot sees every run of the workflow another start
+// committed. The admitted CREATED runs get their start_workflow messages
 // and notifications here too: one notification per flow group for up to
 // 300 messages (queue.NotifyManySQL), not one per message.
 const insertRunsSQL = `
@@ -73,7 +76,7 @@ r AS MATERIALIZED (
         WHEN r.lim <= 0 THEN true
         ELSE (SELECT count(*) FROM (SELECT 1 FROM workflow_instance
                   WHERE workflow_id = r.workflow_id AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
-                  LIMIT r.lim) AS live) >= r.lim
+                  LIMIT r.lim) AS live) + r.k >= r.lim
             OR EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = r.workflow_id AND queued)
             OR r.strict AND EXISTS (
                 SELECT 1 FROM workflow_instance f
@@ -81,13 +84,14 @@ r AS MATERIALIZED (
                   AND NOT EXISTS (SELECT 1 FROM workflow_instance n
                       WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id))
         END AS is_queued
-    FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
+    FROM (SELECT u.*, row_number() OVER (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord) - 1 AS k
+        FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
             $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
             $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
-            $25::text[], $29::boolean[], $30::jsonb[])
-        AS r(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
+            $25::text[], $29::boolean[], $30::jsonb[]) WITH ORDINALITY
+        AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
             run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
-            correlation, strict, queued_event)),
+            correlation, strict, queued_event, ord)) AS r),
 ins AS (
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
     group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
