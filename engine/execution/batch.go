@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,6 +36,12 @@ type BatchStart struct {
 type BatchResult struct {
 	WorkflowID string
 	InstanceID int64
+	// RunID, UUID, GroupID and StartTime are the created run's (for a
+	// duplicate, RunID 1 and the first run's uuid and group).
+	RunID     int64
+	UUID      string
+	GroupID   int32
+	StartTime *time.Time
 	// Status is CREATED, or STOPPED for a run its FIRST_ONLY strategy
 	// dropped; for a duplicate, the first run's status.
 	Status instance.WorkflowStatus
@@ -144,8 +151,8 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 			out[i].Err = c.Err
 			continue
 		}
-		out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, Status: c.Status,
-			Queued: c.Queued, Duplicated: c.Duplicated}
+		out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
+			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
 	}
 	return out, nil
 }

@@ -114,6 +114,14 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
+	if s.grouping && groupable(ctx, req, artifacts) {
+		return s.startGrouped(ctx, req, n, name)
+	}
+	return s.startSolo(ctx, req, n, name, artifacts)
+}
+
+// startSolo is Start in a transaction of its own.
+func (s *Service) startSolo(ctx context.Context, req StartRequest, n int64, name string, artifacts []byte) (*StartResult, error) {
 	for range startAttempts {
 		res, err := s.startOnce(ctx, req, n, name, artifacts)
 		if !errors.Is(err, errStartRolledBack) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
@@ -127,4 +128,97 @@ func heads(bySQL map[string]int64) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, "; ")
+}
+
+// A burst of concurrent starts shares transactions: 64 starts of 4
+// workflows from 64 goroutines cost at most MaxStatementsPerStart
+// statements each (far fewer when they group), answer what the rows hold,
+// number each workflow's runs without a gap, and a request id two of them
+// share makes one run.
+func TestConcurrentStartsShareTransactions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, stmts := dbtest.CountingPool(t)
+	defs := definition.NewStore(pool)
+	for w := range 4 {
+		d, err := workflow.DecodeJSON([]byte(fmt.Sprintf(`{"properties":{"owner":"o","run_strategy":{"rule":"PARALLEL","workflow_concurrency":100}},`+
+			`"workflow":{"id":"w%d","params":{"p":{"type":"STRING","value":"x"}},"steps":[{"step":{"id":"s","type":"NoOp"}}]}}`, w)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := defs.Create(ctx, d, "o"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := New(pool, defs, 4)
+	const n = 64
+	type answer struct {
+		res *StartResult
+		err error
+	}
+	for round := range 3 {
+		stmts.Reset()
+		out := make([]answer, n)
+		var wg sync.WaitGroup
+		gate := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-gate
+				req := StartRequest{WorkflowID: fmt.Sprintf("w%d", i%4), Version: []string{"latest", "1", "default", "active"}[i%4],
+					RequestID: fmt.Sprintf("r%d-%d", round, i)}
+				if i == 1 {
+					req.RequestID = fmt.Sprintf("r%d-%d", round, 5) // the same workflow as start 5
+				}
+				out[i].res, out[i].err = svc.Start(ctx, req)
+			}()
+		}
+		close(gate)
+		wg.Wait()
+		total := stmts.Total()
+		created := map[string]int{}
+		for i, a := range out {
+			if a.err != nil {
+				t.Fatalf("round %d start %d: %v", round, i, a.err)
+			}
+			got := a.res.Instance
+			row, err := svc.Run(ctx, got.WorkflowID, got.InstanceID, got.RunID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Version != row.Version || got.UUID != row.UUID || got.Status != row.Status || got.Queued || row.Queued ||
+				got.GroupID != row.GroupID || got.Version != 1 {
+				t.Errorf("round %d start %d reported %s/%d v%d %s %s queued=%v group %d; the row is v%d %s %s queued=%v group %d", round, i,
+					got.WorkflowID, got.InstanceID, got.Version, got.UUID, got.Status, got.Queued, got.GroupID,
+					row.Version, row.UUID, row.Status, row.Queued, row.GroupID)
+			}
+			if !a.res.Duplicated {
+				created[got.WorkflowID]++
+			}
+		}
+		if created["w1"] != n/4-1 || created["w0"] != n/4 {
+			t.Errorf("round %d created %v, want %d runs of w0 and %d of w1 (two starts shared a request id)", round, created, n/4, n/4-1)
+		}
+		t.Logf("round %d: %d statements for %d starts", round, total, n)
+		// Alone, each start would cost MaxStatementsPerStart; released
+		// at once, they group (a loaded machine may leave a few alone).
+		if total > n*MaxStatementsPerStart/2 {
+			t.Errorf("round %d: %d statements for %d starts, want under %d each (grouped)", round, total, n, MaxStatementsPerStart/2)
+		}
+		// The stand-in engine ends the runs.
+		if _, err := pool.Exec(ctx, `UPDATE workflow_instance SET status = 'SUCCEEDED', seq = seq + 1, end_time = now() WHERE NOT queued`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for w := range 4 {
+		var latest, runs int64
+		if err := pool.QueryRow(ctx, `SELECT latest_instance_id, (SELECT count(*) FROM workflow_instance i WHERE i.workflow_id = w.workflow_id)
+			FROM workflow w WHERE workflow_id = $1`, fmt.Sprintf("w%d", w)).Scan(&latest, &runs); err != nil {
+			t.Fatal(err)
+		}
+		if latest != runs {
+			t.Errorf("w%d: latest instance id %d with %d runs, want no gap", w, latest, runs)
+		}
+	}
 }
