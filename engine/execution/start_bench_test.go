@@ -15,7 +15,8 @@ import (
 
 // BenchmarkConcurrentStarts: 16 clients start runs of one workflow
 // (PARALLEL, 100 at once) or of 16 workflows, through Service.Start, as the
-// API does, while a stand-in for the engine ends the started runs every
+// API does (concurrent starts grouped, and, -ungrouped, each in a
+// transaction of its own), while a stand-in for the engine ends the started runs every
 // 20 ms (so that admission sees a steady number of live runs). Concurrent
 // starts of one workflow serialize on its row, so the time the row stays
 // locked per start bounds their rate. Reports starts/s and the p50 and p99
@@ -25,7 +26,8 @@ func BenchmarkConcurrentStarts(b *testing.B) {
 	for _, tc := range []struct {
 		name      string
 		workflows int
-	}{{"one-workflow", 1}, {"16-workflows", 16}} {
+		solo      bool
+	}{{"one-workflow", 1, false}, {"16-workflows", 16, false}, {"16-workflows-ungrouped", 16, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			pool, stmts := dbtest.CountingPool(b)
@@ -41,6 +43,9 @@ func BenchmarkConcurrentStarts(b *testing.B) {
 				}
 			}
 			svc := New(pool, defs, 16)
+			if tc.solo {
+				svc.GroupStarts(false)
+			}
 			drain, drained := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(drained)

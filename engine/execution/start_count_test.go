@@ -222,3 +222,29 @@ func TestConcurrentStartsShareTransactions(t *testing.T) {
 		}
 	}
 }
+
+// The batch path (triggers, signals, backfills) decodes a version's
+// definition once, shared with Start, however many batches run it.
+func TestBatchStartsDecodeADefinitionOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newBatchWorld(t)
+	w.svc.startDefs = newStartDefinitions()
+	for range 3 {
+		res, err := w.svc.StartBatch(ctx, []BatchStart{{WorkflowID: "consts", Version: 1}, {WorkflowID: "consts", Version: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	if _, err := w.svc.Start(ctx, StartRequest{WorkflowID: "consts", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.svc.startDefs.decodes.Load(); n != 1 {
+		t.Errorf("3 batches and a start of one version decoded it %d times, want once", n)
+	}
+}
