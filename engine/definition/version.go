@@ -94,17 +94,38 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// ParseSelector parses a version selector as Get does: a number n > 0,
+// or a name (active, latest or default; "" is default). Any other
+// selector is ErrInvalidSelector. A caller that reads the version itself
+// (a start, under its workflow lock) passes n and name to its statement.
+func ParseSelector(s string) (n int64, name string, err error) {
+	sel, err := parseSelector(s)
+	return sel.n, sel.name, err
+}
+
+// VersionNotFound is Get's error for a version named by n or name that
+// does not exist, of a workflow that does (workflowExists) or not.
+func VersionNotFound(workflowID string, n int64, name string, workflowExists bool) error {
+	sel := selector{n: n, name: name}
+	switch {
+	case !workflowExists:
+		return fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
+	case sel.name == "active":
+		return fmt.Errorf("workflow %s has no active version: %w", workflowID, ErrNotFound)
+	default:
+		return fmt.Errorf("workflow %s has no version %s: %w", workflowID, sel, ErrNotFound)
+	}
+}
+
 // getVersion reads a version named by a number (n > 0) or by name.
 func getVersion(ctx context.Context, q querier, workflowID string, n int64, name string) (*Version, error) {
 	sel := selector{n: n, name: name}
 	v, err := scanVersion(q.QueryRow(ctx, sqlGetVersion, workflowID, n, name), workflowID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
-	case errors.Is(err, errNoVersion) && sel.name == "active":
-		return nil, fmt.Errorf("workflow %s has no active version: %w", workflowID, ErrNotFound)
+		return nil, VersionNotFound(workflowID, n, name, false)
 	case errors.Is(err, errNoVersion):
-		return nil, fmt.Errorf("workflow %s has no version %s: %w", workflowID, sel, ErrNotFound)
+		return nil, VersionNotFound(workflowID, n, name, true)
 	case err != nil:
 		return nil, fmt.Errorf("read workflow %s version %s: %w", workflowID, sel, err)
 	}

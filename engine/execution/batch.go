@@ -2,10 +2,10 @@ package execution
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,6 +35,12 @@ type BatchStart struct {
 type BatchResult struct {
 	WorkflowID string
 	InstanceID int64
+	// RunID, UUID, GroupID and StartTime are the created run's (for a
+	// duplicate, RunID 1 and the first run's uuid and group).
+	RunID     int64
+	UUID      string
+	GroupID   int32
+	StartTime *time.Time
 	// Status is CREATED, or STOPPED for a run its FIRST_ONLY strategy
 	// dropped; for a duplicate, the first run's status.
 	Status instance.WorkflowStatus
@@ -75,17 +81,19 @@ func (s *Service) AfterBatch(ctx context.Context, results []BatchResult) {
 	}
 }
 
-// batchVersion is what the batch path reads of a workflow version: the
-// definition without its steps and signal triggers (params, time
-// triggers, timeout), decoded.
+// batchVersion is what the batch path reads of a workflow version: its
+// decoded definition (params, timeout), shared with Start's cache
+// (startDefinitions), so that it is decoded once per version, not per
+// batch.
 type batchVersion struct {
-	wf workflow.Workflow
+	wf *workflow.Workflow
 }
 
+// batchVersionsSQL reads the fingerprints of the versions $1/$2, and the
+// definitions of those whose fingerprint is not the one cached ($3).
 const batchVersionsSQL = `
-
-SELECT v.workflow_id, v.version, v.definition - 'steps' - 'signal_triggers'
-FROM unnest($1::text[], $2::bigint[]) AS k(id, version)
+SELECT v.workflow_id, v.version, v.fingerprint, CASE WHEN v.fingerprint = k.known THEN NULL ELSE v.definition END
+FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS k(id, version, known)
 JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 
 // batchLockSQL locks the workflows of a batch, in id order so that batches
@@ -127,7 +135,7 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 		}
 		runParams, initiator := st.RunParams, st.Initiator
 		runs = append(runs, run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
-			Workflow: &v.wf, GroupCount: s.groupCount,
+			Workflow: v.wf, GroupCount: s.groupCount,
 			Check: func(n *run.New) error { return startInputs(n, runParams, initiator) }})
 		index = append(index, i)
 	}
@@ -144,8 +152,8 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 			out[i].Err = c.Err
 			continue
 		}
-		out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, Status: c.Status,
-			Queued: c.Queued, Duplicated: c.Duplicated}
+		out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
+			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
 	}
 	return out, nil
 }
@@ -160,33 +168,52 @@ func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchSt
 	seen := map[batchKey]bool{}
 	var ids []string
 	var vs []int64
+	var known [][]byte
 	for _, st := range starts {
 		k := batchKey{st.WorkflowID, st.Version}
 		if !seen[k] {
 			seen[k] = true
-			ids, vs = append(ids, k.id), append(vs, k.version)
+			ids, vs, known = append(ids, k.id), append(vs, k.version), append(known, s.startDefs.known(k.id))
 		}
 	}
-	rows, err := tx.Query(ctx, batchVersionsSQL, ids, vs)
+	rows, err := tx.Query(ctx, batchVersionsSQL, ids, vs, known)
 	if err != nil {
 		return nil, fmt.Errorf("read %d workflow versions: %w", len(ids), err)
 	}
 	defer rows.Close()
-	out := make(map[batchKey]*batchVersion, len(ids))
+	type read struct {
+		k                batchKey
+		fingerprint, raw []byte
+	}
+	var reads []read
 	for rows.Next() {
-		var k batchKey
-		var raw []byte
-		if err := rows.Scan(&k.id, &k.version, &raw); err != nil {
+		var r read
+		if err := rows.Scan(&r.k.id, &r.k.version, &r.fingerprint, &r.raw); err != nil {
 			return nil, fmt.Errorf("read %d workflow versions: %w", len(ids), err)
 		}
-		v := &batchVersion{}
-		if err := json.Unmarshal(raw, &v.wf); err != nil {
-			return nil, fmt.Errorf("decode workflow %s version %d: %w", k.id, k.version, err)
-		}
-		out[k] = v
+		reads = append(reads, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read %d workflow versions: %w", len(ids), err)
+	}
+	rows.Close()
+	out := make(map[batchKey]*batchVersion, len(ids))
+	for _, r := range reads {
+		def, ok, err := s.startDefs.resolve(r.k.id, r.k.version, r.fingerprint, r.raw)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			// Replaced in the cache since the statement: read it.
+			if err := tx.QueryRow(ctx, `SELECT definition FROM workflow_version WHERE workflow_id = $1 AND version = $2`,
+				r.k.id, r.k.version).Scan(&r.raw); err != nil {
+				return nil, fmt.Errorf("read workflow %s version %d: %w", r.k.id, r.k.version, err)
+			}
+			if def, _, err = s.startDefs.resolve(r.k.id, r.k.version, r.fingerprint, r.raw); err != nil {
+				return nil, err
+			}
+		}
+		out[r.k] = &batchVersion{wf: def.wf}
 	}
 	return out, nil
 }

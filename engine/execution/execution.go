@@ -29,6 +29,11 @@ type Service struct {
 	db         *pgxpool.Pool
 	defs       *definition.Store
 	groupCount int32
+	// startDefs are the definitions starts decoded (defcache.go).
+	startDefs *startDefinitions
+	// grouping: concurrent starts share transactions (startgroup.go).
+	grouping bool
+	groups   startGroups
 }
 
 // New builds the service. groupCount is the number of flow groups new runs
@@ -37,8 +42,13 @@ func New(db *pgxpool.Pool, defs *definition.Store, groupCount int) *Service {
 	if groupCount <= 0 {
 		groupCount = run.DefaultGroupCount
 	}
-	return &Service{db: db, defs: defs, groupCount: int32(groupCount)}
+	return &Service{db: db, defs: defs, groupCount: int32(groupCount), startDefs: newStartDefinitions(), grouping: true}
 }
+
+// GroupStarts turns the group commit of concurrent starts (startgroup.go)
+// on, the default, or off: then every start has a transaction of its own.
+// Call it before the service is used.
+func (s *Service) GroupStarts(on bool) { s.grouping = on }
 
 // Readmit applies a workflow's current run strategy to its queued runs now,
 // for example after its properties changed. An error is left to the

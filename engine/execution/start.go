@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/run"
@@ -86,29 +87,94 @@ type StartResult struct {
 	Duplicated bool
 }
 
-// Start creates the run and hands it to the engine (run.Create).
+// errStartRolledBack ends a start's transaction without writing: the
+// request id was used already, or the version's row was not yet visible.
+var errStartRolledBack = errors.New("start rolled back")
+
+// startAttempts bounds how often a start reads its version again when the
+// version it resolved under the lock was pushed after the statement's
+// snapshot (or a concurrent start replaced the cached definition).
+const startAttempts = 5
+
+// Start creates the run and hands it to the engine (run.Create). A start
+// is one transaction: run.LockForStart locks the workflow, allocates the
+// instance id, resolves the version (its definition decoded once per
+// version, startDefinitions) and finds a repeated request id; run.Create
+// admits and inserts the run and enqueues its start message in one more
+// statement.
 func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, error) {
 	if err := checkRequest(req.RequestID, req.RunParams); err != nil {
 		return nil, err
 	}
-	v, err := s.defs.Get(ctx, req.WorkflowID, req.Version)
+	n, name, err := definition.ParseSelector(req.Version)
 	if err != nil {
-		return nil, err
-	}
-	start := run.New{Ref: run.Ref{WorkflowID: req.WorkflowID}, Version: v.Version, RequestID: req.RequestID,
-		Definition: v.Raw, Workflow: &v.Workflow, GroupCount: s.groupCount,
-		Check: func(n *run.New) error { return startInputs(n, req.RunParams, req.Initiator) }}
-	if err := withRuntimeTags(&start, req.RuntimeTags); err != nil {
 		return nil, err
 	}
 	artifacts, err := encodeArtifacts(req.Artifacts)
 	if err != nil {
 		return nil, err
 	}
-	var created []run.Created
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		var err error
-		if created, err = run.Create(ctx, tx, []run.New{start}, run.Options{}); err != nil {
+	if s.grouping && groupable(ctx, req, artifacts) {
+		return s.startGrouped(ctx, req, n, name)
+	}
+	return s.startSolo(ctx, req, n, name, artifacts)
+}
+
+// startSolo is Start in a transaction of its own.
+func (s *Service) startSolo(ctx context.Context, req StartRequest, n int64, name string, artifacts []byte) (*StartResult, error) {
+	for range startAttempts {
+		res, err := s.startOnce(ctx, req, n, name, artifacts)
+		if !errors.Is(err, errStartRolledBack) {
+			return res, err
+		}
+	}
+	return nil, fmt.Errorf("start %s: its version %s kept changing: %w", req.WorkflowID, req.Version, ErrConflict)
+}
+
+// startOnce is one attempt of Start: errStartRolledBack asks for another.
+func (s *Service) startOnce(ctx context.Context, req StartRequest, n int64, name string, artifacts []byte) (*StartResult, error) {
+	var (
+		created []run.Created
+		version int64
+		dup     *run.Created
+		retry   bool
+	)
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		lock, err := run.LockForStart(ctx, tx, req.WorkflowID, n, name, s.startDefs.known(req.WorkflowID), req.RequestID)
+		if err != nil {
+			return err
+		}
+		if lock.Duplicate != nil {
+			dup = lock.Duplicate
+			return errStartRolledBack
+		}
+		if lock.Version == 0 || !lock.Found && lock.Version > lock.LatestVersion {
+			return definition.VersionNotFound(req.WorkflowID, n, name, true)
+		}
+		if !lock.Found {
+			retry = true // pushed after this statement's snapshot
+			return errStartRolledBack
+		}
+		def, ok, err := s.startDefs.resolve(req.WorkflowID, lock.Version, lock.Fingerprint, lock.Definition)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			retry = true
+			return errStartRolledBack
+		}
+		version = lock.Version
+		start := run.New{Ref: run.Ref{WorkflowID: req.WorkflowID, InstanceID: lock.InstanceID}, Version: version,
+			RequestID: req.RequestID, Workflow: def.wf, GroupCount: s.groupCount,
+			Check: func(n *run.New) error { return startInputs(n, req.RunParams, req.Initiator) }}
+		if len(req.RuntimeTags) > 0 {
+			start.Definition = def.raw
+			if err := withRuntimeTags(&start, req.RuntimeTags); err != nil {
+				return err
+			}
+		}
+		opt := run.Options{Props: map[string][]byte{req.WorkflowID: lock.Props}, Deduplicated: true}
+		if created, err = run.Create(ctx, tx, []run.New{start}, opt); err != nil {
 			return err
 		}
 		if created[0].Queued && testHookQueued != nil {
@@ -121,28 +187,30 @@ func (s *Service) Start(ctx context.Context, req StartRequest) (*StartResult, er
 		}
 		return created[0].Err
 	})
+	if dup != nil {
+		return s.duplicate(ctx, req.WorkflowID, req.RequestID)
+	}
+	if retry {
+		return nil, errStartRolledBack
+	}
 	if run.IsDuplicate(err) && req.RequestID != "" {
 		// A concurrent start with the same request id won.
 		return s.duplicate(ctx, req.WorkflowID, req.RequestID)
 	}
 	if errors.Is(err, run.ErrWorkflowGone) {
-		// Deleted since its version was read.
-		return nil, fmt.Errorf("workflow %s: %w", req.WorkflowID, ErrNotFound)
+		return nil, definition.VersionNotFound(req.WorkflowID, n, name, false)
 	}
 	if err != nil {
 		return nil, err
 	}
 	c := created[0]
-	if c.Duplicated {
-		return s.duplicate(ctx, req.WorkflowID, req.RequestID)
-	}
 	run.AdmitAfterCommit(ctx, s.db, created)
 	var requestID *string
 	if req.RequestID != "" {
 		requestID = &req.RequestID
 	}
 	return &StartResult{Instance: &Instance{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID,
-		Version: v.Version, UUID: c.UUID, RequestID: requestID, Status: c.Status, Queued: c.Queued, StartTime: c.StartTime,
+		Version: version, UUID: c.UUID, RequestID: requestID, Status: c.Status, Queued: c.Queued, StartTime: c.StartTime,
 		GroupID: c.GroupID, groupID: c.GroupID}}, nil
 }
 

@@ -2,9 +2,11 @@ package queue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,6 +177,23 @@ func TestSweepFindsMissedMessagesAndClaimsAreExclusive(t *testing.T) {
 	for id, n := range seen {
 		if n != 1 {
 			t.Errorf("message %d processed %d times", id, n)
+		}
+	}
+}
+
+func TestParseNotificationsReadsBothForms(t *testing.T) {
+	t.Parallel()
+	one, err := queue.ParseNotifications(`{"q":3,"id":17,"g":2}`)
+	if err != nil || len(one) != 1 || one[0].Queue != 3 || one[0].ID != 17 || one[0].Group != 2 {
+		t.Errorf("one message: %+v, %v", one, err)
+	}
+	many, err := queue.ParseNotifications(`{"q":1,"g":-1,"ids":[5,6,9]}`)
+	if err != nil || len(many) != 3 || many[0].ID != 5 || many[2].ID != 9 || many[1].Group != queue.AnyGroup || many[1].Queue != 1 {
+		t.Errorf("many messages: %+v, %v", many, err)
+	}
+	for _, bad := range []string{`{"q":1,"g":0,"ids":[]}`, `{"q":0,"g":0,"ids":[1]}`, `{"q":1,"g":0,"ids":[0]}`, `{"q":1,"id":2,"ids":[3]}`, `[`, `{}`} {
+		if ms, err := queue.ParseNotifications(bad); err == nil {
+			t.Errorf("%s decoded to %+v, want an error", bad, ms)
 		}
 	}
 }
@@ -350,12 +369,14 @@ func TestEnqueueNotifiesTheMessage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d notifications: %v", len(got), err)
 		}
-		m, err := queue.ParseNotification(n.Payload)
+		ms, err := queue.ParseNotifications(n.Payload)
 		if err != nil {
 			t.Fatalf("notification %q: %v", n.Payload, err)
 		}
-		got = append(got, m)
+		got = append(got, ms...)
 	}
+	// The batch's groups are notified in no particular order.
+	slices.SortFunc(got[2:], func(a, b queue.Message) int { return int(a.Group - b.Group) })
 	for i, w := range want {
 		if got[i].Queue != w.Queue || got[i].ID != w.ID || got[i].Group != w.Group {
 			t.Errorf("notification %d is %+v, want %+v", i, got[i], w)
@@ -363,5 +384,97 @@ func TestEnqueueNotifiesTheMessage(t *testing.T) {
 	}
 	if got[2].Queue != queue.StartWorkflow || got[2].Group != 4 || got[3].Group != 5 || got[3].ID <= got[2].ID {
 		t.Errorf("batch notifications %+v %+v, want start messages of groups 4 and 5", got[2], got[3])
+	}
+}
+
+// A burst of start messages, more than the workers keep up with inside
+// the sweep's grace, reaches the handler once per message and is claimed
+// once per message: the sweep leaves alone what a notification put in a
+// lane, and a second notification of a pending message is dropped (issue
+// 28: each start message handled once).
+func TestBurstClaimsEachMessageOnce(t *testing.T) {
+	t.Parallel()
+	pool, stmts := dbtest.CountingPool(t)
+	const n = 600
+	var mu sync.Mutex
+	handled := map[int]int{}
+	w, err := queue.NewWorker(queue.WorkerConfig{
+		Node: "node", Store: queue.NewStore(pool),
+		Listen: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+		},
+		Groups: func() []int32 { return []int32{0} },
+		Owns:   func(g int32) bool { return g == 0 },
+		Handlers: map[queue.ID]queue.Handler{queue.StartWorkflow: func(_ context.Context, m queue.Message) error {
+			var p struct{ I int }
+			if err := json.Unmarshal(m.Payload, &p); err != nil {
+				return err
+			}
+			time.Sleep(2 * time.Millisecond) // a start waits for its commit
+			mu.Lock()
+			handled[p.I]++
+			mu.Unlock()
+			return nil
+		}},
+		WorkersPerQueue: 2, ClaimTTL: time.Minute, RetryDelay: 100 * time.Millisecond, SweepInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	time.Sleep(200 * time.Millisecond) // listening
+	stmts.Reset()
+	// The burst: 600 messages in 6 commits, each notified; the two
+	// workers take more than a second for them, 20 times the grace.
+	for b := range 6 {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			payloads := make([]map[string]int, 100)
+			groups := make([]int32, 100)
+			for i := range payloads {
+				payloads[i] = map[string]int{"I": b*100 + i}
+			}
+			return queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, groups, payloads)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var left int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM maestro_queue`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d messages never processed", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handled) != n {
+		t.Errorf("%d distinct messages handled, want %d", len(handled), n)
+	}
+	for i, c := range handled {
+		if c != 1 {
+			t.Errorf("message %d handled %d times, want once", i, c)
+		}
+	}
+	calls, claimed := stmts.Count("UPDATE maestro_queue SET owned_by = $3, owned_until = now() + $4::interval")
+	_, swept := stmts.Count("UPDATE maestro_queue SET owned_by = $2, owned_until = now() + $3::interval")
+	t.Logf("%d messages: %d claimed by their notification (%d claim statements), %d by the sweep", n, claimed, calls, swept)
+	if claimed+swept != n {
+		t.Errorf("%d claims of %d messages (%d by notification, %d by the sweep), want one each", claimed+swept, n, claimed, swept)
+	}
+	if wasted := calls - claimed; wasted != 0 {
+		t.Errorf("%d claim statements claimed nothing, want none", wasted)
 	}
 }

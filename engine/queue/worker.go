@@ -90,6 +90,29 @@ type Worker struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	// pending are the messages in a lane or in a handler here, so that a
+	// message reaches a handler once however many ways it arrives: a
+	// second notification or offer of a pending message is dropped, and
+	// the sweep leaves pending messages alone (ClaimDue's exclude). Were it
+	// not, under a burst a message waiting in its lane longer than the
+	// sweep's grace would be claimed by the sweep and again by its
+	// notification's worker (one UPDATE wasted, the message queued twice).
+	mu      sync.Mutex
+	pending map[msgKey]*flight
+}
+
+type msgKey struct {
+	q  ID
+	id int64
+}
+
+// flight is a pending message: claimed once the sweep has claimed it
+// while its notification's copy waited in a lane (that copy then uses the
+// sweep's claim, m, instead of claiming it again).
+type flight struct {
+	claimed bool
+	m       Message
 }
 
 // delivery is a message on its way to a handler; claimed says whether this
@@ -104,7 +127,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{cfg: cfg, lanes: map[ID]chan delivery{}}
+	w := &Worker{cfg: cfg, lanes: map[ID]chan delivery{}, pending: map[msgKey]*flight{}}
 	for q := range cfg.Handlers {
 		w.lanes[q] = make(chan delivery, 1024)
 	}
@@ -151,19 +174,80 @@ func (w *Worker) Sweep(ctx context.Context) {
 	w.sweepOnce(ctx, 0)
 }
 
-func (w *Worker) deliver(d delivery) {
+// deliver puts d in its lane unless the message is pending here already;
+// it reports false when d, claimed, must be released (its lane is full).
+func (w *Worker) deliver(d delivery) bool {
 	lane, ok := w.lanes[d.m.Queue]
 	if !ok {
-		return
+		return !d.claimed
 	}
 	if d.m.Group != AnyGroup && !w.cfg.Owns(d.m.Group) {
-		return
+		return !d.claimed
 	}
+	k := msgKey{d.m.Queue, d.m.ID}
+	w.mu.Lock()
+	if f, ok := w.pending[k]; ok {
+		if d.claimed && !f.claimed {
+			// The sweep claimed a message whose notification is in a
+			// lane (it read the pending set before the notification
+			// came): that copy goes on under this claim.
+			f.claimed, f.m = true, d.m
+		}
+		w.mu.Unlock()
+		return true
+	}
+	w.pending[k] = &flight{claimed: d.claimed, m: d.m}
+	w.mu.Unlock()
 	select {
 	case lane <- d:
+		return true
 	default:
 		// The lane is full: the sweeper will offer the message again.
+		w.done(k)
+		return !d.claimed
 	}
+}
+
+// done forgets a pending message.
+func (w *Worker) done(k msgKey) {
+	w.mu.Lock()
+	delete(w.pending, k)
+	w.mu.Unlock()
+}
+
+// pendingIDs lists the ids of the messages pending here, for the sweep.
+func (w *Worker) pendingIDs() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]int64, 0, len(w.pending))
+	for k := range w.pending {
+		ids = append(ids, k.id)
+	}
+	return ids
+}
+
+// claimedBySweep reports whether the sweep has claimed the pending
+// message k, with the claimed message.
+func (w *Worker) claimedBySweep(k msgKey) (Message, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.pending[k]; ok && f.claimed {
+		return f.m, true
+	}
+	return Message{}, false
+}
+
+// claimedMeanwhile reports whether the sweep claimed the pending message
+// k while its unclaimed copy was on its way, with the claimed message; if
+// not, the message is forgotten (the caller drops its copy).
+func (w *Worker) claimedMeanwhile(k msgKey) (Message, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f, ok := w.pending[k]; ok && f.claimed {
+		return f.m, true
+	}
+	delete(w.pending, k)
+	return Message{}, false
 }
 
 func (w *Worker) work(ctx context.Context, h Handler, lane <-chan delivery) {
@@ -180,19 +264,32 @@ func (w *Worker) work(ctx context.Context, h Handler, lane <-chan delivery) {
 
 func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 	m := d.m
+	k := msgKey{m.Queue, m.ID}
+	if !d.claimed {
+		if claimed, ok := w.claimedBySweep(k); ok {
+			m, d.claimed = claimed, true
+		}
+	}
 	if !d.claimed {
 		claimed, ok, err := w.cfg.Store.Claim(ctx, m.Queue, m.ID, w.cfg.Node, w.cfg.ClaimTTL)
 		if err != nil {
+			w.done(k)
 			if ctx.Err() == nil {
 				w.cfg.Logger.Warn("claim queue message", "queue", m.Queue.String(), "message_id", m.ID, "error", err.Error())
 			}
 			return
 		}
 		if !ok {
-			return // processed already, or another worker holds it
+			// Processed already, or another worker holds it, or the
+			// sweep here claimed it a moment ago.
+			if m, ok = w.claimedMeanwhile(k); !ok {
+				return
+			}
+		} else {
+			m = claimed
 		}
-		m = claimed
 	}
+	defer w.done(k)
 	// Each message is a span, the child of the one that enqueued it: a
 	// run's start continues the API request's trace, and what its handler
 	// enqueues continues the run's.
@@ -275,12 +372,14 @@ func (w *Worker) listenOnce(ctx context.Context) error {
 			}
 			continue
 		}
-		m, err := ParseNotification(n.Payload)
+		msgs, err := ParseNotifications(n.Payload)
 		if err != nil {
 			w.cfg.Logger.Warn("ignore queue notification", "error", err.Error())
 			continue
 		}
-		w.deliver(delivery{m: m})
+		for _, m := range msgs {
+			w.deliver(delivery{m: m})
+		}
 	}
 }
 
@@ -306,7 +405,7 @@ func (w *Worker) sweepOnce(ctx context.Context, grace time.Duration) {
 	for q := range w.lanes {
 		queues = append(queues, q)
 	}
-	msgs, err := w.cfg.Store.ClaimDue(ctx, queues, groups, w.cfg.Node, w.cfg.ClaimTTL, grace, 256)
+	msgs, err := w.cfg.Store.ClaimDueExcept(ctx, queues, groups, w.pendingIDs(), w.cfg.Node, w.cfg.ClaimTTL, grace, 256)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.cfg.Logger.Warn("sweep queue", "error", err.Error())
@@ -314,10 +413,7 @@ func (w *Worker) sweepOnce(ctx context.Context, grace time.Duration) {
 		return
 	}
 	for _, m := range msgs {
-		lane := w.lanes[m.Queue]
-		select {
-		case lane <- delivery{m: m, claimed: true}:
-		default:
+		if !w.deliver(delivery{m: m, claimed: true}) {
 			_ = w.cfg.Store.Release(ctx, m)
 		}
 	}

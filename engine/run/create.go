@@ -13,7 +13,6 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -39,10 +38,14 @@ import (
 //     (a dropped run ends as it is created) and the start messages of the
 //     admitted ones.
 //
-// Runs under a run strategy are admitted in rounds, the r-th run of each
-// workflow in round r, so that a workflow's second run sees its first; a
-// round is one INSERT. A single start, a restart, a child, a foreach batch
-// and a batch of distinct workflows are one round.
+// Runs under FIRST_ONLY and LAST_ONLY are admitted in rounds, the r-th
+// run of each such workflow in round r, so that a workflow's second run
+// sees its first; a round is one INSERT. Runs under the other strategies
+// (SEQUENTIAL, STRICT_SEQUENTIAL, PARALLEL: a limit on live runs) share
+// one round however many of them a workflow has: the INSERT admits the
+// k-th of them as if the k before it were there (insertRunsSQL). A single
+// start, a restart, a child, a foreach batch, a batch of distinct
+// workflows and a backfill's batch are one round.
 //
 // A run with Local set (a foreach iteration whose flow group this node
 // holds, composite/local.go) is created IN_PROGRESS under the group's
@@ -128,6 +131,10 @@ type Options struct {
 	// SkipExisting leaves out runs whose row exists already (a foreach
 	// batch created again after a crash) instead of failing.
 	SkipExisting bool
+	// Deduplicated: the caller has looked for stored runs with the runs'
+	// request ids in tx (LockForStart) and found none; Create does not look
+	// again (it still finds repeats within the call).
+	Deduplicated bool
 }
 
 // Created is what became of one run of a Create call.
@@ -159,7 +166,7 @@ func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, err
 		}
 		out[i].Ref = runs[i].Ref
 	}
-	fresh, err := dedup(ctx, tx, runs, out)
+	fresh, err := dedup(ctx, tx, runs, out, opt.Deduplicated)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +174,7 @@ func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, err
 	if err != nil {
 		return nil, err
 	}
-	for _, round := range rounds(runs, fresh) {
+	for _, round := range rounds(runs, fresh, props) {
 		if err := createRound(ctx, tx, runs, round, props, opt, out); err != nil {
 			return nil, err
 		}
@@ -285,14 +292,15 @@ func lockWorkflows(ctx context.Context, tx Tx, ids []string, props map[string][]
 }
 
 // dedup marks the runs whose request id a stored run, or an earlier run of
-// the call, has already; it returns the others, in order. A duplicate of
+// the call, has already; it returns the others, in order. With looked set
+// the caller has looked for stored runs already. A duplicate of
 // an earlier run of the call keeps that run's index in GroupID until the
 // run is created (Create resolves it).
-func dedup(ctx context.Context, tx Tx, runs []New, out []Created) ([]int, error) {
+func dedup(ctx context.Context, tx Tx, runs []New, out []Created, looked bool) ([]int, error) {
 	type key struct{ workflowID, requestID string }
 	var ids, rids []string
 	for _, r := range runs {
-		if r.RequestID != "" && r.Ref.RunID == 1 {
+		if r.RequestID != "" && r.Ref.RunID == 1 && !looked {
 			ids, rids = append(ids, r.Ref.WorkflowID), append(rids, r.RequestID)
 		}
 	}
@@ -390,15 +398,25 @@ func assignIDs(runs []New, idx []int, last int64, out []Created) {
 }
 
 // rounds splits the runs to create so that no round holds two runs of one
-// workflow under its run strategy; runs admitted always go in the first.
-func rounds(runs []New, fresh []int) [][]int {
+// workflow under FIRST_ONLY or LAST_ONLY; every other run goes in the
+// first.
+func rounds(runs []New, fresh []int, props map[string][]byte) [][]int {
 	var out [][]int
 	seen := map[string]int{}
+	byRound := map[string]bool{}
 	for _, i := range fresh {
 		r := 0
-		if runs[i].Admission == ByStrategy {
-			r = seen[runs[i].Ref.WorkflowID]
-			seen[runs[i].Ref.WorkflowID] = r + 1
+		if id := runs[i].Ref.WorkflowID; runs[i].Admission == ByStrategy {
+			one, ok := byRound[id]
+			if !ok {
+				rule := ParseStrategy(props[id]).Rule
+				one = rule == workflow.RunStrategyFirstOnly || rule == workflow.RunStrategyLastOnly
+				byRound[id] = one
+			}
+			if one {
+				r = seen[id]
+				seen[id] = r + 1
+			}
 		}
 		for len(out) <= r {
 			out = append(out, nil)
@@ -408,15 +426,19 @@ func rounds(runs []New, fresh []int) [][]int {
 	return out
 }
 
-// admission is what a round's run strategies decided.
+// admission is what a round's run strategies decided before its INSERT:
+// the strategy of each workflow admitted under one, and the drop reason
+// of those whose new run FIRST_ONLY drops. Whether a run has room (is
+// admitted at once or queued) is decided by the INSERT itself, in the same
+// statement (insertRunsSQL), under the workflow locks the call holds.
 type admission struct {
 	strategies map[string]Strategy
 	drops      map[string]string
-	rooms      map[string]Room
 }
 
-// admit applies PrepareStarts and reads Rooms for the workflows of a round
-// admitted under their strategy (distinct in a round).
+// admit applies PrepareStarts for the workflows of a round admitted under
+// their strategy (a FIRST_ONLY or LAST_ONLY workflow has one run in a
+// round; PrepareStarts does nothing for the others).
 func admit(ctx context.Context, tx Tx, runs []New, round []int, props map[string][]byte) (admission, error) {
 	a := admission{strategies: map[string]Strategy{}}
 	for _, i := range round {
@@ -429,22 +451,7 @@ func admit(ctx context.Context, tx Tx, runs []New, round []int, props map[string
 		return a, nil
 	}
 	var err error
-	if a.drops, err = PrepareStarts(ctx, tx, a.strategies); err != nil {
-		return a, err
-	}
-	var ids []string
-	var strict []bool
-	var limits []int64
-	for _, i := range round {
-		id := runs[i].Ref.WorkflowID
-		s, ok := a.strategies[id]
-		if _, dropped := a.drops[id]; ok && !dropped && s.Concurrency > 0 {
-			ids = append(ids, id)
-			strict = append(strict, s.Rule == workflow.RunStrategyStrictSequential)
-			limits = append(limits, s.Concurrency)
-		}
-	}
-	a.rooms, err = Rooms(ctx, tx, ids, strict, limits)
+	a.drops, err = PrepareStarts(ctx, tx, a.strategies)
 	return a, err
 }
 
@@ -468,14 +475,16 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 		}
 		res.Status = instance.WorkflowCreated
 		timeline := slices.Clone(r.Timeline)
+		var room *roomCheck
 		if r.Admission == ByStrategy {
 			s := adm.strategies[r.Ref.WorkflowID]
 			if reason, drop := adm.drops[r.Ref.WorkflowID]; drop {
 				res.Status = instance.WorkflowStopped
 				timeline = append(timeline, instance.StatusChange(string(instance.WorkflowStopped), reason)...)
 				dropped = append(dropped, i)
-			} else if res.Queued = !s.HasRoom(adm.rooms[r.Ref.WorkflowID]); res.Queued {
-				timeline = append(timeline, instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule)))
+			} else {
+				room = &roomCheck{limit: s.Concurrency, strict: s.Rule == workflow.RunStrategyStrictSequential,
+					event: instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule))}
 			}
 		}
 		def := int32(0)
@@ -488,7 +497,7 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 				defs[&r.Definition[0]] = def
 			}
 		}
-		if err := c.add(r, res, def, timeline); err != nil {
+		if err := c.add(r, res, def, timeline, room); err != nil {
 			return err
 		}
 	}
@@ -498,8 +507,9 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 	}
 	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting), node, c.defs, opt.PickedUp,
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
-		c.statuses, c.defIdx, c.runParams, c.initiators, c.timelines, c.timeouts, c.queued, c.gens, c.params,
-		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind, tracing.Traceparent(ctx))
+		c.statuses, c.defIdx, c.runParams, c.initiators, c.timelines, c.timeouts, c.limits, c.gens, c.params,
+		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind, tracing.Traceparent(ctx),
+		c.stricts, c.queuedEvents)
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(round), err)
 	}
@@ -512,12 +522,14 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 		var ref Ref
 		var status instance.WorkflowStatus
 		var start *time.Time
-		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &status, &start); err != nil {
+		var queued bool
+		var notified int64
+		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &status, &start, &queued, &notified); err != nil {
 			rows.Close()
 			return fmt.Errorf("insert %d runs: %w", len(round), err)
 		}
 		i := byRef[ref]
-		out[i].Inserted, out[i].Status, out[i].StartTime = true, status, start
+		out[i].Inserted, out[i].Status, out[i].StartTime, out[i].Queued = true, status, start, queued
 		n++
 	}
 	rows.Close()
@@ -539,15 +551,7 @@ func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[
 			return err
 		}
 	}
-	var groups []int32
-	var msgs []StartMessage
-	for _, i := range round {
-		if o := out[i]; o.Inserted && o.Status == instance.WorkflowCreated && !o.Queued {
-			groups = append(groups, o.GroupID)
-			msgs = append(msgs, StartMessage{Ref: o.Ref, Group: o.GroupID})
-		}
-	}
-	return queue.EnqueueBatch(ctx, tx, queue.StartWorkflow, groups, msgs)
+	return nil
 }
 
 // droppedEvent is the CREATED -> STOPPED event of a run its strategy
@@ -575,8 +579,22 @@ type columns struct {
 	statuses                             []string
 	runParams, initiators, timelines     [][]byte
 	params, runConfigs, parents, events  [][]byte
-	queued                               []bool
-	anyLocal                             bool
+	queuedEvents                         [][]byte
+	// limits is each run's admission check (roomCheck): nil admits it
+	// at once, else its workflow's concurrency; stricts its strictness.
+	limits   []*int64
+	stricts  []bool
+	anyLocal bool
+}
+
+// roomCheck is the admission a run created under its workflow's run
+// strategy goes through in the INSERT: admitted at once when fewer than
+// limit runs are live, none is queued and (strict) no failed run blocks;
+// else queued, with event on its timeline.
+type roomCheck struct {
+	limit  int64
+	strict bool
+	event  instance.TimelineEvent
 }
 
 func (c *columns) init(n int) {
@@ -589,16 +607,26 @@ func (c *columns) init(n int) {
 	c.statuses = make([]string, 0, n)
 	c.runParams, c.initiators, c.timelines = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
 	c.params, c.runConfigs, c.parents, c.events = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
-	c.queued = make([]bool, 0, n)
+	c.limits, c.stricts, c.queuedEvents = make([]*int64, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
 }
 
 var startRunConfig = []byte(`{"policy": "START"}`)
 
-func (c *columns) add(r *New, res *Created, def int32, timeline []instance.TimelineEvent) error {
+func (c *columns) add(r *New, res *Created, def int32, timeline []instance.TimelineEvent, room *roomCheck) error {
 	tl, err := json.Marshal(timeline)
 	if err != nil {
 		return fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
 	}
+	var limit *int64
+	var strict bool
+	var queuedEvent []byte
+	if room != nil {
+		limit, strict = &room.limit, room.strict
+		if queuedEvent, err = json.Marshal([]instance.TimelineEvent{room.event}); err != nil {
+			return fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
+		}
+	}
+	c.limits, c.stricts, c.queuedEvents = append(c.limits, limit), append(c.stricts, strict), append(c.queuedEvents, queuedEvent)
 	id, err := uuid.Parse(res.UUID)
 	if err != nil {
 		return err
@@ -626,7 +654,7 @@ func (c *columns) add(r *New, res *Created, def int32, timeline []instance.Timel
 	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, id), append(c.requestIDs, nonEmpty(r.RequestID))
 	c.groupCounts, c.statuses, c.defIdx = append(c.groupCounts, r.GroupCount), append(c.statuses, string(res.Status)), append(c.defIdx, def)
 	c.runParams, c.initiators, c.timelines = append(c.runParams, runParams), append(c.initiators, initiator), append(c.timelines, tl)
-	c.timeouts, c.queued, c.gens = append(c.timeouts, r.TimeoutSeconds), append(c.queued, res.Queued), append(c.gens, gen)
+	c.timeouts, c.gens = append(c.timeouts, r.TimeoutSeconds), append(c.gens, gen)
 	c.params, c.runConfigs, c.parents = append(c.params, params), append(c.runConfigs, cfg), append(c.parents, r.Parent)
 	c.parentKeys, c.depths, c.correlations = append(c.parentKeys, nonEmpty(r.ParentKey)), append(c.depths, int32(r.Depth)), append(c.correlations, nonEmpty(r.Correlation))
 	c.events = append(c.events, ev)
@@ -646,100 +674,3 @@ func IsDuplicate(err error) bool {
 	var pgErr interface{ SQLState() string }
 	return errors.As(err, &pgErr) && pgErr.SQLState() == "23505"
 }
-
-// The SQL of Create.
-
-// lockWorkflowsSQL locks workflows in id order, so that creations of
-// overlapping workflows cannot deadlock, and reads their properties.
-const lockWorkflowsSQL = `
-SELECT workflow_id, properties FROM workflow WHERE workflow_id = ANY($1::text[])
-ORDER BY workflow_id FOR NO KEY UPDATE`
-
-// dedupSQL finds the first runs already started with request ids.
-const dedupSQL = `
-SELECT i.workflow_id, i.request_id, i.instance_id, i.uuid::text, i.group_id, i.status, i.queued
-FROM unnest($1::text[], $2::text[]) AS k(id, request_id)
-JOIN workflow_instance i ON i.workflow_id = k.id AND i.request_id = k.request_id AND i.run_id = 1`
-
-// lockAllocateOneSQL locks one workflow, allocates $2 instance ids and
-// reads its properties: the common start in one statement. An UPDATE of
-// a non-key column takes the same FOR NO KEY UPDATE lock as
-// lockWorkflowsSQL.
-const lockAllocateOneSQL = `
-UPDATE workflow SET latest_instance_id = latest_instance_id + $2
-WHERE workflow_id = $1
-RETURNING properties, latest_instance_id`
-
-// allocateSQL allocates n instance ids per workflow in one statement.
-const allocateSQL = `
-UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
-FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
-WHERE w.workflow_id = c.id
-RETURNING w.workflow_id, w.latest_instance_id`
-
-// insertRunsSQL is the one INSERT INTO workflow_instance. $28 is the
-// traceparent of the creating span (engine/tracing), shared by the runs one
-// call creates. A run's
-// definition is $2[def] (definitions shared by many runs are sent once),
-// or, with def 0, copied from its version row. A run whose generation
-// ($19) names the one under which node $1 holds its group is created
-// IN_PROGRESS under it (a local start), with its evaluated params ($20),
-// the pick-up entries ($3) on its timeline and its start event ($26,
-// written with the row's seq); the group rows are share-locked so that a
-// takeover waits for this transaction and then adopts the run. Every
-// other run is created with its status ($12: CREATED or, dropped,
-// STOPPED).
-const insertRunsSQL = `
-WITH owned AS (
-    SELECT group_id, generation FROM flow_group
-    WHERE $1::text <> '' AND owner = $1
-      AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
-    FOR SHARE),
-ins AS (
-INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
-    group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
-    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id, end_time, trace_context)
-SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, r.group_count, r.group_id,
-    CASE WHEN o.group_id IS NULL THEN r.status ELSE 'IN_PROGRESS' END,
-    COALESCE(o.generation, 0),
-    CASE WHEN o.group_id IS NULL THEN 0 ELSE 1 END,
-    CASE WHEN o.group_id IS NOT NULL THEN now() END,
-    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb ELSE r.params END,
-    COALESCE(($2::jsonb[])[r.def], v.definition),
-    r.run_params, r.initiator,
-    CASE WHEN o.group_id IS NULL THEN r.timeline ELSE r.timeline || $3::jsonb END,
-    r.timeout, r.queued, r.run_config, r.parent, r.parent_key, r.depth, r.correlation,
-    CASE WHEN r.status = 'STOPPED' THEN now() END,
-    NULLIF($28::text, '')
-FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
-        $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
-        $18::boolean[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
-        $25::text[])
-    AS r(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
-        run_params, initiator, timeline, timeout, queued, gen, params, run_config, parent, parent_key, depth,
-        correlation)
-LEFT JOIN owned o ON o.group_id = r.group_id AND o.generation = r.gen
-LEFT JOIN workflow_version v ON r.def = 0 AND v.workflow_id = r.workflow_id AND v.version = r.version
-%s
-RETURNING workflow_id, instance_id, run_id, status, seq, start_time),
-ev AS (
-    ` + event.InsertSQL + `
-    SELECT $27::smallint, ins.workflow_id, ins.seq, e.event
-    FROM ins JOIN unnest($4::text[], $5::bigint[], $6::bigint[], $26::json[]) AS e(workflow_id, instance_id, run_id, event)
-      ON e.workflow_id = ins.workflow_id AND e.instance_id = ins.instance_id AND e.run_id = ins.run_id
-    WHERE ins.status = 'IN_PROGRESS' AND e.event IS NOT NULL)
-SELECT workflow_id, instance_id, run_id, status, start_time FROM ins`
-
-// insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
-// exists already is left out rather than failing the statement.
-func insertRunsStatement(skipExisting bool) string {
-	if skipExisting {
-		return insertRunsSkipSQL
-	}
-	return insertRunsFailSQL
-}
-
-var (
-	insertRunsFailSQL = fmt.Sprintf(insertRunsSQL, "")
-	insertRunsSkipSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING")
-)

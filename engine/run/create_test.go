@@ -172,7 +172,7 @@ func TestCreateDedupsByRequestID(t *testing.T) {
 }
 
 // Admission under the run strategies: SEQUENTIAL queues what follows the
-// first run (a later round sees the earlier one), FIRST_ONLY drops the new
+// first run (the INSERT counts the runs before it in the call), FIRST_ONLY drops the new
 // run with its CREATED -> STOPPED event, PARALLEL admits up to its
 // concurrency, and a failing Check leaves only its run out.
 func TestCreateAdmitsUnderRunStrategies(t *testing.T) {
@@ -185,8 +185,8 @@ func TestCreateAdmitsUnderRunStrategies(t *testing.T) {
 	runs := []run.New{start("seq", ""), start("seq", ""), start("seq", ""), start("first", ""), start("first", ""),
 		start("par", ""), refused, start("par", ""), start("par", "")}
 	out, inserts := create(t, pool, runs, run.Options{})
-	if inserts != 3 {
-		t.Errorf("%d INSERT statements, want 3 (one round per run of a workflow)", inserts)
+	if inserts != 2 {
+		t.Errorf("%d INSERT statements, want 2 (FIRST_ONLY's second run in a round of its own; the others share the first)", inserts)
 	}
 	type want struct {
 		status instance.WorkflowStatus
@@ -226,5 +226,43 @@ func TestCreateAdmitsUnderRunStrategies(t *testing.T) {
 	run.AdmitAfterCommit(context.Background(), pool, out)
 	if got := startMessages(t, pool, "seq"); got != 2 {
 		t.Errorf("seq after its first run ended: %d start messages, want 2", got)
+	}
+}
+
+// The runs of one workflow created by one INSERT are admitted as if each
+// had its own: PARALLEL 3 with a live run admits two more and queues the
+// rest, and a queued run makes every later one queue.
+func TestCreateAdmitsManyRunsOfAWorkflowInOneStatement(t *testing.T) {
+	pool := dbtest.Pool(t)
+	push(t, pool, "par", `{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":3}}`)
+	create(t, pool, []run.New{start("par", "")}, run.Options{})
+	out, inserts := create(t, pool, []run.New{start("par", ""), start("par", ""), start("par", ""), start("par", "")}, run.Options{})
+	if inserts != 1 {
+		t.Errorf("%d INSERT statements, want 1", inserts)
+	}
+	for i, want := range []bool{false, false, true, true} {
+		if out[i].Queued != want || out[i].Status != instance.WorkflowCreated {
+			t.Errorf("run %d (%s): %s queued=%v, want queued=%v", i, out[i].Ref, out[i].Status, out[i].Queued, want)
+		}
+	}
+	if got := startMessages(t, pool, "par"); got != 3 {
+		t.Errorf("%d start messages, want 3", got)
+	}
+	// With runs queued, a later call queues whatever the room.
+	if _, err := pool.Exec(context.Background(), `UPDATE workflow_instance SET status = 'SUCCEEDED', seq = seq + 1, end_time = now()
+        WHERE workflow_id = 'par' AND NOT queued`); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = create(t, pool, []run.New{start("par", ""), start("par", "")}, run.Options{})
+	if !out[0].Queued || !out[1].Queued {
+		t.Errorf("behind queued runs: %+v, want both queued", out)
+	}
+	var timeline string
+	if err := pool.QueryRow(context.Background(), `SELECT timeline::text FROM workflow_instance WHERE workflow_id = 'par' AND instance_id = $1`,
+		out[1].Ref.InstanceID).Scan(&timeline); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(timeline, "queued by the PARALLEL run strategy") {
+		t.Errorf("a queued run's timeline %s, want its queued event", timeline)
 	}
 }

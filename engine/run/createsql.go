@@ -1,0 +1,235 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/queue"
+)
+
+// The SQL of Create.
+
+// lockWorkflowsSQL locks workflows in id order, so that creations of
+// overlapping workflows cannot deadlock, and reads their properties.
+const lockWorkflowsSQL = `
+SELECT workflow_id, properties FROM workflow WHERE workflow_id = ANY($1::text[])
+ORDER BY workflow_id FOR NO KEY UPDATE`
+
+// dedupSQL finds the first runs already started with request ids.
+const dedupSQL = `
+SELECT i.workflow_id, i.request_id, i.instance_id, i.uuid::text, i.group_id, i.status, i.queued
+FROM unnest($1::text[], $2::text[]) AS k(id, request_id)
+JOIN workflow_instance i ON i.workflow_id = k.id AND i.request_id = k.request_id AND i.run_id = 1`
+
+// lockAllocateOneSQL locks one workflow, allocates $2 instance ids and
+// reads its properties: the common start in one statement. An UPDATE of
+// a non-key column takes the same FOR NO KEY UPDATE lock as
+// lockWorkflowsSQL.
+const lockAllocateOneSQL = `
+UPDATE workflow SET latest_instance_id = latest_instance_id + $2
+WHERE workflow_id = $1
+RETURNING properties, latest_instance_id`
+
+// allocateSQL allocates n instance ids per workflow in one statement.
+const allocateSQL = `
+UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
+FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
+WHERE w.workflow_id = c.id
+RETURNING w.workflow_id, w.latest_instance_id`
+
+// insertRunsSQL is the one statement of a round of Create: it admits,
+// inserts the runs and enqueues their start messages. $28 is the
+// traceparent of the creating span (engine/tracing), shared by the runs
+// one call creates and their messages. A run's definition is $2[def]
+// (definitions shared by many runs are sent once), or, with def 0, copied
+// from its version row. A run whose generation ($19) names the one under
+// which node $1 holds its group is created IN_PROGRESS under it (a local
+// start), with its evaluated params ($20), the pick-up entries ($3) on its
+// timeline and its start event ($26, written with the row's seq); the
+// group rows are share-locked so that a takeover waits for this
+// transaction and then adopts the run. Every other run is created with its
+// status ($12: CREATED or, dropped, STOPPED).
+//
+// Admission (room): a run with a limit ($18, its workflow's concurrency;
+// NULL admits it at once) is queued, with the event $30 appended to its
+// timeline, when its workflow has limit live admitted runs, a queued run,
+// or ($29, STRICT_SEQUENTIAL) a failed run that blocks it; a limit of 0
+// (paused) always queues. The k-th run with a limit of one workflow in
+// the statement (k from 0, in the call's order) counts the k before it
+// as live: they were admitted unless one was queued, and then so is it,
+// as if each had been inserted by a statement of its own. The caller
+// holds the workflow locks, taken by an earlier statement, so this
+// statement's snapshot sees every run of the workflow another start
+// committed. The admitted CREATED runs get their start_workflow messages
+// and notifications here too: one notification per flow group for up to
+// 300 messages (queue.NotifyManySQL), not one per message.
+const insertRunsSQL = `
+WITH owned AS (
+    SELECT group_id, generation FROM flow_group
+    WHERE $1::text <> '' AND owner = $1
+      AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
+    FOR SHARE),
+r AS MATERIALIZED (
+    SELECT r.*, CASE
+        WHEN r.lim IS NULL THEN false
+        WHEN r.lim <= 0 THEN true
+        ELSE (SELECT count(*) FROM (SELECT 1 FROM workflow_instance
+                  WHERE workflow_id = r.workflow_id AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
+                  LIMIT r.lim) AS live) + r.k >= r.lim
+            OR EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = r.workflow_id AND queued)
+            OR r.strict AND EXISTS (
+                SELECT 1 FROM workflow_instance f
+                WHERE f.workflow_id = r.workflow_id AND f.status = 'FAILED' AND NOT f.unblocked
+                  AND NOT EXISTS (SELECT 1 FROM workflow_instance n
+                      WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id))
+        END AS is_queued
+    FROM (SELECT u.*, row_number() OVER (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord) - 1 AS k
+        FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
+            $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
+            $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
+            $25::text[], $29::boolean[], $30::jsonb[]) WITH ORDINALITY
+        AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
+            run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
+            correlation, strict, queued_event, ord)) AS r),
+ins AS (
+INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
+    group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
+    timeout_seconds, queued, run_config, parent, parent_key, depth, correlation_id, end_time, trace_context)
+SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, r.group_count, r.group_id,
+    CASE WHEN o.group_id IS NULL THEN r.status ELSE 'IN_PROGRESS' END,
+    COALESCE(o.generation, 0),
+    CASE WHEN o.group_id IS NULL THEN 0 ELSE 1 END,
+    CASE WHEN o.group_id IS NOT NULL THEN now() END,
+    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb ELSE r.params END,
+    COALESCE(($2::jsonb[])[r.def], v.definition),
+    r.run_params, r.initiator,
+    CASE WHEN o.group_id IS NOT NULL THEN r.timeline || $3::jsonb
+         WHEN r.is_queued THEN r.timeline || r.queued_event
+         ELSE r.timeline END,
+    r.timeout, r.is_queued, r.run_config, r.parent, r.parent_key, r.depth, r.correlation,
+    CASE WHEN r.status = 'STOPPED' THEN now() END,
+    NULLIF($28::text, '')
+FROM r
+LEFT JOIN owned o ON o.group_id = r.group_id AND o.generation = r.gen
+LEFT JOIN workflow_version v ON r.def = 0 AND v.workflow_id = r.workflow_id AND v.version = r.version
+%s
+RETURNING workflow_id, instance_id, run_id, group_id, status, seq, start_time, queued),
+ev AS (
+    ` + event.InsertSQL + `
+    SELECT $27::smallint, ins.workflow_id, ins.seq, e.event
+    FROM ins JOIN unnest($4::text[], $5::bigint[], $6::bigint[], $26::json[]) AS e(workflow_id, instance_id, run_id, event)
+      ON e.workflow_id = ins.workflow_id AND e.instance_id = ins.instance_id AND e.run_id = ins.run_id
+    WHERE ins.status = 'IN_PROGRESS' AND e.event IS NOT NULL),
+msg AS (
+    ` + queue.InsertSQL + `
+    SELECT %s, ins.group_id, json_build_object('workflow_id', ins.workflow_id, 'instance_id', ins.instance_id,
+        'run_id', ins.run_id, 'group_id', ins.group_id), NULLIF($28::text, '')
+    FROM ins WHERE ins.status = 'CREATED' AND NOT ins.queued
+    RETURNING message_id, group_id)
+SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
+FROM ins CROSS JOIN (` + queue.NotifyManySQL + `) AS n`
+
+// insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
+// exists already is left out rather than failing the statement.
+func insertRunsStatement(skipExisting bool) string {
+	if skipExisting {
+		return insertRunsSkipSQL
+	}
+	return insertRunsFailSQL
+}
+
+var (
+	startQueue        = strconv.Itoa(int(queue.StartWorkflow))
+	insertRunsFailSQL = fmt.Sprintf(insertRunsSQL, "", startQueue, startQueue)
+	insertRunsSkipSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING", startQueue, startQueue)
+)
+
+// The first statement of a single start (execution.Start): under the
+// workflow lock it allocates the run's instance id, resolves the version
+// to run and reads its definition unless the caller has it decoded
+// already, and finds a stored run with the start's request id. Create
+// then needs no lock, allocation or dedup statement of its own
+// (Options.Props, New.Ref.InstanceID, Options.Deduplicated), so a start
+// admitted at once is BEGIN, this, Create's one INSERT and COMMIT.
+
+// StartLock is what LockForStart read.
+type StartLock struct {
+	// Props are the workflow's current properties.
+	Props []byte
+	// InstanceID is the instance id allocated to the run.
+	InstanceID int64
+	// Version is the version the selector names, 0 when it names none
+	// (no active version, or a number beyond the latest);
+	// LatestVersion the workflow's newest.
+	Version, LatestVersion int64
+	// Found says the version's row was read; it can be missing while
+	// Version is set when the version was pushed between the statement's
+	// snapshot and the lock (the caller tries again).
+	Found bool
+	// Fingerprint is the version's definition fingerprint; Definition its
+	// JSON, nil when the fingerprint is the one the caller passed.
+	Fingerprint []byte
+	Definition  []byte
+	// Duplicate is the run 1 that has the start's request id, if any.
+	Duplicate *Created
+}
+
+// lockForStartSQL: $1 workflow, $2 version number (0 for a name), $3 the
+// name (latest, active, default), $4 the fingerprint whose definition the
+// caller has, $5 the request id (” for none). The UPDATE takes the same
+// FOR NO KEY UPDATE lock as LockWorkflow and returns the row as it is
+// once locked.
+const lockForStartSQL = `
+WITH w AS (
+    UPDATE workflow SET latest_instance_id = latest_instance_id + 1
+    WHERE workflow_id = $1
+    RETURNING properties, latest_instance_id, latest_version, CASE
+        WHEN $2::bigint > 0 THEN $2::bigint
+        WHEN $3::text = 'latest' THEN latest_version
+        WHEN $3::text = 'active' THEN active_version
+        ELSE coalesce(active_version, latest_version) END AS version)
+SELECT w.properties, w.latest_instance_id, coalesce(w.version, 0), w.latest_version, v.version IS NOT NULL,
+    v.fingerprint, CASE WHEN v.fingerprint = $4::bytea THEN NULL ELSE v.definition END,
+    d.instance_id, d.uuid::text, d.group_id, d.status, d.queued
+FROM w
+LEFT JOIN workflow_version v ON v.workflow_id = $1 AND v.version = w.version
+LEFT JOIN workflow_instance d ON $5::text <> '' AND d.workflow_id = $1 AND d.request_id = $5 AND d.run_id = 1`
+
+// LockForStart locks workflowID, allocates one instance id and reads the
+// version named by n (> 0) or name, inside tx; see StartLock. known is the
+// fingerprint of a definition the caller has decoded. It returns
+// ErrWorkflowGone when the workflow does not exist. A caller that does not
+// go on to create the run (a duplicate, a missing version) rolls tx back,
+// so that the instance id is not spent.
+func LockForStart(ctx context.Context, tx Tx, workflowID string, n int64, name string, known []byte, requestID string) (*StartLock, error) {
+	var (
+		l      StartLock
+		dupID  *int64
+		dupUID *string
+		dupGrp *int32
+		dupSt  *instance.WorkflowStatus
+		dupQ   *bool
+	)
+	if known == nil {
+		known = []byte{}
+	}
+	err := tx.QueryRow(ctx, lockForStartSQL, workflowID, n, name, known, requestID).Scan(&l.Props, &l.InstanceID,
+		&l.Version, &l.LatestVersion, &l.Found, &l.Fingerprint, &l.Definition, &dupID, &dupUID, &dupGrp, &dupSt, &dupQ)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("workflow %s: %w", workflowID, ErrWorkflowGone)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock workflow %s for a start: %w", workflowID, err)
+	}
+	if dupID != nil {
+		l.Duplicate = &Created{Ref: Ref{WorkflowID: workflowID, InstanceID: *dupID, RunID: 1}, UUID: *dupUID,
+			GroupID: *dupGrp, Status: *dupSt, Queued: *dupQ, Duplicated: true}
+	}
+	return &l, nil
+}
