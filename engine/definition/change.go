@@ -123,20 +123,20 @@ func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor
 		}
 		var version int64
 		switch {
-		case sel.n > 0:
+		case sel.N > 0:
 			var exists bool
-			if err := tx.QueryRow(ctx, sqlVersionExists, workflowID, sel.n).Scan(&exists); err != nil {
-				return fmt.Errorf("read workflow %s version %d: %w", workflowID, sel.n, err)
+			if err := tx.QueryRow(ctx, sqlVersionExists, workflowID, sel.N).Scan(&exists); err != nil {
+				return fmt.Errorf("read workflow %s version %d: %w", workflowID, sel.N, err)
 			}
 			if !exists {
-				return fmt.Errorf("workflow %s has no version %d: %w", workflowID, sel.n, ErrNotFound)
+				return fmt.Errorf("workflow %s has no version %d: %w", workflowID, sel.N, ErrNotFound)
 			}
-			version = sel.n
-		case sel.name == "latest":
+			version = sel.N
+		case sel.Name == "latest":
 			version = st.latest
 		case st.active != nil:
 			version = *st.active
-		case sel.name == "active":
+		case sel.Name == "active":
 			return fmt.Errorf("workflow %s has no active version: %w", workflowID, ErrNotFound)
 		default:
 			version = st.latest

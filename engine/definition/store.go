@@ -30,8 +30,8 @@ var (
 	// exist.
 	ErrNotFound = errors.New("not found")
 	// ErrInvalidSelector reports a version selector that is not one of the
-	// accepted forms.
-	ErrInvalidSelector = errors.New("invalid version selector")
+	// accepted forms (the model's workflow.ErrInvalidVersionSelector).
+	ErrInvalidSelector = workflow.ErrInvalidVersionSelector
 	// ErrForbidden reports a change that only the workflow's owner or an
 	// administrator may make.
 	ErrForbidden = errors.New("forbidden")

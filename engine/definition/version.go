@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,58 +58,26 @@ func (s *Store) Get(ctx context.Context, workflowID, selector string) (*Version,
 	if err != nil {
 		return nil, err
 	}
-	return getVersion(ctx, s.db, workflowID, sel.n, sel.name)
+	return getVersion(ctx, s.db, workflowID, sel.N, sel.Name)
 }
 
-// selector is a parsed version selector: a number, or one of active,
-// latest and default.
-type selector struct {
-	n    int64
-	name string
-}
+// selector is a parsed version selector.
+type selector = workflow.VersionSelector
 
-func parseSelector(s string) (selector, error) {
-	switch s {
-	case "latest", "active", "default":
-		return selector{name: s}, nil
-	case "":
-		return selector{name: "default"}, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return selector{}, fmt.Errorf("version %q is not active, latest, default or a positive number: %w", s, ErrInvalidSelector)
-	}
-	return selector{n: n}, nil
-}
-
-func (sel selector) String() string {
-	if sel.n > 0 {
-		return strconv.FormatInt(sel.n, 10)
-	}
-	return sel.name
-}
+func parseSelector(s string) (selector, error) { return workflow.ParseVersionSelector(s) }
 
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// ParseSelector parses a version selector as Get does: a number n > 0,
-// or a name (active, latest or default; "" is default). Any other
-// selector is ErrInvalidSelector. A caller that reads the version itself
-// (a start, under its workflow lock) passes n and name to its statement.
-func ParseSelector(s string) (n int64, name string, err error) {
-	sel, err := parseSelector(s)
-	return sel.n, sel.name, err
-}
-
 // VersionNotFound is Get's error for a version named by n or name that
 // does not exist, of a workflow that does (workflowExists) or not.
 func VersionNotFound(workflowID string, n int64, name string, workflowExists bool) error {
-	sel := selector{n: n, name: name}
+	sel := selector{N: n, Name: name}
 	switch {
 	case !workflowExists:
 		return fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
-	case sel.name == "active":
+	case sel.Name == "active":
 		return fmt.Errorf("workflow %s has no active version: %w", workflowID, ErrNotFound)
 	default:
 		return fmt.Errorf("workflow %s has no version %s: %w", workflowID, sel, ErrNotFound)
@@ -119,7 +86,7 @@ func VersionNotFound(workflowID string, n int64, name string, workflowExists boo
 
 // getVersion reads a version named by a number (n > 0) or by name.
 func getVersion(ctx context.Context, q querier, workflowID string, n int64, name string) (*Version, error) {
-	sel := selector{n: n, name: name}
+	sel := selector{N: n, Name: name}
 	v, err := scanVersion(q.QueryRow(ctx, sqlGetVersion, workflowID, n, name), workflowID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

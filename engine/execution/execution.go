@@ -29,9 +29,9 @@ type Service struct {
 	db         *pgxpool.Pool
 	defs       *definition.Store
 	groupCount int32
-	// startDefs are the definitions starts decoded (defcache.go).
+	// startDefs are the definitions starts decoded (start.go).
 	startDefs *startDefinitions
-	// grouping: concurrent starts share transactions (startgroup.go).
+	// grouping: concurrent starts share transactions (start.go).
 	grouping bool
 	groups   startGroups
 }
