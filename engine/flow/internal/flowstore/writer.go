@@ -514,17 +514,8 @@ func (s *Store) Write(ctx context.Context, op *Op) error {
 // execBatch writes ops in one transaction and reports which ops' rows
 // were written.
 func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool, error) {
-	var ins, upd, inst []*Op
 	needTx := false
 	for _, op := range batch {
-		switch op.kind {
-		case opStepInsert:
-			ins = append(ins, op)
-		case opStepUpdate:
-			upd = append(upd, op)
-		default:
-			inst = append(inst, op)
-		}
 		needTx = needTx || len(op.then) > 0
 	}
 	b := &pgx.Batch{}
@@ -535,23 +526,30 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		rows.Close()
 		return rows.Err()
 	})
-	// Runs before steps: a run's start and its first step writes may share
-	// the batch, and a step write checks that its run's start was written
-	// (startedFence).
-	if len(inst) > 0 {
-		b.Queue(updateInstancesSQL, instanceArgs(inst)...)
-		reads = append(reads, readInstanceKeys(inst))
-	}
 	in := afterStartInBatch(batch)
-	if len(ins) > 0 {
-		args, afterStart := stepArgs(run.StepStatusKind, ins, true, in)
-		b.Queue(pick(afterStart, insertStepsAfterStartSQL, insertStepsSQL), args...)
-		reads = append(reads, readStepKeys(ins))
-	}
-	if len(upd) > 0 {
-		args, afterStart := stepArgs(run.StepStatusKind, upd, false, in)
-		b.Queue(pick(afterStart, updateStepsAfterStartSQL, updateStepsSQL), args...)
-		reads = append(reads, readStepKeys(upd))
+	for _, w := range statementWaves(batch) {
+		// Within a wave: runs' starts before steps (a step write checks
+		// that its run's start was written, startedFence), inserts before
+		// updates, and runs' ends last, so that each run's rows, and the
+		// events written with them, follow the order of its writes.
+		if len(w[slotStart]) > 0 {
+			b.Queue(updateInstancesSQL, instanceArgs(w[slotStart])...)
+			reads = append(reads, readInstanceKeys(w[slotStart]))
+		}
+		if ins := w[slotInsert]; len(ins) > 0 {
+			args, afterStart := stepArgs(run.StepStatusKind, ins, true, in)
+			b.Queue(pick(afterStart, insertStepsAfterStartSQL, insertStepsSQL), args...)
+			reads = append(reads, readStepKeys(ins))
+		}
+		if upd := w[slotUpdate]; len(upd) > 0 {
+			args, afterStart := stepArgs(run.StepStatusKind, upd, false, in)
+			b.Queue(pick(afterStart, updateStepsAfterStartSQL, updateStepsSQL), args...)
+			reads = append(reads, readStepKeys(upd))
+		}
+		if len(w[slotEnd]) > 0 {
+			b.Queue(updateInstancesSQL, instanceArgs(w[slotEnd])...)
+			reads = append(reads, readInstanceKeys(w[slotEnd]))
+		}
 	}
 	written := make(map[*Op]bool, len(batch))
 	send := func(br pgx.BatchResults) error {
@@ -596,6 +594,53 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		return nil, err
 	}
 	return written, nil
+}
+
+// The statements of a wave, in the order they run.
+const (
+	slotStart  = iota // runs' rows, but for their ends
+	slotInsert        // step attempts inserted
+	slotUpdate        // step attempts updated
+	slotEnd           // runs' ends
+	slots
+)
+
+func slotOf(op *Op) int {
+	switch {
+	case op.kind == opStepInsert:
+		return slotInsert
+	case op.kind == opStepUpdate:
+		return slotUpdate
+	case op.inst.End:
+		return slotEnd
+	}
+	return slotStart
+}
+
+// statementWaves splits a batch into waves of multi-row statements so
+// that an op runs after the op it is ordered after (Op.After) when both
+// are in the batch: in a later statement of the same wave, or in a later
+// wave. A batch lists an op after its predecessor, and most batches are
+// one wave; a run's chain that goes back to an earlier statement (a
+// step's end written behind, then the next step's insert) starts another.
+func statementWaves(batch []*Op) [][slots][]*Op {
+	waves := make([][slots][]*Op, 1)
+	pos := make(map[*Op][2]int, len(batch))
+	for _, op := range batch {
+		wave, slot := 0, slotOf(op)
+		if p, ok := pos[op.after]; ok && op.after != nil {
+			wave = p[0]
+			if slot <= p[1] {
+				wave++
+			}
+		}
+		if wave == len(waves) {
+			waves = append(waves, [slots][]*Op{})
+		}
+		waves[wave][slot] = append(waves[wave][slot], op)
+		pos[op] = [2]int{wave, slot}
+	}
+	return waves
 }
 
 func pick(cond bool, yes, no string) string {
