@@ -2,6 +2,7 @@ package iceberg
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,9 +16,11 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/table"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3tables"
 
 	"github.com/maestro-aws/maestro/engine/tablechange"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 	"github.com/maestro-aws/maestro/localstack"
 )
 
@@ -198,3 +201,71 @@ func containsID(ids []int64, id int64) bool {
 	}
 	return false
 }
+
+func TestSnapshotResolvesCatalogEvents(t *testing.T) {
+	tt := newTestTable(t)
+	ctx := context.Background()
+	if c, err := tt.reader.Snapshot(ctx, tt.ref, ""); err != nil || c.SnapshotID != 0 {
+		t.Fatalf("empty table: %+v, %v", c, err)
+	}
+	s1 := tt.append(t, 0, 2)
+	location := tt.tbl.MetadataLocation()
+	s2 := tt.append(t, 2, 2)
+	c, err := tt.reader.Snapshot(ctx, tt.ref, "")
+	if err != nil || c.SnapshotID != s2 || c.ParentSnapshotID != s1 || c.Operation != tablechange.Append || c.CommitTime.IsZero() {
+		t.Errorf("current: %+v, %v; want snapshot %d on %d", c, err, s2, s1)
+	}
+	// An S3 Tables event names the metadata file of its commit: the
+	// snapshot of that commit, not the table's latest.
+	c, err = tt.reader.Snapshot(ctx, tt.ref, location)
+	if err != nil || c.SnapshotID != s1 || c.ParentSnapshotID != 0 {
+		t.Errorf("at %s: %+v, %v; want snapshot %d", location, c, err, s1)
+	}
+	if _, err := tt.reader.Snapshot(ctx, tablechange.TableRef{Namespace: "sales", Table: "nope"}, ""); err == nil {
+		t.Error("missing table: no error")
+	}
+}
+
+func TestManifestsPut(t *testing.T) {
+	ctx := context.Background()
+	client := s3.NewFromConfig(localstack.Config(t), func(o *s3.Options) { o.UsePathStyle = true })
+	bucket := fmt.Sprintf("ince-manifests-%d", time.Now().UnixNano())
+	if _, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	files := make([]tablechange.DataFile, MaxListedFiles+1)
+	for i := range files {
+		files[i] = tablechange.DataFile{Path: fmt.Sprintf("s3://wh/data/%05d.parquet", i), Records: 2, SizeBytes: 100, SnapshotID: 9}
+	}
+	m := Manifests{S3: client, Bucket: bucket, Prefix: "incremental/"}
+	uri, err := m.Put(ctx, "wf-1/sales.orders/5-9", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uri != "s3://"+bucket+"/incremental/wf-1/sales.orders/5-9.json" {
+		t.Errorf("uri %s", uri)
+	}
+	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("incremental/wf-1/sales.orders/5-9.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Body.Close()
+	var doc ManifestDoc
+	if err := json.NewDecoder(out.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Count != len(files) || doc.Records != int64(2*len(files)) || len(doc.Files) != len(files) || doc.Files[1000] != files[1000] {
+		t.Errorf("manifest: count %d records %d files %d", doc.Count, doc.Records, len(doc.Files))
+	}
+	for _, bad := range []Manifests{{S3: client}, {Bucket: bucket}} {
+		if _, err := bad.Put(ctx, "k", files); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+	if _, err := m.Put(ctx, "../escape", files); err == nil {
+		t.Error("a key with .. accepted")
+	}
+}
+
+// The Reader reads the snapshot of the catalog events signalmsg reads.
+var _ signalmsg.TableResolver = (*Reader)(nil)

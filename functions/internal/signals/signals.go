@@ -71,7 +71,7 @@ func (h *Handler) Handle(ctx context.Context, in events.SQSEvent) (events.SQSEve
 		}
 	}
 	for i, m := range in.Records {
-		rs, err := h.parser.Parse([]byte(m.Body))
+		rs, err := h.parser.ParseContext(ctx, []byte(m.Body))
 		if err == nil {
 			err = check(rs)
 		}
