@@ -175,6 +175,11 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ReservedConcurrency: cfg.ReservedConcurrency[FunctionSignals],
 		S3Buckets:           cfg.S3SignalBuckets,
 		S3SignalRules:       cfg.S3SignalRules,
+
+		TableChangeGlueDatabases: cfg.TableChangeGlueDatabases,
+		TableChangeTableBuckets:  cfg.TableChangeTableBuckets,
+		IcebergCatalogURI:        cfg.IcebergCatalogURI,
+		IcebergWarehouse:         cfg.IcebergWarehouse,
 	})
 	triggers := NewTriggersStack(scope, prefix+"Triggers", &TriggersStackProps{
 		StackProps:          props("Maestro time triggers: function and its one-minute schedule"),

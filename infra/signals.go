@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsevents"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awseventstargets"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -24,6 +26,14 @@ type SignalsStackProps struct {
 	S3Buckets []string
 	// S3SignalRules is the function's MAESTRO_S3_SIGNAL_RULES (JSON).
 	S3SignalRules string
+	// TableChangeGlueDatabases and TableChangeTableBuckets are where
+	// EventBridge rules take Iceberg commits from (Config).
+	TableChangeGlueDatabases []string
+	TableChangeTableBuckets  []string
+	// IcebergCatalogURI and IcebergWarehouse are the catalog the function
+	// reads an event's snapshot from (Config).
+	IcebergCatalogURI string
+	IcebergWarehouse  string
 }
 
 // SignalsStack is where signals come in: one SQS queue that takes Maestro
@@ -57,21 +67,29 @@ func NewSignalsStack(scope constructs.Construct, id string, props *SignalsStackP
 		}))
 	}
 
+	tableChangeRules(stack, queue, props)
+
 	s := &SignalsStack{Stack: stack, Queue: queue}
 	if props.Code != nil {
 		rules := props.S3SignalRules
 		if rules == "" {
 			rules = "[]"
 		}
+		env := map[string]string{"MAESTRO_S3_SIGNAL_RULES": rules}
+		if props.IcebergCatalogURI != "" {
+			env["MAESTRO_ICEBERG_CATALOG_URI"] = props.IcebergCatalogURI
+			env["MAESTRO_ICEBERG_WAREHOUSE"] = props.IcebergWarehouse
+		}
 		fn := NewFunction(stack, "Signals", &FunctionProps{
 			FunctionBase:        props.Functions,
 			Description:         "Maestro signals: SQS messages to signal instances, trigger starts and step wake-ups",
 			Code:                props.Code,
-			Environment:         map[string]string{"MAESTRO_S3_SIGNAL_RULES": rules},
+			Environment:         env,
 			ReservedConcurrency: props.ReservedConcurrency,
 			Timeout:             awscdk.Duration_Seconds(jsii.Number(timeout)),
 		})
 		fn.ConsumeQueue(queue.Queue)
+		grantCatalogReads(stack, fn, props)
 		s.Function = fn
 	}
 	output(stack, "SignalsQueueUrl", queue.Queue.QueueUrl(), "where signals, S3 notifications and table-update events are sent")
@@ -88,4 +106,72 @@ func sidSafe(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// tableChangeRules sends the Iceberg commits of the configured Glue
+// databases and S3 Tables table buckets to the signals queue
+// (docs/incremental.md, "Where changes come from"). No rule when none is
+// configured.
+func tableChangeRules(stack awscdk.Stack, queue *QueueWithDLQ, props *SignalsStackProps) {
+	rule := func(id, description string, pattern *awsevents.EventPattern) {
+		awsevents.NewRule(stack, jsii.String(id), &awsevents.RuleProps{
+			Description:  jsii.String(description),
+			EventPattern: pattern,
+			// An event EventBridge could not deliver lands in the queue's
+			// dead-letter queue, which is alarmed.
+			Targets: &[]awsevents.IRuleTarget{awseventstargets.NewSqsQueue(queue.Queue,
+				&awseventstargets.SqsQueueProps{DeadLetterQueue: queue.DeadLetterQueue})},
+		})
+	}
+	if dbs := props.TableChangeGlueDatabases; len(dbs) > 0 {
+		rule("GlueTableChanges", "Maestro table-change signals: Glue Data Catalog table state changes of the configured databases",
+			&awsevents.EventPattern{Source: jsii.Strings("aws.glue"), DetailType: jsii.Strings("Glue Data Catalog Table State Change"),
+				Detail: &map[string]any{"databaseName": dbs, "typeOfChange": []string{"CreateTable", "UpdateTable"}}})
+	}
+	if buckets := props.TableChangeTableBuckets; len(buckets) > 0 {
+		rule("S3TablesTableChanges", "Maestro table-change signals: S3 Tables commits (UpdateTableMetadataLocation) of the configured table buckets",
+			&awsevents.EventPattern{Source: jsii.Strings("aws.s3tables"), DetailType: jsii.Strings("AWS API Call via CloudTrail"),
+				Detail: &map[string]any{"eventSource": []string{"s3tables.amazonaws.com"},
+					"eventName":         []string{"UpdateTableMetadataLocation"},
+					"requestParameters": map[string]any{"tableBucketARN": buckets}}})
+	}
+}
+
+// grantCatalogReads lets the signals function read the metadata of the
+// catalog's tables: S3 Tables' when the warehouse or a table-change source
+// is a table bucket, the Glue Data Catalog's otherwise.
+func grantCatalogReads(stack awscdk.Stack, fn *Function, props *SignalsStackProps) {
+	if props.IcebergCatalogURI == "" {
+		return
+	}
+	var buckets []string
+	if tableBucketARN.MatchString(props.IcebergWarehouse) {
+		buckets = append(buckets, props.IcebergWarehouse)
+	}
+	buckets = append(buckets, props.TableChangeTableBuckets...)
+	if len(buckets) > 0 {
+		var resources []*string
+		for _, b := range buckets {
+			resources = append(resources, jsii.String(b), jsii.String(b+"/table/*"))
+		}
+		fn.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("ReadIcebergTablesS3Tables"),
+			Actions: jsii.Strings("s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:GetTable",
+				"s3tables:GetTableMetadataLocation", "s3tables:GetTableData"),
+			Resources: &resources,
+		}))
+	}
+	if !tableBucketARN.MatchString(props.IcebergWarehouse) || len(props.TableChangeGlueDatabases) > 0 {
+		resources := []*string{stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("glue"), Resource: jsii.String("catalog")})}
+		for _, db := range props.TableChangeGlueDatabases {
+			resources = append(resources,
+				stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("glue"), Resource: jsii.String("database"), ResourceName: jsii.String(db)}),
+				stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("glue"), Resource: jsii.String("table"), ResourceName: jsii.String(db + "/*")}))
+		}
+		fn.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String("ReadIcebergTablesGlue"),
+			Actions:   jsii.Strings("glue:GetCatalog", "glue:GetDatabase", "glue:GetTable"),
+			Resources: &resources,
+		}))
+	}
 }
