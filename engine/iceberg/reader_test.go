@@ -28,6 +28,7 @@ import (
 // emulator, reached through its Iceberg REST catalog.
 type testTable struct {
 	reader *Reader
+	bucket string
 	ref    tablechange.TableRef
 	tbl    *table.Table
 }
@@ -64,7 +65,7 @@ func newTestTable(t *testing.T) *testTable {
 	if err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	return &testTable{reader: r, ref: tablechange.TableRef{Namespace: "sales", Table: "orders"}, tbl: tbl}
+	return &testTable{reader: r, bucket: bucket, ref: tablechange.TableRef{Namespace: "sales", Table: "orders"}, tbl: tbl}
 }
 
 // rows builds an Arrow table of n rows with ids from first.
