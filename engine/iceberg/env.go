@@ -65,3 +65,12 @@ func ParseManifestLocation(loc string) (Manifests, error) {
 func (m Manifests) Write(ctx context.Context, key string, _ tablechange.Range, files []tablechange.DataFile) (string, error) {
 	return m.Put(ctx, key, files)
 }
+
+// WriterFunc is m.Write, or nil when m is nil (no manifest location): the
+// signal broker's manifest writer.
+func (m *Manifests) WriterFunc() func(context.Context, string, tablechange.Range, []tablechange.DataFile) (string, error) {
+	if m == nil {
+		return nil
+	}
+	return m.Write
+}
