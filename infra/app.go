@@ -178,8 +178,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 
 		TableChangeGlueDatabases: cfg.TableChangeGlueDatabases,
 		TableChangeTableBuckets:  cfg.TableChangeTableBuckets,
-		IcebergCatalogURI:        cfg.IcebergCatalogURI,
-		IcebergWarehouse:         cfg.IcebergWarehouse,
+		Iceberg:                  IcebergAccessOf(cfg),
 	})
 	triggers := NewTriggersStack(scope, prefix+"Triggers", &TriggersStackProps{
 		StackProps:          props("Maestro time triggers: function and its one-minute schedule"),
@@ -211,6 +210,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ThrottlingBurstLimit: cfg.APIThrottlingBurstLimit,
 		CloudWatchRole:       cfg.APICloudWatchRole,
 		Name:                 cfg.ResourceName("maestro"),
+		Iceberg:              IcebergAccessOf(cfg),
 	})
 	archived.GrantReadArchive(api.Function)
 	publicURL := api.RestAPI.Url()
@@ -224,6 +224,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		DatabaseSecret:   data.Secret,
 		EventQueue:       events.Queue.Queue,
 		Admins:           cfg.Admins,
+		Iceberg:          IcebergAccessOf(cfg),
 		Image:            assets.EngineImage,
 		DesiredCount:     cfg.EngineDesiredCount,
 		MaxCount:         cfg.EngineMaxCount,

@@ -153,6 +153,12 @@ type Config struct {
 	// maestro:icebergWarehouse; empty (the default) reads no catalog.
 	IcebergCatalogURI string
 	IcebergWarehouse  string
+	// IcebergManifestLocation is where the manifests of incremental runs'
+	// ranges of more than 1000 added files are written
+	// (MAESTRO_ICEBERG_MANIFEST_LOCATION, s3://bucket/prefix/). Context key
+	// maestro:icebergManifestLocation; empty (the default): such a range
+	// does not start its run.
+	IcebergManifestLocation string
 	// ExampleSubscriberFilter is the SNS filter policy of the example
 	// subscriber queue, on the event topic's message attributes. Context key
 	// maestro:exampleSubscriberFilter (JSON); default: instance status
@@ -355,6 +361,7 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	list("tableChangeTableBuckets", &c.TableChangeTableBuckets)
 	str("icebergCatalogUri", &c.IcebergCatalogURI)
 	str("icebergWarehouse", &c.IcebergWarehouse)
+	str("icebergManifestLocation", &c.IcebergManifestLocation)
 	if v := get(ContextPrefix + "s3SignalRules"); v != nil {
 		rules, err := toJSONText(v)
 		if err != nil {
@@ -750,6 +757,10 @@ func (c Config) validateTableChanges() []error {
 		errs = append(errs, errors.New("icebergWarehouse is set but icebergCatalogUri is not"))
 	case c.IcebergCatalogURI != "" && !strings.HasPrefix(c.IcebergCatalogURI, "https://") && !strings.HasPrefix(c.IcebergCatalogURI, "http://"):
 		errs = append(errs, fmt.Errorf("icebergCatalogUri %q: want an http(s) URL", c.IcebergCatalogURI))
+	}
+	if loc := c.IcebergManifestLocation; loc != "" && (!strings.HasPrefix(loc, "s3://") || strings.Trim(strings.TrimPrefix(loc, "s3://"), "/") == "" ||
+		c.IcebergCatalogURI == "") {
+		errs = append(errs, fmt.Errorf("icebergManifestLocation %q: want s3://bucket/prefix/, with icebergCatalogUri set", loc))
 	}
 	if (len(c.TableChangeGlueDatabases) > 0 || len(c.TableChangeTableBuckets) > 0) && c.IcebergCatalogURI == "" {
 		errs = append(errs, errors.New("tableChangeGlueDatabases / tableChangeTableBuckets need icebergCatalogUri: "+

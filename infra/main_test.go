@@ -151,6 +151,7 @@ var allContext = map[string]any{
 	ContextPrefix + "tableChangeTableBuckets":        "arn:aws:s3tables:us-east-1:123456789012:bucket/lake",
 	ContextPrefix + "icebergCatalogUri":              "https://s3tables.us-east-1.amazonaws.com/iceberg",
 	ContextPrefix + "icebergWarehouse":               "arn:aws:s3tables:us-east-1:123456789012:bucket/lake",
+	ContextPrefix + "icebergManifestLocation":        "s3://lake-manifests/incremental/",
 	ContextPrefix + "alarmEmail":                     "oncall@example.com",
 	ContextPrefix + "logRetentionDays":               "14",
 	ContextPrefix + "stepLambdaFunctions":            "etl-load,arn:aws:lambda:us-east-1:123456789012:function:score",

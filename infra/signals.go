@@ -30,10 +30,9 @@ type SignalsStackProps struct {
 	// EventBridge rules take Iceberg commits from (Config).
 	TableChangeGlueDatabases []string
 	TableChangeTableBuckets  []string
-	// IcebergCatalogURI and IcebergWarehouse are the catalog the function
-	// reads an event's snapshot from (Config).
-	IcebergCatalogURI string
-	IcebergWarehouse  string
+	// Iceberg is the catalog the function reads an event's snapshot and
+	// incremental runs' added files from.
+	Iceberg IcebergAccess
 }
 
 // SignalsStack is where signals come in: one SQS queue that takes Maestro
@@ -76,9 +75,8 @@ func NewSignalsStack(scope constructs.Construct, id string, props *SignalsStackP
 			rules = "[]"
 		}
 		env := map[string]string{"MAESTRO_S3_SIGNAL_RULES": rules}
-		if props.IcebergCatalogURI != "" {
-			env["MAESTRO_ICEBERG_CATALOG_URI"] = props.IcebergCatalogURI
-			env["MAESTRO_ICEBERG_WAREHOUSE"] = props.IcebergWarehouse
+		for k, v := range props.Iceberg.Environment() {
+			env[k] = v
 		}
 		fn := NewFunction(stack, "Signals", &FunctionProps{
 			FunctionBase:        props.Functions,
@@ -89,7 +87,7 @@ func NewSignalsStack(scope constructs.Construct, id string, props *SignalsStackP
 			Timeout:             awscdk.Duration_Seconds(jsii.Number(timeout)),
 		})
 		fn.ConsumeQueue(queue.Queue)
-		grantCatalogReads(stack, fn, props)
+		props.Iceberg.Grant(stack, fn.Role)
 		s.Function = fn
 	}
 	output(stack, "SignalsQueueUrl", queue.Queue.QueueUrl(), "where signals, S3 notifications and table-update events are sent")
@@ -134,44 +132,5 @@ func tableChangeRules(stack awscdk.Stack, queue *QueueWithDLQ, props *SignalsSta
 				Detail: &map[string]any{"eventSource": []string{"s3tables.amazonaws.com"},
 					"eventName":         []string{"UpdateTableMetadataLocation"},
 					"requestParameters": map[string]any{"tableBucketARN": buckets}}})
-	}
-}
-
-// grantCatalogReads lets the signals function read the metadata of the
-// catalog's tables: S3 Tables' when the warehouse or a table-change source
-// is a table bucket, the Glue Data Catalog's otherwise.
-func grantCatalogReads(stack awscdk.Stack, fn *Function, props *SignalsStackProps) {
-	if props.IcebergCatalogURI == "" {
-		return
-	}
-	var buckets []string
-	if tableBucketARN.MatchString(props.IcebergWarehouse) {
-		buckets = append(buckets, props.IcebergWarehouse)
-	}
-	buckets = append(buckets, props.TableChangeTableBuckets...)
-	if len(buckets) > 0 {
-		var resources []*string
-		for _, b := range buckets {
-			resources = append(resources, jsii.String(b), jsii.String(b+"/table/*"))
-		}
-		fn.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid: jsii.String("ReadIcebergTablesS3Tables"),
-			Actions: jsii.Strings("s3tables:GetTableBucket", "s3tables:GetNamespace", "s3tables:GetTable",
-				"s3tables:GetTableMetadataLocation", "s3tables:GetTableData"),
-			Resources: &resources,
-		}))
-	}
-	if !tableBucketARN.MatchString(props.IcebergWarehouse) || len(props.TableChangeGlueDatabases) > 0 {
-		resources := []*string{stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("glue"), Resource: jsii.String("catalog")})}
-		for _, db := range props.TableChangeGlueDatabases {
-			resources = append(resources,
-				stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("glue"), Resource: jsii.String("database"), ResourceName: jsii.String(db)}),
-				stack.FormatArn(&awscdk.ArnComponents{Service: jsii.String("glue"), Resource: jsii.String("table"), ResourceName: jsii.String(db + "/*")}))
-		}
-		fn.Role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:       jsii.String("ReadIcebergTablesGlue"),
-			Actions:   jsii.Strings("glue:GetCatalog", "glue:GetDatabase", "glue:GetTable"),
-			Resources: &resources,
-		}))
 	}
 }
