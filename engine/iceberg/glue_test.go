@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/maestro-aws/maestro/engine/tablechange"
+	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
 	"github.com/maestro-aws/maestro/localstack"
 )
 
@@ -61,5 +62,19 @@ func TestChangesAgainstGlueCatalog(t *testing.T) {
 	c, err := r.Snapshot(ctx, tt.ref, "")
 	if err != nil || c.SnapshotID != s2 || c.ParentSnapshotID != s1 {
 		t.Errorf("current snapshot %+v, %v; want %d", c, err, s2)
+	}
+
+	// A Glue Data Catalog Table State Change of the table becomes the
+	// table-change signal of its current snapshot.
+	ev := fmt.Sprintf(`{"version": "0", "id": "g-1", "detail-type": "Glue Data Catalog Table State Change", "source": "aws.glue",
+	  "account": "000000000000", "time": "2026-05-01T03:10:02Z", "region": "us-east-1", "resources": [],
+	  "detail": {"databaseName": %q, "typeOfChange": "UpdateTable", "tableName": "orders"}}`, ns)
+	reqs, err := (&signalmsg.Parser{Tables: r}).ParseContext(ctx, []byte(ev))
+	if err != nil || len(reqs) != 1 {
+		t.Fatalf("Glue event: %v, %v", reqs, err)
+	}
+	if ch, err := tablechange.ChangeFromSignalParams(reqs[0].Params); err != nil || ch.SnapshotID != s2 || ch.ParentSnapshotID != s1 ||
+		reqs[0].Name != ns+".orders" {
+		t.Errorf("Glue event's signal %+v: %+v, %v", reqs[0], ch, err)
 	}
 }

@@ -225,6 +225,22 @@ func TestSnapshotResolvesCatalogEvents(t *testing.T) {
 	if _, err := tt.reader.Snapshot(ctx, tablechange.TableRef{Namespace: "sales", Table: "nope"}, ""); err == nil {
 		t.Error("missing table: no error")
 	}
+
+	// The S3 Tables commit event of the first commit, as CloudTrail
+	// delivers it, becomes the signal of that commit's snapshot.
+	ev := fmt.Sprintf(`{"version": "0", "id": "c-1", "detail-type": "AWS API Call via CloudTrail", "source": "aws.s3tables",
+	  "account": "000000000000", "time": "2026-05-01T03:10:02Z", "region": "us-east-1", "resources": [],
+	  "detail": {"eventSource": "s3tables.amazonaws.com", "eventName": "UpdateTableMetadataLocation",
+	    "requestParameters": {"tableBucketARN": %q, "namespace": "sales", "name": "orders", "metadataLocation": %q}}}`,
+		tt.reader.cfg.Warehouse, location)
+	reqs, err := (&signalmsg.Parser{Tables: tt.reader}).ParseContext(ctx, []byte(ev))
+	if err != nil || len(reqs) != 1 {
+		t.Fatalf("S3 Tables event: %v, %v", reqs, err)
+	}
+	if ch, err := tablechange.ChangeFromSignalParams(reqs[0].Params); err != nil || ch.SnapshotID != s1 ||
+		reqs[0].Name != tt.reader.cfg.Warehouse+"/sales.orders" {
+		t.Errorf("S3 Tables event's signal %+v: %+v, %v", reqs[0], ch, err)
+	}
 }
 
 func TestManifestsPut(t *testing.T) {
