@@ -70,6 +70,7 @@ var layers = map[string]int{
 	"engine/stepruntime/completion":                 store,
 	"engine/ops":                                    store,
 	"engine/backfill":                               store,
+	"engine/incremental":                            store,
 	"engine/membership":                             engine,
 	"engine/flow":                                   engine,
 	"engine/flow/internal/flowstore":                engine,

@@ -82,7 +82,9 @@ var routeAccess = map[string]access{
 	"POST /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/actions/bypass-dependencies": workflowOperator,
 
 	// Backfills start and stop runs of their workflow.
-	"POST /api/v3/workflows/{id}/backfills":                 workflowOperator,
+	"POST /api/v3/workflows/{id}/backfills": workflowOperator,
+	// Moving a watermark changes what the workflow's runs process.
+	"POST /api/v3/workflows/{id}/watermarks/reset":          workflowOwner,
 	"POST /api/v3/backfills/{backfill_id}/actions/{action}": {authz.Operator, backfillInPath},
 	"GET /api/v3/workflows/{id}/backfills":                  reader,
 	"GET /api/v3/backfills/{backfill_id}":                   reader,
@@ -149,6 +151,7 @@ var routeAccess = map[string]access{
 	"GET /api/v3/signals/{name}/instances":                                                                    reader,
 	"GET /api/v3/signals/{name}/instances/{seq}/lineage":                                                      reader,
 	"GET /api/v3/workflows/{id}/signal-triggers":                                                              reader,
+	"GET /api/v3/workflows/{id}/watermarks":                                                                   reader,
 	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/signals":                                           reader,
 	"GET /api/v3/workflows/{id}/instances/{iid}/runs/{run}/steps/{step}/signals":                              reader,
 }

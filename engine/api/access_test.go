@@ -61,6 +61,7 @@ var accessCases = []accessCase{
 	{"POST /api/v3/workflows/steps/breakpoints", "POST", "/api/v3/workflows/steps/breakpoints", `{"workflow_id":"wf","step_id":"a"}`, "operator", 200},
 	{"DELETE /api/v3/workflows/steps/breakpoints", "DELETE", "/api/v3/workflows/steps/breakpoints?workflowId=wf&stepId=b", "", "operator", 200},
 	{"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume", "PUT", "/api/v3/workflows/steps/breakpoints/wf/instances/3/runs/1/steps/a/attempts/1/actions/resume", "", "operator", 200},
+	{"POST /api/v3/workflows/{id}/watermarks/reset", "POST", "/api/v3/workflows/wf/watermarks/reset", `{"table":"a.b","snapshot_id":0}`, "owner", 404}, // no watermark yet
 	{"POST /api/v3/workflows/{id}/backfills", "POST", "/api/v3/workflows/wf/backfills", `{"param":"P","values":["a","b"]}`, "operator", 200},
 	{"POST /api/v3/backfills/{backfill_id}/actions/{action}", "POST", "/api/v3/backfills/bf1/actions/pause", "", "operator", 200},
 	{"POST /api/v3/tag-permits", "POST", "/api/v3/tag-permits", `{"tag":"gpu","max_allowed":3}`, "owner", 200},

@@ -180,6 +180,7 @@ func (s *Server) routes() {
 	s.jobTemplateRoutes()
 	s.flattenRoutes()
 	s.backfillRoutes()
+	s.incrementalRoutes()
 	s.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/" && s.cfg.UI != nil && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			_ = redirectToUI(w, r) // a browser at the root meets the UI

@@ -41,6 +41,9 @@ type backfillBody struct {
 	Downstream  bool              `json:"downstream"`
 	Rerun       bool              `json:"rerun"`
 	RequestID   string            `json:"request_id"`
+	// Incremental walks snapshot ranges of an incremental workflow's
+	// table instead of param values (docs/incremental.md).
+	Incremental *wire.BackfillIncremental `json:"incremental"`
 }
 
 // scalarText reads a JSON string or integer as text; field names it in the
@@ -81,6 +84,11 @@ func (s *Server) createBackfill(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Spec.To, err = scalarText(body.To, "to"); err != nil {
 		return err
+	}
+	if i := body.Incremental; i != nil {
+		req.Spec.Incremental = &backfill.IncrementalSpec{Table: i.Table, FromSnapshotID: i.FromSnapshotID,
+			ToSnapshotID: i.ToSnapshotID, FromDate: i.FromDate, ToDate: i.ToDate, SnapshotsPerRun: i.SnapshotsPerRun,
+			ResetWatermark: i.ResetWatermark}
 	}
 	for _, v := range body.Values {
 		text, err := scalarText(v, "each of values")
@@ -164,7 +172,12 @@ func (s *Server) actOnBackfill(w http.ResponseWriter, r *http.Request) error {
 
 // backfillView is a backfill without its partitions.
 func backfillView(b *backfill.Backfill) wire.Backfill {
-	return wire.Backfill{BackfillID: b.ID, WorkflowID: b.WorkflowID, WorkflowVersion: b.Version, Status: string(b.Status),
+	var inc *wire.BackfillIncremental
+	if i := b.Spec.Incremental; i != nil {
+		inc = &wire.BackfillIncremental{Table: i.Table, FromSnapshotID: i.FromSnapshotID, ToSnapshotID: i.ToSnapshotID,
+			FromDate: i.FromDate, ToDate: i.ToDate, SnapshotsPerRun: i.SnapshotsPerRun, ResetWatermark: i.ResetWatermark}
+	}
+	return wire.Backfill{Incremental: inc, BackfillID: b.ID, WorkflowID: b.WorkflowID, WorkflowVersion: b.Version, Status: string(b.Status),
 		Param: b.Param, ParamType: string(b.ParamType), Format: b.Format, From: b.Spec.From, To: b.Spec.To,
 		Interval: b.Spec.Interval, Values: b.Spec.Values, Order: b.Spec.Order, Concurrency: b.Concurrency,
 		DownstreamEnabled: b.Downstream, Rerun: b.Rerun, RequestID: b.RequestID, CreatedBy: b.CreatedBy,

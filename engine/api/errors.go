@@ -20,6 +20,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/incremental"
 	"github.com/maestro-aws/maestro/engine/jobtemplate"
 	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/engine/run"
@@ -185,6 +186,10 @@ var sentinels = []sentinel{
 	{err: backfill.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
 	{err: backfill.ErrInvalid, status: http.StatusBadRequest, code: "BAD_REQUEST"},
 	{err: backfill.ErrInvalidTransition, status: http.StatusConflict, code: "CONFLICT"},
+
+	{err: incremental.ErrNotFound, status: http.StatusNotFound, code: "NOT_FOUND"},
+	{err: incremental.ErrInvalid, status: http.StatusBadRequest, code: "BAD_REQUEST"},
+	{err: incremental.ErrInFlight, status: http.StatusConflict, code: "CONFLICT", retryable: true},
 
 	{err: retention.ErrNotArchived, status: http.StatusNotFound, code: "NOT_FOUND"},
 

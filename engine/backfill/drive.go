@@ -154,6 +154,9 @@ func (s *Store) topUp(ctx context.Context, tx pgx.Tx, b *Backfill, st *DriveStat
 	if err != nil {
 		return nil, fmt.Errorf("read pending partitions: %w", err)
 	}
+	if b.Spec.Incremental != nil {
+		return s.topUpIncremental(ctx, tx, b, room, ps, st)
+	}
 	done := map[string]int64{}
 	if !b.Rerun && len(ps) > 0 {
 		values := make([]string, len(ps))

@@ -44,6 +44,9 @@ type Spec struct {
 	// value).
 	Format string `json:"format,omitempty"`
 	Order  string `json:"order,omitempty"`
+	// Incremental, when set, makes the backfill walk ranges of table
+	// snapshots (IncrementalSpec) instead of values.
+	Incremental *IncrementalSpec `json:"incremental,omitempty"`
 }
 
 var (

@@ -15,6 +15,9 @@ import (
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
+// errDuplicate rolls back a creation whose request id committed meanwhile.
+var errDuplicate = errors.New("backfill request id used meanwhile")
+
 // MaxConcurrency is the most runs a backfill may keep in flight.
 const MaxConcurrency = 1000
 
@@ -39,6 +42,23 @@ type CreateRequest struct {
 // starts its runs. A request id the workflow used already returns that
 // backfill with duplicate set.
 func (s *Store) Create(ctx context.Context, req CreateRequest) (b *Backfill, duplicate bool, err error) {
+	if req.Concurrency < 0 || req.Concurrency > MaxConcurrency {
+		return nil, false, invalid("concurrency must be from 1 to %d", MaxConcurrency)
+	}
+	if len(req.RequestID) > 128 {
+		return nil, false, invalid("request_id is at most 128 characters")
+	}
+	if req.Spec.Incremental != nil {
+		if req.Concurrency == 0 {
+			req.Concurrency = 1
+		}
+		if req.RequestID != "" {
+			if b, err := s.byRequest(ctx, req.WorkflowID, req.RequestID); err == nil || !errors.Is(err, ErrNotFound) {
+				return b, err == nil, err
+			}
+		}
+		return s.createIncremental(ctx, req)
+	}
 	if req.Param == "" || len(req.Param) > 128 {
 		return nil, false, invalid("param is required, at most 128 characters")
 	}

@@ -36,11 +36,13 @@ func (a *app) backfillStartCmd() *cobra.Command {
 	var watch bool
 	var interval time.Duration
 	c := &cobra.Command{
-		Use:   "start WORKFLOW --param P --from A --to B",
+		Use:   "start WORKFLOW --param P --from A --to B | --table T --from-snapshot A --to-snapshot B",
 		Short: "Start a backfill",
 		Example: `  maestro backfill start daily --param TARGET_RUN_DATE --from 20240101 --to 20240331 --concurrency 4 --watch
   maestro backfill start hourly --param HOUR --from 2024010100 --to 2024010723 --interval 1h --downstream
-  maestro backfill start regional --param REGION --values us,eu,ap`,
+  maestro backfill start regional --param REGION --values us,eu,ap
+  maestro backfill start orders-incremental --table sales.orders --from-snapshot 0 --to-snapshot 8123456789 --snapshots-per-run 10
+  maestro backfill start orders-incremental --table sales.orders --from 20240101 --to 20240131`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.WorkflowID = args[0]
@@ -87,7 +89,35 @@ func (a *app) backfillStartCmd() *cobra.Command {
 	f.StringVar(&r.RequestID, "request-id", "", "makes a repeated start return the same backfill")
 	f.BoolVar(&watch, "watch", false, "show a progress bar of the partitions until the backfill ends")
 	f.DurationVar(&interval, "interval-watch", time.Second, "how often --watch refreshes")
-	_ = c.MarkFlagRequired("param")
+	var (
+		inc              wire.BackfillIncremental
+		fromSnap, toSnap int64
+	)
+	f.StringVar(&inc.Table, "table", "", "an incremental workflow's table: walk its snapshot ranges (--from/--to are then UTC days)")
+	f.Int64Var(&fromSnap, "from-snapshot", 0, "with --table: the snapshot the range starts after (0: the table's beginning)")
+	f.Int64Var(&toSnap, "to-snapshot", 0, "with --table: the last snapshot of the range")
+	f.IntVar(&inc.SnapshotsPerRun, "snapshots-per-run", 0, "with --table: snapshots per run (default: one run)")
+	f.BoolVar(&inc.ResetWatermark, "reset-watermark", false, "with --table: move the watermark to the range's end (docs/incremental.md)")
+	c.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if inc.Table == "" {
+			if r.Param == "" {
+				return &ExitCodeError{Code: ExitUsage, Message: "maestro: --param is required (or --table for an incremental workflow)"}
+			}
+			return nil
+		}
+		if cmd.Flags().Changed("from-snapshot") {
+			inc.FromSnapshotID = &fromSnap
+		} else {
+			inc.FromDate, r.From = r.From, ""
+		}
+		if cmd.Flags().Changed("to-snapshot") {
+			inc.ToSnapshotID = &toSnap
+		} else {
+			inc.ToDate, r.To = r.To, ""
+		}
+		r.Incremental = &inc
+		return nil
+	}
 	return c
 }
 

@@ -101,7 +101,7 @@ at an *.execute-api.*.amazonaws.com URL.`,
 
 	root.AddGroup(&cobra.Group{ID: "client", Title: "Workflows and runs:"}, &cobra.Group{ID: "server", Title: "Servers and tools:"})
 	for _, c := range []*cobra.Command{a.pushCmd(), a.startCmd(), a.listCmd(), a.getCmd(), a.watchCmd(), a.timelineCmd(),
-		a.restartCmd(), a.actionCmd("stop"), a.actionCmd("kill"), a.signalCmd(), a.eventsCmd(), a.triggerCmd(), a.backfillCmd(), a.uiCmd(),
+		a.restartCmd(), a.actionCmd("stop"), a.actionCmd("kill"), a.signalCmd(), a.eventsCmd(), a.triggerCmd(), a.backfillCmd(), a.watermarkCmd(), a.uiCmd(),
 		a.archiveCmd()} {
 		c.GroupID = "client"
 		root.AddCommand(c)

@@ -27,6 +27,9 @@ type BackfillRequest struct {
 	Downstream  bool     `json:"downstream,omitempty"`
 	Rerun       bool     `json:"rerun,omitempty"`
 	RequestID   string   `json:"request_id,omitempty"`
+	// Incremental walks snapshot ranges of an incremental workflow's
+	// table instead of Param's values (docs/incremental.md).
+	Incremental *wire.BackfillIncremental `json:"incremental,omitempty"`
 }
 
 // StartBackfill starts a backfill.

@@ -73,6 +73,7 @@ type compactRun struct {
 	EventTime   int64                   `json:"e"`
 	SyncTime    int64                   `json:"y"`
 	Backfill    string                  `json:"b,omitempty"`
+	Incremental *IncrementalRange       `json:"x,omitempty"`
 }
 
 func compactStepOf(e *StepInstanceStatusChangeEvent) compactStep {
@@ -166,14 +167,14 @@ func (c compactStep) expand(workflowID string, seq int64) *StepInstanceStatusCha
 func compactRunOf(e *WorkflowInstanceStatusChangeEvent) compactRun {
 	return compactRun{InstanceID: e.WorkflowInstanceID, RunID: e.WorkflowRunID, UUID: e.WorkflowUUID, Correlation: e.CorrelationID,
 		Depth: e.Depth, Name: e.WorkflowName, Tags: e.Tags, Old: e.OldStatus, New: e.NewStatus, EventTime: e.EventTime,
-		SyncTime: e.SyncTime, Backfill: e.BackfillID}
+		SyncTime: e.SyncTime, Backfill: e.BackfillID, Incremental: e.Incremental}
 }
 
 func (c compactRun) expand(workflowID string, seq int64) *WorkflowInstanceStatusChangeEvent {
 	return &WorkflowInstanceStatusChangeEvent{WorkflowID: workflowID, WorkflowInstanceID: c.InstanceID, WorkflowRunID: c.RunID,
 		WorkflowUUID: c.UUID, CorrelationID: c.Correlation, Depth: c.Depth, WorkflowName: c.Name, Tags: c.Tags,
 		OldStatus: c.Old, NewStatus: c.New, EventTime: c.EventTime, Seq: seq, SyncTime: c.SyncTime,
-		BackfillID: c.Backfill, Type: WorkflowInstanceStatusChange}
+		BackfillID: c.Backfill, Incremental: c.Incremental, Type: WorkflowInstanceStatusChange}
 }
 
 // errNoPayload reports an event read without its payload (Consume).

@@ -168,9 +168,24 @@ type WorkflowInstanceStatusChangeEvent struct {
 	// BackfillID is the backfill the run belongs to (our addition;
 	// docs/backfill.md), absent for none.
 	BackfillID string `json:"backfill_id,omitempty"`
-	SyncTime   int64  `json:"sync_time"`
-	SendTime   int64  `json:"send_time,omitempty"`
-	Type       Type   `json:"type"`
+	// Incremental is the range of table snapshots the run covers, for a
+	// run of an incremental trigger (our addition; docs/incremental.md),
+	// absent for another run.
+	Incremental *IncrementalRange `json:"incremental,omitempty"`
+	SyncTime    int64             `json:"sync_time"`
+	SendTime    int64             `json:"send_time,omitempty"`
+	Type        Type              `json:"type"`
+}
+
+// IncrementalRange is the range of snapshots of a table an incremental run
+// covers: after FromSnapshotID (0: the table's beginning) up to and
+// including ToSnapshotID; commit times in epoch ms.
+type IncrementalRange struct {
+	Table          string `json:"table"`
+	FromSnapshotID int64  `json:"from_snapshot_id"`
+	ToSnapshotID   int64  `json:"to_snapshot_id"`
+	FromCommitTime int64  `json:"from_commit_time"`
+	ToCommitTime   int64  `json:"to_commit_time"`
 }
 
 // WorkflowChangeEvent is every workflow-level change event: a new version

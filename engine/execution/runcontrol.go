@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/incremental"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -181,6 +183,12 @@ func (s *Service) Restart(ctx context.Context, req RestartRequest) (*Instance, e
 			if initiator, err = json.Marshal(req.Initiator); err != nil {
 				return fmt.Errorf("encode initiator: %w", err)
 			}
+		}
+		// The restart of an incremental run whose range is still the next
+		// one takes it back: its success moves the watermark
+		// (docs/incremental.md).
+		if initiator, err = restartRange(ctx, tx, req.WorkflowID, req.InstanceID, prev.initiator, initiator); err != nil {
+			return err
 		}
 		cfg := map[string]any{"policy": policy, "from_run": prev.runID}
 		if req.StepID != "" {
@@ -488,4 +496,28 @@ func (s *Service) actionTarget(ctx context.Context, workflowID string, instanceI
 		return nil, nil, fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	return inst, a, nil
+}
+
+// restartRange is the initiator of the restart of an incremental run: with
+// its range in "incremental" when the restart takes the range back
+// (incremental.Restarted), else without it.
+func restartRange(ctx context.Context, tx pgx.Tx, workflowID string, instanceID int64, prev, initiator []byte) ([]byte, error) {
+	if !bytes.Contains(prev, []byte(`"incremental"`)) {
+		return initiator, nil
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(initiator))
+	dec.UseNumber() // snapshot and signal ids beyond 2^53 keep every digit
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return initiator, nil //nolint:nilerr // an initiator that is not an object carries no range
+	}
+	delete(m, "incremental")
+	r, err := incremental.Restarted(ctx, tx, workflowID, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	if r != nil {
+		m["incremental"] = r
+	}
+	return json.Marshal(m)
 }

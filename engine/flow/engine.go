@@ -547,6 +547,7 @@ func (e *Engine) startEvent(ref run.Ref, row flowstore.InstanceRow) ([]byte, err
 	defer e.defs.release(def)
 	ri := run.NewRunInfo(&def.wf, row.UUID, row.Correlation, row.Depth)
 	ri.SetBackfill(row.BackfillID)
+	ri.SetIncremental(row.Incremental)
 	return ri.InstanceEvent(ref, instance.WorkflowCreated, instance.WorkflowInProgress, time.Now()), nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/incremental"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/queue"
@@ -77,6 +78,9 @@ type flowActor struct {
 	parent *run.Parent
 	// info is what the run's events carry.
 	info run.RunInfo
+	// incremental: the run covers a range of an incremental trigger; its
+	// end ends the range (end).
+	incremental bool
 
 	steps    map[string]*stepSummary
 	running  map[string]*stepActor
@@ -133,6 +137,8 @@ func newFlow(eng *Engine, grp *group, row flowstore.InstanceRow, held int64, val
 	}
 	f.info = run.NewRunInfo(&f.wf, row.UUID, row.Correlation, row.Depth)
 	f.info.SetBackfill(row.BackfillID)
+	f.info.SetIncremental(row.Incremental)
+	f.incremental = len(row.Incremental) > 0 && string(row.Incremental) != "null"
 	if row.StartTime != nil {
 		f.started = *row.StartTime
 	}
@@ -567,6 +573,7 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	// commit; one elsewhere through a step_update written with the end.
 	wakeHere := f.parent != nil && f.eng.waitsHere(f.parent.Ref, f.parent.StepID)
 	tl := instance.StatusChange(string(status), reason)
+	incrDue := false
 	u := flowstore.InstanceUpdate{
 		From: f.status, Status: status, Params: params, End: true,
 		Timeline: tl,
@@ -579,6 +586,15 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 			return run.ErrFenced // the run was never started here: nothing to retry
 		}
 		op := flowstore.UpdateInstanceOp(ctx, f.ref, f.grp.id, f.gen, u).After(f.start)
+		if f.incremental {
+			// The range ends with the run, in its transaction; the
+			// watermark moves only when it SUCCEEDED (docs/incremental.md).
+			op.Then(func(ctx context.Context, tx pgx.Tx) error {
+				due, err := incremental.Ended(ctx, tx, f.ref.WorkflowID, f.ref.InstanceID, string(status))
+				incrDue = due
+				return err
+			})
+		}
 		if f.parent != nil && !wakeHere {
 			p := *f.parent
 			op.Then(func(ctx context.Context, tx pgx.Tx) error {
@@ -593,6 +609,11 @@ func (f *flowActor) end(status instance.WorkflowStatus, reason string, params []
 	}
 	if wakeHere {
 		f.eng.wakeChildWaiter(f.parent.Ref, f.parent.StepID)
+	}
+	if incrDue && f.eng.cfg.SignalsAnnounced != nil {
+		// Changes arrived while the run was in flight: the signal sweep
+		// starts their run now rather than at its next tick.
+		f.eng.cfg.SignalsAnnounced()
 	}
 	f.eng.wroteEvent(u.Event)
 	f.status = status

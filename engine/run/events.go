@@ -30,6 +30,8 @@ type RunInfo struct {
 	tags        []event.Tag
 	// backfill is the backfill the run belongs to, "" for none.
 	backfill string
+	// incremental is the range an incremental run covers, nil for none.
+	incremental *event.IncrementalRange
 	// stepIndex is each step's position in the workflow, from 1 (the
 	// events' step_instance_id).
 	stepIndex map[string]int64
@@ -53,6 +55,20 @@ func NewRunInfo(wf *workflow.Workflow, uuid, correlation string, depth int) RunI
 // backfill_id): its events carry it.
 func (ri *RunInfo) SetBackfill(id string) { ri.backfill = id }
 
+// SetIncremental gives the run the range of an incremental trigger it
+// covers: its initiator's "incremental" object (JSON; empty or null for
+// none). Its status events carry it.
+func (ri *RunInfo) SetIncremental(raw []byte) {
+	ri.incremental = nil
+	if len(raw) == 0 || string(raw) == "null" {
+		return
+	}
+	var r event.IncrementalRange
+	if json.Unmarshal(raw, &r) == nil && r.Table != "" {
+		ri.incremental = &r
+	}
+}
+
 // BackfillOf is the backfill id an initiator (JSON) carries, "" for none.
 func BackfillOf(initiator []byte) string {
 	var v struct {
@@ -68,7 +84,7 @@ func (ri *RunInfo) InstanceEvent(ref Ref, from, to instance.WorkflowStatus, at t
 	return event.NewRecord(&event.WorkflowInstanceStatusChangeEvent{
 		WorkflowID: ref.WorkflowID, WorkflowInstanceID: ref.InstanceID, WorkflowRunID: ref.RunID,
 		WorkflowUUID: ri.uuid, CorrelationID: ri.correlation, Depth: ri.depth, WorkflowName: ri.name, Tags: ri.tags,
-		OldStatus: from, NewStatus: to, EventTime: at.UnixMilli(), BackfillID: ri.backfill,
+		OldStatus: from, NewStatus: to, EventTime: at.UnixMilli(), BackfillID: ri.backfill, Incremental: ri.incremental,
 	}).Payload
 }
 

@@ -27,7 +27,9 @@
 //	                             JSON, S3 events, table updates) into signal requests
 //	engine/trigger/signalbroker  announces signals exactly once: stores them, wakes
 //	                             waiting steps, starts one run per satisfied signal
-//	                             trigger; the output-signal sweeper
+//	                             trigger; the output-signal sweeper; incremental
+//	                             triggers: a run per snapshot range, the sweep of
+//	                             ranges owed (their watermark is engine/incremental)
 //
 // A trigger's definition (workflow.TimeTrigger, workflow.SignalTrigger) is
 // part of the model, in engine/workflow. The Lambdas that drive this code

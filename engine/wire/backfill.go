@@ -30,7 +30,10 @@ type Backfill struct {
 	Interval        string   `json:"interval,omitempty"`
 	Values          []string `json:"values,omitempty"`
 	Order           string   `json:"order"`
-	Concurrency     int      `json:"concurrency"`
+	// Incremental is the snapshot range of a backfill over an incremental
+	// workflow.
+	Incremental *BackfillIncremental `json:"incremental,omitempty"`
+	Concurrency int                  `json:"concurrency"`
 	// DownstreamEnabled is the request's downstream flag (downstream is
 	// the map of downstream runs).
 	DownstreamEnabled bool   `json:"downstream_enabled"`
@@ -74,4 +77,17 @@ type BackfillRun struct {
 // BackfillList answers GET /api/v3/workflows/{id}/backfills.
 type BackfillList struct {
 	Backfills []Backfill `json:"backfills"`
+}
+
+// BackfillIncremental is the range of table snapshots a backfill over an
+// incremental workflow walks instead of partition values
+// (docs/incremental.md, "Backfill").
+type BackfillIncremental struct {
+	Table           string `json:"table"`
+	FromSnapshotID  *int64 `json:"from_snapshot_id,omitempty"`
+	ToSnapshotID    *int64 `json:"to_snapshot_id,omitempty"`
+	FromDate        string `json:"from_date,omitempty"`
+	ToDate          string `json:"to_date,omitempty"`
+	SnapshotsPerRun int    `json:"snapshots_per_run,omitempty"`
+	ResetWatermark  bool   `json:"reset_watermark,omitempty"`
 }

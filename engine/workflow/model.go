@@ -393,6 +393,10 @@ type SignalTrigger struct {
 	Params      Params                        `json:"params,omitzero"`
 	Condition   string                        `json:"condition,omitzero"`
 	DedupExpr   string                        `json:"dedup_expr,omitzero"`
+	// Incremental makes the trigger keep a watermark per table: its one
+	// signal is a table change, and each run gets the range of snapshots
+	// since the last one a SUCCEEDED run covered (docs/incremental.md).
+	Incremental bool `json:"incremental,omitzero"`
 }
 
 // UnmarshalJSON decodes strictly, keeping numbers exact (json.Number).

@@ -371,6 +371,9 @@ func (s *validation) signalTriggers(ts []SignalTrigger, at *loc) {
 			s.expr(t.DedupExpr, tp.child("dedup_expr"), "dedup_expr")
 		}
 		s.params(t.Params, tp.child("params"), true)
+		if t.Incremental {
+			s.incrementalTrigger(t, tp)
+		}
 		if key, err := json.Marshal(t); err == nil {
 			if j, dup := seen[string(key)]; dup {
 				s.reportf(tp, "repeats signal_triggers[%d]: a trigger would start every run twice", j)
@@ -378,6 +381,27 @@ func (s *validation) signalTriggers(ts []SignalTrigger, at *loc) {
 				seen[string(key)] = i
 			}
 		}
+	}
+}
+
+// incrementalTrigger checks what an incremental signal trigger may hold:
+// exactly one signal definition (the table change), no join keys (there
+// is nothing to join), no dedup_expr and no params (the watermark decides
+// what a run covers and which run a change starts; docs/incremental.md).
+func (s *validation) incrementalTrigger(t *SignalTrigger, tp *loc) {
+	if n := len(t.Definitions); n != 1 {
+		s.reportf(tp.child("definitions"), "an incremental trigger needs exactly one signal definition (the table change), got %d", n)
+	}
+	for _, name := range sortedKeys(t.Definitions) {
+		if len(t.Definitions[name].JoinKeys) > 0 {
+			s.report(tp.child("definitions").child(name).child("join_keys"), "an incremental trigger has no join_keys")
+		}
+	}
+	if t.DedupExpr != "" {
+		s.report(tp.child("dedup_expr"), "an incremental trigger has no dedup_expr: the watermark starts one run per range")
+	}
+	if len(t.Params) > 0 {
+		s.report(tp.child("params"), "an incremental trigger has no params: its runs get the range params (from_snapshot_id, to_snapshot_id, ...)")
 	}
 }
 

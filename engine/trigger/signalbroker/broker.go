@@ -28,6 +28,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/ops"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
+	"github.com/maestro-aws/maestro/engine/tablechange"
 	"github.com/maestro-aws/maestro/engine/trigger"
 	"github.com/maestro-aws/maestro/engine/trigger/signal"
 )
@@ -39,6 +40,10 @@ type Broker struct {
 	log      *slog.Logger
 	triggers *triggerCache
 	now      func() time.Time
+	// reader and manifests, when set, give incremental runs the files
+	// their range added (SetTableReader).
+	reader    tablechange.Reader
+	manifests ManifestWriter
 	// testPause, when set, runs inside ProcessPending's transaction once
 	// it has claimed its signals (Sweeper.TestPause).
 	testPause func()

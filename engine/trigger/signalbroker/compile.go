@@ -29,6 +29,9 @@ type compiled struct {
 	condition, dedup *sel.Program
 	conditionText    string
 	dedupText        string
+	// incremental: the trigger keeps a watermark per table
+	// (startIncremental) instead of starting a run per set.
+	incremental bool
 	// err is why the stored definition cannot be used; every set it
 	// matches is then recorded as an error.
 	err error
@@ -62,6 +65,7 @@ func compile(uuid string, def json.RawMessage) *compiled {
 	}
 	slices.Sort(c.names)
 	c.params = t.Params
+	c.incremental = t.Incremental
 	opts := sel.WithFunctions(params.SignalFuncs)
 	if t.Condition != "" {
 		if c.condition, err = sel.Compile(t.Condition, opts); err != nil {

@@ -12,8 +12,9 @@ const (
 	// signals without a kick (a Go duration; default 2 s).
 	EnvSweepInterval = "MAESTRO_SIGNAL_SWEEP"
 	// EnvTestPause holds every sweep's transaction open this long once it
-	// has claimed its signals, logging "test pause inside a signal sweep",
-	// for the process-kill test (a Go duration).
+	// has claimed its signals (or planned the range of an incremental
+	// trigger's run), logging "test pause inside a signal sweep", for the
+	// process-kill tests (a Go duration).
 	EnvTestPause = "MAESTRO_TEST_SIGNAL_PAUSE"
 )
 

@@ -216,7 +216,12 @@ func (b *Broker) startSets(ctx context.Context, tx pgx.Tx, sets []completeSet, v
 	if err := applyBackfills(ctx, tx, sets, evals); err != nil {
 		return matchOutcome{}, nil, err
 	}
+	var incr []int
 	for i, s := range sets {
+		if s.trig.incremental {
+			incr = append(incr, i)
+			continue
+		}
 		if !evals[i].run {
 			continue
 		}
@@ -228,6 +233,10 @@ func (b *Broker) startSets(ctx context.Context, tx pgx.Tx, sets []completeSet, v
 	if err != nil {
 		return matchOutcome{}, nil, err
 	}
+	incrOut, incrResults, err := b.startIncremental(ctx, tx, sets, incr, evals, versions)
+	if err != nil {
+		return matchOutcome{}, nil, err
+	}
 	runOf := make([]*execution.BatchResult, len(sets))
 	for k, i := range startOf {
 		runOf[i] = &results[k]
@@ -236,7 +245,7 @@ func (b *Broker) startSets(ctx context.Context, tx pgx.Tx, sets []completeSet, v
 	records := map[key]*trigger.Matched{}
 	var order []key
 	var lineage []signal.StartedRun
-	out := matchOutcome{matched: len(sets), results: results}
+	out := matchOutcome{matched: len(sets), results: append(results, incrResults...)}
 	for i, s := range sets {
 		k := key{s.workflowID, s.trig.uuid}
 		r := records[k]
@@ -254,6 +263,16 @@ func (b *Broker) startSets(ctx context.Context, tx pgx.Tx, sets []completeSet, v
 		}
 		r.InstanceID, r.Error = 0, ""
 		switch res := runOf[i]; {
+		case s.trig.incremental:
+			o := incrOut[i]
+			if o == nil {
+				o = &setOutcome{}
+			}
+			r.InstanceID, r.Error = o.InstanceID, o.Error
+			if o.started {
+				r.Starts++
+				out.started++
+			}
 		case res == nil:
 			r.Error = evals[i].err.Error()
 			b.log.Info("signal trigger matched but started no run", "workflow_id", s.workflowID,

@@ -96,10 +96,13 @@ func (s *Sweeper) loop(ctx context.Context) {
 }
 
 // Sweep matches pending signals until none is left (or an error, left to
-// the next sweep), then the signals deferred while triggers were paused,
-// once they are resumed.
+// the next sweep), starts the runs incremental triggers owe (changes
+// received while a run of their table was in flight; docs/incremental.md),
+// then matches the signals deferred while triggers were paused, once they
+// are resumed.
 func (s *Sweeper) Sweep(ctx context.Context) {
 	s.sweepPending(ctx)
+	s.sweepIncremental(ctx)
 	for ctx.Err() == nil {
 		stats, n, err := s.Broker.ProcessDeferred(ctx, s.Batch)
 		if err != nil {
@@ -130,6 +133,24 @@ func (s *Sweeper) sweepPending(ctx context.Context) {
 			s.Swept(stats)
 		}
 		if n < s.Batch {
+			return
+		}
+	}
+}
+
+func (s *Sweeper) sweepIncremental(ctx context.Context) {
+	for ctx.Err() == nil {
+		started, n, err := s.Broker.ProcessIncremental(ctx, s.Batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.Logger.Warn("starting the runs incremental triggers owe failed; the next sweep retries", "error", err.Error())
+			}
+			return
+		}
+		if started > 0 && s.Swept != nil {
+			s.Swept(Stats{Started: started})
+		}
+		if n < s.Batch || started == 0 {
 			return
 		}
 	}

@@ -155,6 +155,8 @@ export const api = {
   /** backfill reads a backfill with its partitions and downstream runs. */
   async backfill(id) { return call('GET', `/backfills/${enc(id)}`); },
   /** backfills lists a workflow's backfills, newest first. */
+  /** watermarks reads an incremental workflow's watermarks and the ranges of its latest runs. */
+  async watermarks(id) { return call('GET', `/workflows/${enc(id)}/watermarks`); },
   async backfills(id) { return items(await call('GET', `/workflows/${enc(id)}/backfills`), 'backfills'); },
   /** actOnBackfill pauses, resumes, cancels or retries a backfill. */
   async actOnBackfill(id, action) { return call('POST', `/backfills/${enc(id)}/actions/${enc(action)}`); },

@@ -91,10 +91,10 @@ async function workflowsPage() {
 
 async function workflowPage(id) {
   main.replaceChildren(h('p', { class: 'loading' }, 'Loading…'));
-  const [ov, ver, versions, triggers, runs, backfills] = await Promise.all([
+  const [ov, ver, versions, triggers, runs, backfills, marks] = await Promise.all([
     api.overview(id), api.version(id, 'latest'),
     api.versions(id).catch(() => []), api.triggers(id).catch(() => []), api.instances(id).catch(() => []),
-    api.backfills(id).catch(() => []),
+    api.backfills(id).catch(() => []), api.watermarks(id).catch(() => null),
   ]);
   const wf = ver.workflow || {};
   const g = graph(wf);
@@ -123,8 +123,32 @@ async function workflowPage(id) {
       h('section', {}, h('h2', {}, 'Runs'), runsTable(id, runs)),
       h('section', {},
         h('h2', {}, 'Time triggers'), triggersTable(triggers, wf),
+        ...watermarksSection(id, marks),
         h('h2', {}, 'Backfills'), backfillsTable(backfills),
         h('h2', {}, 'Versions'), versionsTable(versions, ov))));
+}
+
+// watermarksSection shows an incremental workflow's watermark per table and
+// the snapshot ranges its latest runs covered (docs/incremental.md);
+// nothing for a workflow without one.
+function watermarksSection(id, marks) {
+  if (!marks || !(marks.watermarks || []).length) return [];
+  const range = r => `(${r.from_snapshot_id}, ${r.to_snapshot_id}]`;
+  return [
+    h('h2', {}, 'Watermarks'),
+    h('table', { class: 'list', id: 'watermarks' },
+      h('thead', {}, h('tr', {}, ['Table', 'Watermark', 'Committed', 'Latest', 'Pending', 'In flight'].map(x => h('th', {}, x)))),
+      h('tbody', {}, marks.watermarks.map(w => h('tr', {},
+        h('td', {}, w.table), h('td', {}, String(w.snapshot_id)), h('td', {}, w.commit_time ? fmtTime(new Date(w.commit_time)) : '–'),
+        h('td', {}, String(w.latest_snapshot_id)), h('td', {}, String(w.pending_changes)),
+        h('td', {}, w.inflight_instance_id ? h('a', { href: runHref(id, w.inflight_instance_id, 'latest') }, `#${w.inflight_instance_id}`) : '–'))))),
+    h('table', { class: 'list', id: 'ranges' },
+      h('thead', {}, h('tr', {}, ['Run', 'Table', 'Range', 'Snapshots', 'State'].map(x => h('th', {}, x)))),
+      h('tbody', {}, (marks.runs || []).map(r => h('tr', {},
+        h('td', {}, h('a', { href: runHref(id, r.workflow_instance_id, 'latest') }, `#${r.workflow_instance_id}`)),
+        h('td', {}, r.table), h('td', {}, range(r) + (r.has_overwrite ? ' overwrite' : '') + (r.has_delete ? ' delete' : '')),
+        h('td', {}, String(r.snapshot_count)), h('td', {}, badge(r.state)))))),
+  ];
 }
 
 function backfillsTable(list) {
@@ -137,6 +161,8 @@ function backfillsTable(list) {
 }
 
 function backfillRange(b) {
+  const i = b.incremental;
+  if (i) return `${i.table} (${i.from_snapshot_id ?? i.from_date}, ${i.to_snapshot_id ?? i.to_date}]` + (i.reset_watermark ? ' reset watermark' : '');
   if (b.values && b.values.length) return b.values.length > 4 ? b.values.slice(0, 4).join(', ') + ', …' : b.values.join(', ');
   return `${b.from} … ${b.to}${b.interval ? ' every ' + b.interval : ''}`;
 }
@@ -301,7 +327,8 @@ async function runPage(id, iid, runArg) {
     head.replaceChildren(
       h('div', {},
         h('h1', {}, `${id} `, h('span', { class: 'muted' }, `#${run.instanceId} run ${run.runId}`), ' ', badge(run.status), ' ', live),
-        h('p', { class: 'meta' }, `version ${run.versionId} · started ${fmtTime(run.start || run.created)} · elapsed ${elapsed(run.start, run.end)} · ${initiator(run.initiator)}`)),
+        h('p', { class: 'meta' }, `version ${run.versionId} · started ${fmtTime(run.start || run.created)} · elapsed ${elapsed(run.start, run.end)} · ${initiator(run.initiator)}`),
+        incrementalRange(run.initiator)),
       actions());
     // The DAG is drawn once; each refresh recolours its nodes in place.
     if (!dag.firstChild) {
@@ -359,6 +386,13 @@ async function runPage(id, iid, runArg) {
     ...(rows.length > shown.length ? [h('p', { class: 'muted' }, `${rows.length - shown.length} earlier events not shown`)] : []));
   };
   const initiator = i => i ? (i.type || '') + (i.user ? ` by ${i.user}` : '') : '';
+  // The snapshot range an incremental run covers (docs/incremental.md).
+  const incrementalRange = i => {
+    const r = i && i.incremental;
+    if (!r) return null;
+    return h('p', { class: 'meta', id: 'range' }, `${r.table}: snapshots (${r.from_snapshot_id}, ${r.to_snapshot_id}]` +
+      (r.to_commit_time ? ` · committed up to ${fmtTime(new Date(r.to_commit_time))}` : ''));
+  };
 
   const actions = () => {
     const box = h('div', { class: 'actions' });

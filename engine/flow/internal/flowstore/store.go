@@ -70,17 +70,21 @@ type InstanceRow struct {
 	// BackfillID is the backfill the run belongs to (its initiator's
 	// backfill_id), "" for none: the run's events carry it.
 	BackfillID string
+	// Incremental is the range an incremental run covers (its initiator's
+	// "incremental" object, docs/incremental.md), nil for another run:
+	// its end also ends the range, and its events carry it.
+	Incremental []byte
 }
 
 const instanceColumns = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
     definition, run_params, params, timeout_seconds, start_time, parent, uuid::text AS uuid_text,
     ` + run.CorrelationSQL + ` AS correlation, depth, COALESCE(trace_context, '') AS trace_ctx,
-    COALESCE(initiator->>'backfill_id', '') AS backfill_id`
+    COALESCE(initiator->>'backfill_id', '') AS backfill_id, initiator->'incremental' AS incremental`
 
 // instanceColumnNames names instanceColumns, for a query reading them from
 // a CTE.
 const instanceColumnNames = `workflow_id, instance_id, run_id, workflow_version, group_count, group_id, status, seq,
-    definition, run_params, params, timeout_seconds, start_time, parent, uuid_text, correlation, depth, trace_ctx, backfill_id`
+    definition, run_params, params, timeout_seconds, start_time, parent, uuid_text, correlation, depth, trace_ctx, backfill_id, incremental`
 
 // InstanceColumns and InstanceColumnNames are instanceColumns and
 // instanceColumnNames for a statement written elsewhere that returns runs
@@ -98,7 +102,7 @@ func scanInstance(r pgx.CollectableRow) (InstanceRow, error) {
 	var i InstanceRow
 	err := r.Scan(&i.WorkflowID, &i.InstanceID, &i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq,
 		&i.Definition, &i.RunParams, &i.Params, &i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth,
-		&i.TraceContext, &i.BackfillID)
+		&i.TraceContext, &i.BackfillID, &i.Incremental)
 	return i, err
 }
 
@@ -224,7 +228,7 @@ func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool,
 		ref.WorkflowID, ref.InstanceID, ref.RunID, instance.RootWorkflowID(ref.WorkflowID)).Scan(&i.WorkflowID, &i.InstanceID,
 		&i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq, &i.Definition, &i.RunParams, &i.Params,
 		&i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth, &i.TraceContext, &i.BackfillID,
-		&r.Initiator, &r.HasSteps, &r.RunConfig, &r.Owner)
+		&i.Incremental, &r.Initiator, &r.HasSteps, &r.RunConfig, &r.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CreatedRow{}, false, nil
 	}
