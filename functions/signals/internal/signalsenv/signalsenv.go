@@ -32,26 +32,24 @@ func Handler(ctx context.Context, logger *slog.Logger) (*signals.Handler, error)
 	if err != nil {
 		return nil, err
 	}
-	tables, err := icebergReader(ctx, logger)
-	if err != nil {
-		return nil, err
-	}
 	runs := execution.New(pool, definition.NewStore(pool), groups)
-	return signals.New(signals.Config{Broker: signalbroker.New(pool, runs, logger), Rules: rules,
-		Tables: tables, Metrics: metrics.New(os.Stdout, metrics.ServiceSignals), Logger: logger})
-}
-
-// icebergReader is the Iceberg catalog that Glue Data Catalog and S3
-// Tables events' snapshots are read from, when MAESTRO_ICEBERG_CATALOG_URI
-// is set; nil otherwise (those events are then unreadable).
-func icebergReader(ctx context.Context, logger *slog.Logger) (signalmsg.TableResolver, error) {
-	cfg, ok, err := iceberg.ConfigFromEnv()
-	if err != nil || !ok {
-		return nil, err
+	broker := signalbroker.New(pool, runs, logger)
+	cfg := signals.Config{Broker: broker, Rules: rules, Metrics: metrics.New(os.Stdout, metrics.ServiceSignals), Logger: logger}
+	// The Iceberg catalog that Glue Data Catalog and S3 Tables events'
+	// snapshots are read from, and incremental runs' added files, when
+	// MAESTRO_ICEBERG_CATALOG_URI is set (docs/incremental.md); without it
+	// those events are unreadable and runs get no added_* params.
+	if os.Getenv(iceberg.EnvCatalogURI) != "" || os.Getenv(iceberg.EnvManifestLocation) != "" {
+		awsCfg, err := awsconf.Load(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load the AWS configuration for the Iceberg catalog: %w", err)
+		}
+		reader, manifests, err := iceberg.FromEnv(awsCfg, logger)
+		if err != nil {
+			return nil, err
+		}
+		broker.SetTableReader(reader, manifests.WriterFunc())
+		cfg.Tables = reader
 	}
-	awsCfg, err := awsconf.Load(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load the AWS configuration for the Iceberg catalog: %w", err)
-	}
-	return iceberg.NewReader(cfg, awsCfg, logger)
+	return signals.New(cfg)
 }
