@@ -22,7 +22,12 @@ MINISTACK_VERSION := 1.5.33
 CBOR2_VERSION := 6.2.1
 # ministack runs Athena's SQL on DuckDB when it is installed beside it
 # (without it every query answers canned rows): the Athena step's tests need it.
-DUCKDB_VERSION := 2.0.1
+# 1.4.4 because its iceberg, httpfs and avro extensions come from PyPI
+# (duckdb-ext-*; DuckDB's INSTALL would download them, and there may be no
+# network): ministack reads S3 Tables' Iceberg tables through them. They
+# are found under $(VENV)/duckdb-home, the HOME localstack/ gives ministack.
+DUCKDB_VERSION := 1.4.4
+DUCKDB_EXT_VERSION := 1.4.4.20260205
 SCHEMATHESIS_VERSION := 4.32.5
 # The npm package engine/dbconn/rdsca/bundle.pem comes from (make rds-ca).
 RDS_CA_VERSION := 1.1.2
@@ -85,7 +90,11 @@ $(VENV)/cbor2-$(CBOR2_VERSION): $(VENV)/bin/ministack
 	touch $@
 
 $(VENV)/duckdb-$(DUCKDB_VERSION): $(VENV)/bin/ministack
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check duckdb==$(DUCKDB_VERSION)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check duckdb==$(DUCKDB_VERSION) \
+	  duckdb-ext-iceberg==$(DUCKDB_EXT_VERSION) duckdb-ext-httpfs==$(DUCKDB_EXT_VERSION) duckdb-ext-avro==$(DUCKDB_EXT_VERSION)
+	mkdir -p $(VENV)/duckdb-home/.duckdb
+	ln -sfn "$$($(VENV)/bin/python -c 'import duckdb_ext; print(list(duckdb_ext.__path__)[0] + "/extensions")')" \
+	  $(VENV)/duckdb-home/.duckdb/extensions
 	touch $@
 
 ## cfnlint: install cfn-lint (PyPI, pinned) into .maestro/venv

@@ -129,6 +129,8 @@ var layers = map[string]int{
 	"engine/stepruntime/emr":             upper,
 	"engine/stepruntime/emr/emrtest":     upper,
 	"engine/stepruntime/notebook":        upper,
+
+	"engine/iceberg": upper,
 }
 
 func TestLayers(t *testing.T) {

@@ -44,6 +44,9 @@ type APIStackProps struct {
 	CloudWatchRole bool
 	// Name is the REST API's name ("maestro", with the stage appended).
 	Name string
+	// Iceberg is the catalog the API's signal broker reads (table changes
+	// posted to it, incremental runs it starts).
+	Iceberg IcebergAccess
 }
 
 // APIStack holds the API Lambda and the REST API in front of it.
@@ -65,6 +68,9 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 	if len(props.Admins) > 0 {
 		env["MAESTRO_ADMINS"] = strings.Join(props.Admins, ",")
 	}
+	for k, v := range props.Iceberg.Environment() {
+		env[k] = v
+	}
 	fn := NewFunction(stack, "Api", &FunctionProps{
 		FunctionBase:        props.Functions,
 		Description:         "Maestro REST API",
@@ -74,6 +80,7 @@ func NewAPIStack(scope constructs.Construct, id string, props *APIStackProps) *A
 		// API Gateway gives up after 29 s.
 		Timeout: awscdk.Duration_Seconds(jsii.Number(29)),
 	})
+	props.Iceberg.Grant(stack, fn.Role)
 
 	accessLogs := awslogs.NewLogGroup(stack, jsii.String("AccessLogs"), &awslogs.LogGroupProps{
 		Retention: props.Functions.LogRetention,

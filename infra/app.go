@@ -175,6 +175,10 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ReservedConcurrency: cfg.ReservedConcurrency[FunctionSignals],
 		S3Buckets:           cfg.S3SignalBuckets,
 		S3SignalRules:       cfg.S3SignalRules,
+
+		TableChangeGlueDatabases: cfg.TableChangeGlueDatabases,
+		TableChangeTableBuckets:  cfg.TableChangeTableBuckets,
+		Iceberg:                  IcebergAccessOf(cfg),
 	})
 	triggers := NewTriggersStack(scope, prefix+"Triggers", &TriggersStackProps{
 		StackProps:          props("Maestro time triggers: function and its one-minute schedule"),
@@ -206,6 +210,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		ThrottlingBurstLimit: cfg.APIThrottlingBurstLimit,
 		CloudWatchRole:       cfg.APICloudWatchRole,
 		Name:                 cfg.ResourceName("maestro"),
+		Iceberg:              IcebergAccessOf(cfg),
 	})
 	archived.GrantReadArchive(api.Function)
 	publicURL := api.RestAPI.Url()
@@ -219,6 +224,7 @@ func NewMaestro(scope constructs.Construct, cfg Config, assets Assets) (*Stacks,
 		DatabaseSecret:   data.Secret,
 		EventQueue:       events.Queue.Queue,
 		Admins:           cfg.Admins,
+		Iceberg:          IcebergAccessOf(cfg),
 		Image:            assets.EngineImage,
 		DesiredCount:     cfg.EngineDesiredCount,
 		MaxCount:         cfg.EngineMaxCount,

@@ -133,6 +133,32 @@ type Config struct {
 	// maestro:s3SignalRules, a JSON value or a string holding one; default
 	// "[]".
 	S3SignalRules string
+	// TableChangeGlueDatabases are the Glue Data Catalog databases whose
+	// "Glue Data Catalog Table State Change" events an EventBridge rule
+	// sends to the signals queue, as table-change signals of their
+	// Iceberg tables (docs/incremental.md). Context key
+	// maestro:tableChangeGlueDatabases; empty (the default) makes no rule.
+	TableChangeGlueDatabases []string
+	// TableChangeTableBuckets are the S3 Tables table bucket ARNs whose
+	// commits (UpdateTableMetadataLocation, from CloudTrail) an
+	// EventBridge rule sends to the signals queue. Context key
+	// maestro:tableChangeTableBuckets; empty (the default) makes no rule.
+	TableChangeTableBuckets []string
+	// IcebergCatalogURI and IcebergWarehouse are the Iceberg REST catalog
+	// the signals function reads the snapshot of a Glue or S3 Tables event
+	// from (MAESTRO_ICEBERG_CATALOG_URI, MAESTRO_ICEBERG_WAREHOUSE):
+	// https://s3tables.<region>.amazonaws.com/iceberg with a table bucket
+	// ARN, or https://glue.<region>.amazonaws.com/iceberg with the account
+	// id. Context keys maestro:icebergCatalogUri and
+	// maestro:icebergWarehouse; empty (the default) reads no catalog.
+	IcebergCatalogURI string
+	IcebergWarehouse  string
+	// IcebergManifestLocation is where the manifests of incremental runs'
+	// ranges of more than 1000 added files are written
+	// (MAESTRO_ICEBERG_MANIFEST_LOCATION, s3://bucket/prefix/). Context key
+	// maestro:icebergManifestLocation; empty (the default): such a range
+	// does not start its run.
+	IcebergManifestLocation string
 	// ExampleSubscriberFilter is the SNS filter policy of the example
 	// subscriber queue, on the event topic's message attributes. Context key
 	// maestro:exampleSubscriberFilter (JSON); default: instance status
@@ -331,6 +357,11 @@ func ConfigFromContext(get func(key string) any) (Config, error) {
 	integer("engineMaxCount", &c.EngineMaxCount)
 	integer("engineScaleQueueAgeSeconds", &c.EngineScaleQueueAgeSeconds)
 	list("s3SignalBuckets", &c.S3SignalBuckets)
+	list("tableChangeGlueDatabases", &c.TableChangeGlueDatabases)
+	list("tableChangeTableBuckets", &c.TableChangeTableBuckets)
+	str("icebergCatalogUri", &c.IcebergCatalogURI)
+	str("icebergWarehouse", &c.IcebergWarehouse)
+	str("icebergManifestLocation", &c.IcebergManifestLocation)
 	if v := get(ContextPrefix + "s3SignalRules"); v != nil {
 		rules, err := toJSONText(v)
 		if err != nil {
@@ -385,7 +416,7 @@ func NodeContext(node constructs.Node) func(key string) any {
 
 // Validate reports every value that cannot be deployed.
 func (c Config) Validate() error {
-	var errs []error
+	errs := c.validateTableChanges()
 	if c.DBMinCapacity < 0 || math.Mod(c.DBMinCapacity*2, 1) != 0 {
 		errs = append(errs, fmt.Errorf("dbMinCapacity %v: want 0 or more in steps of 0.5", c.DBMinCapacity))
 	}
@@ -702,4 +733,38 @@ func toBool(v any) (bool, error) {
 		return b, nil
 	}
 	return false, fmt.Errorf("want a boolean, got %T", v)
+}
+
+// tableBucketARN is an S3 Tables table bucket's ARN.
+var tableBucketARN = regexp.MustCompile(`^arn:aws[a-z-]*:s3tables:[a-z0-9-]+:[0-9]{12}:bucket/[a-z0-9_-]{3,63}$`)
+
+// validateTableChanges checks the table-change sources and the Iceberg
+// catalog.
+func (c Config) validateTableChanges() []error {
+	var errs []error
+	for _, b := range c.TableChangeTableBuckets {
+		if !tableBucketARN.MatchString(b) {
+			errs = append(errs, fmt.Errorf("tableChangeTableBuckets: %q is not a table bucket ARN", b))
+		}
+	}
+	for _, d := range c.TableChangeGlueDatabases {
+		if d == "" || strings.ContainsAny(d, "/*") {
+			errs = append(errs, fmt.Errorf("tableChangeGlueDatabases: %q is not a database name", d))
+		}
+	}
+	switch {
+	case c.IcebergCatalogURI == "" && c.IcebergWarehouse != "":
+		errs = append(errs, errors.New("icebergWarehouse is set but icebergCatalogUri is not"))
+	case c.IcebergCatalogURI != "" && !strings.HasPrefix(c.IcebergCatalogURI, "https://") && !strings.HasPrefix(c.IcebergCatalogURI, "http://"):
+		errs = append(errs, fmt.Errorf("icebergCatalogUri %q: want an http(s) URL", c.IcebergCatalogURI))
+	}
+	if loc := c.IcebergManifestLocation; loc != "" && (!strings.HasPrefix(loc, "s3://") || strings.Trim(strings.TrimPrefix(loc, "s3://"), "/") == "" ||
+		c.IcebergCatalogURI == "") {
+		errs = append(errs, fmt.Errorf("icebergManifestLocation %q: want s3://bucket/prefix/, with icebergCatalogUri set", loc))
+	}
+	if (len(c.TableChangeGlueDatabases) > 0 || len(c.TableChangeTableBuckets) > 0) && c.IcebergCatalogURI == "" {
+		errs = append(errs, errors.New("tableChangeGlueDatabases / tableChangeTableBuckets need icebergCatalogUri: "+
+			"their events carry no snapshot, which the signals function reads from the catalog"))
+	}
+	return errs
 }

@@ -221,9 +221,9 @@ func TestCDKJSON(t *testing.T) {
 	}
 	// Every key but emulatorDatabaseUrl, which only the emulator target
 	// reads; 6 of them are the AWS job steps' targets, 6 the Batch, Emr and
-	// Notebook steps'.
-	if keys != 54 {
-		t.Errorf("cdk.json sets %d maestro:* keys, want all 54", keys)
+	// Notebook steps', 5 the table-change sources and Iceberg catalog.
+	if keys != 59 {
+		t.Errorf("cdk.json sets %d maestro:* keys, want all 59", keys)
 	}
 	if v := doc.Context["@aws-cdk/core:defaultCrossStackReferences"]; v != "strong" {
 		t.Errorf("cross-stack references = %v, want strong (Fn::ImportValue)", v)

@@ -84,6 +84,9 @@ type EngineStackProps struct {
 	// MetricsNamespace is the deployment's metrics namespace
 	// (MAESTRO_METRICS_NAMESPACE when not the default).
 	MetricsNamespace string
+	// Iceberg is the catalog the engine's signal broker reads (the runs of
+	// incremental triggers its sweep starts).
+	Iceberg IcebergAccess
 	// Emulator builds only what a local `maestro engine` needs of the stack
 	// (the emulator cannot run ECS tasks): the task's environment, as the
 	// Environment output, and the step tasks' security group; no cluster,
@@ -150,6 +153,9 @@ func EngineEnvironment(props *EngineStackProps, stepSG awsec2.ISecurityGroup) ma
 	}
 	if props.PublicURL != nil {
 		env["MAESTRO_PUBLIC_URL"] = props.PublicURL
+	}
+	for k, v := range props.Iceberg.Environment() {
+		env[k] = jsii.String(v)
 	}
 	if ns := props.MetricsNamespace; ns != "" && ns != metrics.Namespace {
 		env[metrics.NamespaceEnv] = jsii.String(ns)
@@ -224,6 +230,7 @@ func NewEngineStack(scope constructs.Construct, id string, props *EngineStackPro
 		taskRole.AddToPrincipalPolicy(st)
 	}
 	props.Traces.Grant(taskRole)
+	props.Iceberg.Grant(stack, taskRole)
 	if t := props.StepTargets; len(t.LambdaFunctions) > 0 || len(t.EcsClusters) > 0 {
 		nagSuppress(taskRole, "AwsSolutions-IAM5", "step targets (StepRuntimeStatements): a step function's versions and aliases (<fn>:*), "+
 			"every revision of a step task definition family (<family>:*), the tasks of a step cluster (task/<cluster>/*), "+

@@ -100,6 +100,22 @@ func ministackBinary() (string, error) {
 	return "", errors.New("ministack is not installed: run `make emulator` (or set MAESTRO_AWS_ENDPOINT to a LocalStack endpoint)")
 }
 
+// duckDBHome is the HOME ministack runs with when `make emulator` made
+// one beside its virtualenv: its .duckdb/extensions holds the DuckDB
+// extensions installed from PyPI (iceberg, httpfs, avro), which DuckDB
+// loads from there without downloading them, so that the emulator's Athena
+// reads S3 Tables' Iceberg tables. None when there is no such directory.
+func duckDBHome(bin string) []string {
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = real
+	}
+	home := filepath.Join(filepath.Dir(filepath.Dir(bin)), "duckdb-home")
+	if _, err := os.Stat(filepath.Join(home, ".duckdb", "extensions")); err != nil {
+		return nil
+	}
+	return []string{"HOME=" + home}
+}
+
 // ModuleRoot is the repository root (the directory holding go.mod).
 func ModuleRoot() (string, error) { return moduleRoot() }
 
@@ -159,6 +175,7 @@ func startShared() (string, error) {
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "GATEWAY_PORT="+strconv.Itoa(port), "MINISTACK_HOST=127.0.0.1",
 		"MINISTACK_REGION="+Region, "LOG_LEVEL=WARNING")
+	cmd.Env = append(cmd.Env, duckDBHome(bin)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own session: it outlives this test binary for the next ones.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -255,6 +272,7 @@ func StartPrivate(t testing.TB, dir string) Private {
 		"AUTH=true", "USE_SSL=1", "MINISTACK_SSL_CERT="+tls.chainFile, "MINISTACK_SSL_KEY="+tls.keyFile,
 		"SSL_CERT_FILE="+tls.caFile, "AWS_CA_BUNDLE="+tls.caFile, "NODE_EXTRA_CA_CERTS="+tls.caFile,
 		awsconf.CallLogEnv+"="+p.CallLog)
+	cmd.Env = append(cmd.Env, duckDBHome(bin)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group, so that the Lambda processes it starts stop
 	// with it.

@@ -129,6 +129,7 @@ func init() {
 		"Util.dateIntHourToTs":            fixed(5, utilDateIntHourToTs),
 		"Util.timeoutForDateTimeDeadline": fixed(2, utilTimeoutForDateTimeDeadline),
 		"Util.timeoutForDateIntDeadline":  fixed(2, utilTimeoutForDateIntDeadline),
+		"Util.icebergRangeQuery":          between(3, 4, utilIcebergRangeQuery),
 	}
 }
 

@@ -100,7 +100,7 @@ func allSources() []string {
 	for _, table := range [][]evalCase{
 		literalCases, arithmeticCases, stringConcatCases, logicCases, statementCases,
 		arrayCases, mapCases, paramCases, stringCases, formatCases, mathCases,
-		dateTimeCases, utilCases, errorCases, limitCases, safetyCases,
+		dateTimeCases, utilCases, icebergCases, errorCases, limitCases, safetyCases,
 	} {
 		for _, tc := range table {
 			out = append(out, tc.src)

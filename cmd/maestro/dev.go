@@ -103,6 +103,9 @@ func dev(ctx context.Context, hf *httpFlags, stdout io.Writer, logger *slog.Logg
 	// signals Lambda's message shapes) announce through the broker; the
 	// sweeper matches the engine's output signals.
 	signals.Broker = signalbroker.New(pool, runs, logger)
+	if err := withIceberg(ctx, signals.Broker, logger); err != nil {
+		return err
+	}
 	if err := signals.Start(ctx); err != nil {
 		return err
 	}
@@ -219,11 +222,16 @@ func apiHandler(pool *pgxpool.Pool, logger *slog.Logger, users userHeaderMode, d
 	if store != nil {
 		archived = retention.NewReader(pool, store)
 	}
+	reader, manifests, err := icebergFromEnv(context.Background(), logger)
+	if err != nil {
+		return nil, err
+	}
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Events: events,
 		TrustUserHeader: users != noUserHeader, RequireUserHeader: users == userHeaderRequired,
 		Admins:      authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 		Definitions: defs, Runs: runs, SignalRules: rules, UI: webui.Files{}, Archive: archived,
+		Iceberg: reader, IcebergManifests: manifests,
 	})
 }
 

@@ -89,6 +89,9 @@ func engineMain(ctx context.Context, logger *slog.Logger) error {
 	defs := definition.NewStore(pool)
 	runs := execution.New(pool, defs, eng.GroupCount())
 	signals.Broker = signalbroker.New(pool, runs, logger)
+	if err := withIceberg(ctx, signals.Broker, logger); err != nil {
+		return err
+	}
 	if err := signals.Start(ctx); err != nil {
 		return err
 	}

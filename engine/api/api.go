@@ -22,6 +22,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/iceberg"
 	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/engine/stepruntime/completion"
 	"github.com/maestro-aws/maestro/engine/trigger/signalbroker"
@@ -66,6 +67,14 @@ type Config struct {
 	// SignalRules map S3 object events posted to /api/v3/signals/messages
 	// to signals (MAESTRO_S3_SIGNAL_RULES).
 	SignalRules signalmsg.Rules
+	// Iceberg reads the Iceberg catalog (MAESTRO_ICEBERG_CATALOG_URI): the
+	// files an incremental run's range added (its added_* params), and the
+	// snapshot of a Glue or S3 Tables event posted to
+	// /api/v3/signals/messages. Nil: neither (docs/incremental.md).
+	Iceberg *iceberg.Reader
+	// IcebergManifests writes the manifest of a range that added more
+	// files than a param lists (MAESTRO_ICEBERG_MANIFEST_LOCATION).
+	IcebergManifests *iceberg.Manifests
 	// Archive reads runs the archiver moved out of the database
 	// (engine/retention): GET of a run that is no longer in the database
 	// answers from it, marked "archived": true. Nil: such a GET is 404.
@@ -110,6 +119,12 @@ func New(cfg Config) (*Server, error) {
 		messages: &signalmsg.Parser{Rules: cfg.SignalRules, Logger: cfg.Logger, Via: "api"}, stepTokens: completion.NewTokens(cfg.DB)}
 	if s.signals == nil {
 		s.signals = signalbroker.New(cfg.DB, cfg.Runs, cfg.Logger)
+		if cfg.Iceberg != nil {
+			s.signals.SetTableReader(cfg.Iceberg, cfg.IcebergManifests.WriterFunc())
+		}
+	}
+	if cfg.Iceberg != nil {
+		s.messages.Tables = cfg.Iceberg
 	}
 	s.routes()
 	return s, nil

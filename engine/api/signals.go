@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -104,9 +105,12 @@ func (s *Server) announceMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	reqs, err := s.messages.Parse(data)
-	if err != nil {
+	reqs, err := s.messages.ParseContext(r.Context(), data)
+	if errors.Is(err, signalmsg.ErrUnreadable) {
 		return badRequest("unreadable signal message", err.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("read the signal message: %w", err)
 	}
 	res, _, err := s.signals.Announce(r.Context(), reqs)
 	if err != nil {

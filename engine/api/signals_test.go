@@ -135,3 +135,35 @@ func TestSignalDependencyOverREST(t *testing.T) {
 		t.Fatalf("run %s", got.raw)
 	}
 }
+
+// An Iceberg commit announced over REST as a table_change message: one
+// table-change signal per (table, snapshot), a repeat is the stored one,
+// and a message missing what a change needs is a JSON 400.
+func TestTableChangeOverREST(t *testing.T) {
+	t.Parallel()
+	e := newTestServer(t)
+	body := `{"table_change": {"catalog": "arn:aws:s3tables:us-east-1:111122223333:bucket/wh", "namespace": "sales",
+	  "table": "orders", "snapshot_id": 8744736658442914487, "parent_snapshot_id": 3051729675574597004,
+	  "commit_time": "2026-05-01T03:10:00Z", "operation": "append"}}`
+	first := e.send(http.MethodPost, "/api/v3/signals/messages", "alice", body).expect(t, http.StatusOK)
+	for _, want := range []string{`"name":"arn:aws:s3tables:us-east-1:111122223333:bucket/wh/sales.orders"`,
+		`"snapshot_id":8744736658442914487`, `"parent_snapshot_id":3051729675574597004`, `"commit_time":1777605000000`,
+		`"operation":"append"`, `"table":"arn:aws:s3tables:us-east-1:111122223333:bucket/wh/sales.orders"`} {
+		if !strings.Contains(string(first.raw), want) {
+			t.Errorf("announce answered %s, want %s in it", first.raw, want)
+		}
+	}
+	again := e.send(http.MethodPost, "/api/v3/signals/messages", "alice", body).expect(t, http.StatusOK)
+	if !strings.Contains(string(again.raw), `"duplicated":true`) {
+		t.Errorf("the same commit again: %s", again.raw)
+	}
+	for _, bad := range []string{
+		`{"table_change": {"namespace": "sales", "table": "orders", "commit_time": 1, "operation": "append"}}`,
+		`{"table_change": {"namespace": "sales", "table": "orders", "snapshot_id": 1, "commit_time": 1, "operation": "merge"}}`,
+		`{"table_change": {"table": "orders", "snapshot_id": 1, "commit_time": 1, "operation": "append"}}`,
+	} {
+		if r := e.send(http.MethodPost, "/api/v3/signals/messages", "alice", bad); r.code != http.StatusBadRequest || !strings.Contains(string(r.raw), "table change") {
+			t.Errorf("%s: got %d %s, want a 400 naming the table change", bad, r.code, r.raw)
+		}
+	}
+}

@@ -9,6 +9,10 @@
 //     (dt=2024-05-01) as params;
 //   - table-update events ({"table_update": {...}}): "table T got snapshot
 //     S, partition P, at watermark W";
+//   - table-change events ({"table_change": {...}}, an Iceberg commit
+//     announced over the API), Glue Data Catalog Table State Change events
+//     and S3 Tables UpdateTableMetadataLocation calls from EventBridge, all
+//     normalised into one table-change signal (tablechange.Change);
 //   - any of these wrapped in an SNS notification, and S3 object events and
 //     table updates delivered by EventBridge.
 //
@@ -18,6 +22,7 @@ package signalmsg
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,12 +60,23 @@ type Parser struct {
 	// Via names where the messages come from, in S3 and table-update
 	// signals' payload ("sqs" when empty; "api" for the REST API).
 	Via string
+	// Tables reads the snapshot a Glue Data Catalog or S3 Tables event
+	// announces (those events do not carry it). Optional: without it such
+	// an event is unreadable.
+	Tables TableResolver
 }
 
 // Parse returns the signal requests a message announces: none for a
 // message that announces nothing (an S3 test event, an object event no
 // rule takes). A message that cannot be read is ErrUnreadable.
 func (p *Parser) Parse(body []byte) ([]signal.Request, error) {
+	return p.ParseContext(context.Background(), body)
+}
+
+// ParseContext is Parse with the context the reads of a catalog event's
+// snapshot (Tables) run under. An error that is not ErrUnreadable may be
+// transient (the catalog unreachable).
+func (p *Parser) ParseContext(ctx context.Context, body []byte) ([]signal.Request, error) {
 	if len(body) > MaxMessageBytes {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrUnreadable, len(body), MaxMessageBytes)
 	}
@@ -68,7 +84,7 @@ func (p *Parser) Parse(body []byte) ([]signal.Request, error) {
 	if via == "" {
 		via = "sqs"
 	}
-	return p.parse(body, 0, via)
+	return p.parse(ctx, body, 0, via)
 }
 
 // envelope holds the fields that tell the shapes apart.
@@ -86,11 +102,13 @@ type envelope struct {
 	Event   string          `json:"Event"`
 	// Table update.
 	TableUpdate json.RawMessage `json:"table_update"`
+	// Table change (an Iceberg commit).
+	TableChange json.RawMessage `json:"table_change"`
 	// Maestro signal.
 	Name *string `json:"name"`
 }
 
-func (p *Parser) parse(body []byte, depth int, via string) ([]signal.Request, error) {
+func (p *Parser) parse(ctx context.Context, body []byte, depth int, via string) ([]signal.Request, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%w: more than %d nested envelopes", ErrUnreadable, maxDepth)
 	}
@@ -104,13 +122,19 @@ func (p *Parser) parse(body []byte, depth int, via string) ([]signal.Request, er
 	}
 	switch {
 	case env.Type == "Notification" && env.Message != nil && env.TopicArn != "":
-		return p.parse([]byte(*env.Message), depth+1, "sns")
+		return p.parse(ctx, []byte(*env.Message), depth+1, "sns")
 	case env.DetailType != "" && len(env.Detail) > 0:
-		return p.eventBridge(trimmed, env)
+		return p.eventBridge(ctx, trimmed, env)
 	case len(env.Records) > 0:
 		return p.s3Event(trimmed, via)
 	case env.Event == "s3:TestEvent":
 		return nil, nil
+	case len(env.TableChange) > 0:
+		r, _, err := TableChange(env.TableChange, via)
+		if err != nil {
+			return nil, err
+		}
+		return []signal.Request{r}, nil
 	case len(env.TableUpdate) > 0:
 		r, err := TableUpdate(env.TableUpdate, via)
 		if err != nil {
@@ -283,12 +307,21 @@ var eventBridgeReasons = map[string]string{
 
 // eventBridge reads an EventBridge event: an S3 object event
 // (source aws.s3) or a table update (detail-type "Table Update").
-func (p *Parser) eventBridge(body []byte, env envelope) ([]signal.Request, error) {
+func (p *Parser) eventBridge(ctx context.Context, body []byte, env envelope) ([]signal.Request, error) {
 	var ev events.CloudWatchEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
 		return nil, fmt.Errorf("%w: EventBridge event: %v", ErrUnreadable, err)
 	}
+	if reqs, handled, err := p.catalogEvent(ctx, ev); handled {
+		return reqs, err
+	}
 	switch {
+	case ev.DetailType == TableChangeDetailType:
+		r, _, err := TableChange(ev.Detail, "eventbridge")
+		if err != nil {
+			return nil, err
+		}
+		return []signal.Request{r}, nil
 	case ev.Source == "aws.s3" && (ev.DetailType == "Object Created" || ev.DetailType == "Object Deleted"):
 		var d eventBridgeS3
 		if err := json.Unmarshal(ev.Detail, &d); err != nil {
@@ -315,7 +348,7 @@ func (p *Parser) eventBridge(body []byte, env envelope) ([]signal.Request, error
 		}
 		return []signal.Request{r}, nil
 	}
-	return nil, fmt.Errorf("%w: EventBridge event %q from %q is neither an S3 object event nor a Table Update",
+	return nil, fmt.Errorf("%w: EventBridge event %q from %q is neither an S3 object event, a Glue or S3 Tables table change, a Table Change nor a Table Update",
 		ErrUnreadable, env.DetailType, env.Source)
 }
 

@@ -37,6 +37,9 @@ type Config struct {
 	Broker *signalbroker.Broker
 	// Rules map S3 object events to signals (MAESTRO_S3_SIGNAL_RULES).
 	Rules signalmsg.Rules
+	// Tables reads the snapshot of Glue Data Catalog and S3 Tables table
+	// changes (engine/iceberg); nil leaves those events unreadable.
+	Tables signalmsg.TableResolver
 	// Metrics receives SignalsReceived and SignalsMatched once per batch;
 	// nil emits nothing.
 	Metrics *metrics.Emitter
@@ -48,7 +51,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Broker == nil || cfg.Logger == nil {
 		return nil, errors.New("signals: Config.Broker and Config.Logger are required")
 	}
-	return &Handler{broker: cfg.Broker, parser: &signalmsg.Parser{Rules: cfg.Rules, Logger: cfg.Logger},
+	return &Handler{broker: cfg.Broker, parser: &signalmsg.Parser{Rules: cfg.Rules, Logger: cfg.Logger, Tables: cfg.Tables},
 		metrics: cfg.Metrics, log: cfg.Logger}, nil
 }
 
@@ -71,7 +74,7 @@ func (h *Handler) Handle(ctx context.Context, in events.SQSEvent) (events.SQSEve
 		}
 	}
 	for i, m := range in.Records {
-		rs, err := h.parser.Parse([]byte(m.Body))
+		rs, err := h.parser.ParseContext(ctx, []byte(m.Body))
 		if err == nil {
 			err = check(rs)
 		}

@@ -5,15 +5,18 @@ package apienv
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/maestro-aws/maestro/engine/api"
 	"github.com/maestro-aws/maestro/engine/archive"
 	"github.com/maestro-aws/maestro/engine/authz"
+	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/iceberg"
 	"github.com/maestro-aws/maestro/engine/retention"
 	"github.com/maestro-aws/maestro/functions/internal/coldstart"
 )
@@ -34,10 +37,23 @@ func Handler(ctx context.Context, logger *slog.Logger) (*api.Server, error) {
 	if store != nil {
 		archived = retention.NewReader(pool, store)
 	}
+	// The Iceberg catalog, when MAESTRO_ICEBERG_CATALOG_URI is set
+	// (docs/incremental.md).
+	var reader *iceberg.Reader
+	var manifests *iceberg.Manifests
+	if os.Getenv(iceberg.EnvCatalogURI) != "" || os.Getenv(iceberg.EnvManifestLocation) != "" {
+		awsCfg, err := awsconf.Load(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load the AWS configuration for the Iceberg catalog: %w", err)
+		}
+		if reader, manifests, err = iceberg.FromEnv(awsCfg, logger); err != nil {
+			return nil, err
+		}
+	}
 	return api.New(api.Config{
 		DB: pool, Logger: logger, Definitions: defs, Runs: execution.New(pool, defs, groups),
 		Admins:  authz.ParsePrincipals(os.Getenv("MAESTRO_ADMINS")),
 		Events:  event.NewFeed(pool, nil, os.Getenv("MAESTRO_CLUSTER_NAME")),
-		Archive: archived,
+		Archive: archived, Iceberg: reader, IcebergManifests: manifests,
 	})
 }
