@@ -208,6 +208,17 @@ func (s *Store) topUp(ctx context.Context, tx pgx.Tx, b *Backfill, st *DriveStat
 	if err != nil {
 		return nil, fmt.Errorf("start %d partitions: %w", len(starts), err)
 	}
+	if err := s.linkStarted(ctx, tx, b.ID, &link, startSeqs, results, st, nil); err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// linkStarted links each partition started in this round, and those that
+// failed before, to its run (sqlLink); started, when set, runs in the
+// transaction for each run that was started.
+func (s *Store) linkStarted(ctx context.Context, tx pgx.Tx, backfillID string, link *linkRows, startSeqs []int,
+	results []execution.BatchResult, st *DriveStats, started func(i int, iid int64) error) error {
 	for i, r := range results {
 		iid := r.InstanceID
 		switch {
@@ -218,19 +229,24 @@ func (s *Store) topUp(ctx context.Context, tx pgx.Tx, b *Backfill, st *DriveStat
 		case r.Status == instance.WorkflowStopped:
 			link.add(startSeqs[i], StateStopped, &iid) // dropped by the run strategy
 		default:
+			if started != nil {
+				if err := started(i, iid); err != nil {
+					return err
+				}
+			}
 			link.add(startSeqs[i], StateRunning, &iid)
 			st.Started++
 		}
 	}
 	if len(link.seqs) > 0 {
-		if _, err := tx.Exec(ctx, sqlLink, b.ID, link.seqs, link.states, link.iids); err != nil {
-			return nil, fmt.Errorf("link %d partitions to their runs: %w", len(link.seqs), err)
+		if _, err := tx.Exec(ctx, sqlLink, backfillID, link.seqs, link.states, link.iids); err != nil {
+			return fmt.Errorf("link %d partitions to their runs: %w", len(link.seqs), err)
 		}
 	}
-	if len(starts) > 0 && s.testPause != nil {
+	if len(results) > 0 && s.testPause != nil {
 		s.testPause()
 	}
-	return results, nil
+	return nil
 }
 
 // linkRows are the columns of sqlLink's arrays.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/incremental"
-	"github.com/maestro-aws/maestro/engine/instance"
 )
 
 // FormatSnapshotRange is the format of an incremental backfill's
@@ -167,28 +166,11 @@ func (s *Store) topUpIncremental(ctx context.Context, tx pgx.Tx, b *Backfill, ro
 	if err != nil {
 		return nil, fmt.Errorf("start %d ranges: %w", len(starts), err)
 	}
-	for i, r := range results {
-		iid := r.InstanceID
-		switch {
-		case r.Err != nil:
-			link.add(startSeqs[i], StateFailed, nil)
-		case r.Status == instance.WorkflowStopped:
-			link.add(startSeqs[i], StateStopped, &iid)
-		default:
-			if err := incremental.StartedBackfill(ctx, tx, plans[i], iid, b.ID); err != nil {
-				return nil, err
-			}
-			link.add(startSeqs[i], StateRunning, &iid)
-			st.Started++
-		}
-	}
-	if len(link.seqs) > 0 {
-		if _, err := tx.Exec(ctx, sqlLink, b.ID, link.seqs, link.states, link.iids); err != nil {
-			return nil, fmt.Errorf("link %d partitions to their runs: %w", len(link.seqs), err)
-		}
-	}
-	if len(starts) > 0 && s.testPause != nil {
-		s.testPause()
+	err = s.linkStarted(ctx, tx, b.ID, &link, startSeqs, results, st, func(i int, iid int64) error {
+		return incremental.StartedBackfill(ctx, tx, plans[i], iid, b.ID)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return results, nil
 }
