@@ -111,7 +111,7 @@ type Activation struct {
 // default) the workflow's active version: the one triggers start and the
 // default for starts that name none.
 func (s *Store) Activate(ctx context.Context, workflowID, selector string, actor Actor) (*Activation, error) {
-	sel, err := parseSelector(selector)
+	sel, err := workflow.ParseVersionSelector(selector)
 	if err != nil {
 		return nil, err
 	}

@@ -54,17 +54,12 @@ type Version struct {
 // ErrInvalidSelector for any other selector and ErrNotFound when the
 // workflow or version does not exist.
 func (s *Store) Get(ctx context.Context, workflowID, selector string) (*Version, error) {
-	sel, err := parseSelector(selector)
+	sel, err := workflow.ParseVersionSelector(selector)
 	if err != nil {
 		return nil, err
 	}
 	return getVersion(ctx, s.db, workflowID, sel.N, sel.Name)
 }
-
-// selector is a parsed version selector.
-type selector = workflow.VersionSelector
-
-func parseSelector(s string) (selector, error) { return workflow.ParseVersionSelector(s) }
 
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -73,7 +68,7 @@ type querier interface {
 // VersionNotFound is Get's error for a version named by n or name that
 // does not exist, of a workflow that does (workflowExists) or not.
 func VersionNotFound(workflowID string, n int64, name string, workflowExists bool) error {
-	sel := selector{N: n, Name: name}
+	sel := workflow.VersionSelector{N: n, Name: name}
 	switch {
 	case !workflowExists:
 		return fmt.Errorf("workflow %s does not exist: %w", workflowID, ErrNotFound)
@@ -86,7 +81,7 @@ func VersionNotFound(workflowID string, n int64, name string, workflowExists boo
 
 // getVersion reads a version named by a number (n > 0) or by name.
 func getVersion(ctx context.Context, q querier, workflowID string, n int64, name string) (*Version, error) {
-	sel := selector{N: n, Name: name}
+	sel := workflow.VersionSelector{N: n, Name: name}
 	v, err := scanVersion(q.QueryRow(ctx, sqlGetVersion, workflowID, n, name), workflowID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):

@@ -71,13 +71,18 @@ func (f *flowActor) write(ctx context.Context, op *flowstore.Op) error {
 	return op.Wait(ctx)
 }
 
+// lastWrite is the run's last write handed to the writer, nil for none.
+func (f *flowActor) lastWrite() *flowstore.Op {
+	f.order.mu.Lock()
+	defer f.order.mu.Unlock()
+	return f.order.last
+}
+
 // writesInFlight reports whether a write of the run is not finished yet.
 // A run parks only with every write done (passivate.go): it is brought
 // back from the database, which must then hold all it did.
 func (f *flowActor) writesInFlight() bool {
-	f.order.mu.Lock()
-	last := f.order.last
-	f.order.mu.Unlock()
+	last := f.lastWrite()
 	if last == nil {
 		return false
 	}
@@ -94,9 +99,7 @@ func (f *flowActor) writesInFlight() bool {
 // still counts is not adopted again, here or elsewhere, while its writes
 // are in flight.
 func (f *flowActor) awaitWrites() {
-	f.order.mu.Lock()
-	last := f.order.last
-	f.order.mu.Unlock()
+	last := f.lastWrite()
 	if last == nil {
 		return
 	}
