@@ -38,10 +38,13 @@ CFN_LINT_VERSION := 1.58.0
 VENV        := .maestro/venv
 CFN_LINT    := $(VENV)/bin/cfn-lint
 BENCH_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-$(shell id -u)
-# The tree make bench measures this one against: main as session 4 left it
-# (before iteration starts in memory and starts through the writer). Any
-# git ref will do.
-BENCH_BASE  ?= 158ebb9
+# The tree make bench measures this one against: main before issue 28's
+# work (writes behind, passivation, starts in one statement). Any git ref
+# will do. BENCH_OVERLAY: files of this tree copied into the base before it
+# is built, so that benchmarks newer than the base measure its engine too.
+BENCH_BASE  ?= 6c2877b
+BENCH_OVERLAY ?= engine/flow/chain_bench_test.go engine/flow/flowtest/chain.go engine/dbtest/commits.go
+export BENCH_OVERLAY
 BENCH_ROUNDS ?= 5
 # BENCH_DB_DELAYS: the delays each way between the engine and PostgreSQL that make bench also measures (Aurora is a network away)
 BENCH_DB_DELAYS ?= 1ms 2ms
@@ -63,7 +66,7 @@ ADDR        ?= 127.0.0.1:$(PORT)
 BENCH_TEMPORAL_COUNT ?= 3
 BENCH_TEMPORAL_PGDIR ?= $(or $(TMPDIR),/tmp)/maestro-pgbench-temporal-$(shell id -u)
 
-.PHONY: run test postgres emulator cfnlint browser screenshots build lambdas synth e2e upgrade rds-ca bench bench-ab bench-temporal fuzz fuzz-api soak lint clean
+.PHONY: run test postgres emulator cfnlint browser screenshots build lambdas synth e2e upgrade rds-ca bench bench-ab bench-temporal bench-where fuzz fuzz-api soak lint clean
 
 ## run: the REST API, engine and trigger loop on 127.0.0.1:8080, or ADDR=host:port / PORT=n (own PostgreSQL unless DATABASE_URL is set)
 run: postgres
@@ -188,7 +191,7 @@ bench: postgres
 	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_PASSIVE_RUNS=$(BENCH_PASSIVE_RUNS) MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTakeoverWaiting$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
-	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/scheduler/ || status=$$?; \
+	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/trigger/scheduler/ || status=$$?; \
 	MAESTRO_BENCH_MULTI=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkFourEngines64Groups$$' -benchtime 1x -count 5 -timeout 30m ./cmd/maestro/ || status=$$?; \
 	MAESTRO_BENCH_ARCHIVE_STEPS=$(BENCH_ARCHIVE_STEPS) MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkArchiveUnderLoad$$' -benchtime 1x -count 1 -timeout 90m ./engine/retention/ || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
@@ -201,6 +204,15 @@ bench-ab: postgres
 	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	$(GO) run ./cmd/maestro localpg stop --dir $(BENCH_PGDIR) || true; \
 	exit $$status
+
+## bench-where: where one benchmark's time goes, a CPU profile of its process beside PostgreSQL's
+## pg_stat_statements and the CPU of each (build/bench-where/BENCH.md), e.g.
+## make bench-where WHERE_PKG=./engine/flow WHERE_BENCH=BenchmarkThroughput [BENCH_DB_DELAY=1ms]
+WHERE_PKG   ?= ./engine/flow
+WHERE_BENCH ?= BenchmarkThroughput
+WHERE_COUNT ?= 1
+bench-where: postgres
+	bash .ci/bench-where $(WHERE_PKG) $(WHERE_BENCH) $(CURDIR)/$(BUILD)/bench-where$(if $(BENCH_DB_DELAY),-$(BENCH_DB_DELAY)) $(WHERE_COUNT)
 
 ## bench-temporal: the engine's step-launch and throughput benchmarks side by side with their
 ## Temporal counterparts (bench/temporal) against a Temporal dev server started for them, in one
