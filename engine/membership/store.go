@@ -92,8 +92,9 @@ func (s store) claims(ctx context.Context, what, sql string, args ...any) ([]Cla
 }
 
 // heartbeatSQL extends the leases of the groups a node holds, locking
-// them in group order (as the flow writer's batches do) so that the two
-// never deadlock.
+// them in group order. Its FOR NO KEY UPDATE does not conflict with the
+// FOR KEY SHARE of the writers' fences: a heartbeat neither waits for the
+// writes in flight nor holds them up.
 const heartbeatSQL = `
 UPDATE flow_group g SET heartbeat_at = now(), expires_at = now() + $2::interval
 FROM (SELECT f.group_id FROM flow_group f
@@ -183,13 +184,15 @@ func (s store) deregister(ctx context.Context, node string) error {
 
 // releaseGroupsSQL frees groups a node holds. The generation moves on, so
 // that a write the node might still make for them is refused even before
-// another node claims them.
+// another node claims them; like every statement that moves a generation,
+// it locks the rows FOR UPDATE, so it waits for the writes in flight that
+// hold them FOR KEY SHARE (their fence).
 const releaseGroupsSQL = `
 UPDATE flow_group SET owner = NULL, expires_at = NULL, generation = generation + 1
 WHERE group_id IN (
     SELECT group_id FROM flow_group WHERE owner = $1 AND group_id = ANY ($2::integer[])
     ORDER BY group_id
-    FOR NO KEY UPDATE)`
+    FOR UPDATE)`
 
 // release hands groups back so another node can take them at once.
 func (s store) release(ctx context.Context, node string, held []Claim) error {

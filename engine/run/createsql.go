@@ -52,8 +52,8 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // which node $1 holds its group is created IN_PROGRESS under it (a local
 // start), with its evaluated params ($20), the pick-up entries ($3) on its
 // timeline and its start event ($26, written with the row's seq); the
-// group rows are share-locked so that a takeover waits for this
-// transaction and then adopts the run. Every other run is created with its
+// group rows are locked FOR KEY SHARE so that a takeover, which claims
+// them FOR UPDATE, comes after this transaction and then adopts the run. Every other run is created with its
 // status ($12: CREATED or, dropped, STOPPED).
 //
 // Admission (room): a run with a limit ($18, its workflow's concurrency;
@@ -74,7 +74,7 @@ WITH owned AS (
     SELECT group_id, generation FROM flow_group
     WHERE $1::text <> '' AND owner = $1
       AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
-    FOR SHARE),
+    FOR KEY SHARE),
 r AS MATERIALIZED (
     SELECT r.*, CASE
         WHEN r.lim IS NULL THEN false

@@ -33,11 +33,11 @@ func (s *Store) Passivate(ctx context.Context, ref run.Ref, group int32, gen int
 
 // activateSQL brings a passivated run back: it clears the run's marker,
 // stamps it with the node's generation, as a takeover stamps the runs it
-// adopts, and returns it. The share lock on the group row orders it with a
+// adopts, and returns it. The key-share lock on the group row orders it with a
 // takeover, as StartFlow's does.
 const activateSQL = `
 WITH owned AS (
-    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR SHARE)
+    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR KEY SHARE)
 UPDATE workflow_instance SET passive_wake_at = NULL, generation = $5
 WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND group_id = $4
   AND status IN ('IN_PROGRESS', 'PAUSED') AND EXISTS (SELECT 1 FROM owned)

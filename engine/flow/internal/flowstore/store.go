@@ -135,7 +135,7 @@ func (s *Store) AdoptFlows(ctx context.Context, group int32, gen int64) ([]Insta
 // that ends CREATED writes the event, whoever else tries.
 const startFlowSQL = `
 WITH owned AS (
-    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR SHARE),
+    SELECT 1 FROM flow_group WHERE group_id = $4 AND generation = $5 AND owner = $6 FOR KEY SHARE),
 prev AS (
     SELECT status AS prev_status FROM workflow_instance
     WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3
@@ -162,9 +162,9 @@ SELECT ` + instanceColumnNames + ` FROM w`
 
 // StartFlow moves a CREATED instance to IN_PROGRESS under this node's
 // generation (or re-stamps one already running) and returns it. ok is false
-// when the instance is over or unknown. The share lock on the group row
-// makes a concurrent takeover wait for this write, so the new owner's
-// adoption sees it. ev, when set, is the run's CREATED -> IN_PROGRESS event
+// when the instance is over or unknown. The key-share lock on the group row
+// keeps a concurrent takeover (FOR UPDATE) from claiming it before this
+// write commits, so the new owner's adoption sees it. ev, when set, is the run's CREATED -> IN_PROGRESS event
 // (written only if this write makes that change).
 func (s *Store) StartFlow(ctx context.Context, ref run.Ref, group int32, gen int64, node string, params, ev []byte) (InstanceRow, bool, error) {
 	tl, _ := json.Marshal(PickedUp(node))

@@ -13,13 +13,16 @@ import (
 // its event in the same statement. Each returns the keys of the rows it
 // wrote; a row it did not write was refused by its fence or guard.
 //
-// The fence is the flow group's row. A batch first share-locks the rows of
-// the groups it writes for, at the generations its ops carry, in group
-// order (lockGroupsSQL); every row of its statements then checks its
-// group's generation. A node claiming a group bumps its generation, which
-// waits for the batches holding the lock: so a batch's writes either
-// commit before the new owner's claim (and its adoption, which reads the
-// runs afterwards, sees them) or are refused. A run's own row is neither
+// The fence is the flow group's row. A batch first locks the rows of the
+// groups it writes for FOR KEY SHARE, at the generations its ops carry, in
+// group order (lockGroupsSQL); every row of its statements then checks its
+// group's generation. Every statement that moves a generation (claim,
+// reclaim, release: engine/membership) locks the row FOR UPDATE, which a
+// KEY SHARE lock excludes: so a batch's writes either commit before the
+// new owner's claim (and its adoption, which reads the runs afterwards,
+// sees them) or are refused. The heartbeat's FOR NO KEY UPDATE does not
+// conflict with KEY SHARE, so a lease is extended while batches are in
+// flight and no batch waits for a heartbeat. A run's own row is neither
 // locked nor read to fence a step write.
 
 // stepColumns unnests the column arrays of step writes ($2 ... $19; $1 is
@@ -41,15 +44,15 @@ const (
     FROM unnest(` + stepArrays + `, $20::uuid[], $21::text[]) AS u(` + stepNames + `, uuid, step_type)`
 )
 
-// lockGroupsSQL share-locks the flow group rows of a batch ($1 groups, $2
-// generations), in group order so that batches and heartbeats never
-// deadlock. A group another node has claimed since (a new generation) is
+// lockGroupsSQL key-share-locks the flow group rows of a batch ($1 groups,
+// $2 generations), in group order so that batches and the claims that
+// skip them never deadlock. A group another node has claimed since (a new generation) is
 // not locked, and the rows for it are refused.
 const lockGroupsSQL = `
 SELECT group_id FROM flow_group
 WHERE (group_id, generation) IN (SELECT * FROM unnest($1::integer[], $2::bigint[]))
 ORDER BY group_id
-FOR SHARE`
+FOR KEY SHARE`
 
 // groupFence joins a batch's rows (u) to their locked group at their
 // generation.
