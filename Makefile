@@ -46,6 +46,8 @@ BENCH_BASE  ?= 6c2877b
 BENCH_OVERLAY ?= engine/flow/chain_bench_test.go engine/flow/flowtest/chain.go engine/dbtest/commits.go
 export BENCH_OVERLAY
 BENCH_ROUNDS ?= 5
+# -count of every benchmark in make bench's second part
+BENCH_COUNT ?= 5
 # BENCH_DB_DELAYS: the delays each way between the engine and PostgreSQL that make bench also measures (Aurora is a network away)
 BENCH_DB_DELAYS ?= 1ms 2ms
 # Step rows of old runs BenchmarkArchiveUnderLoad loads before it measures
@@ -188,7 +190,7 @@ bench: postgres
 	@status=0; \
 	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	for d in $(BENCH_DB_DELAYS); do BENCH_DB_DELAY=$$d bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench-delay-$$d || status=$$?; done; \
-	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count 5 -timeout 45m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
+	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 60m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_PASSIVE_RUNS=$(BENCH_PASSIVE_RUNS) MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTakeoverWaiting$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_TRIGGERS_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTriggerBurst100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/trigger/scheduler/ || status=$$?; \
