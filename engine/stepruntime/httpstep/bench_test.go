@@ -2,6 +2,7 @@ package httpstep_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/execution"
@@ -44,12 +47,18 @@ import (
 // against the NoOp one run just before it).
 //
 // Reported: p50/p99-overhead-ms and, for where the time goes, the p50 and
-// p99 of its parts: start (STARTING -> RUNNING: the Start call), intent
-// (RUNNING -> the client handed the request: a worker, the intent's
-// commit), connect (-> the request's arrival at the server: a connection,
+// p99 of its parts: start (STARTING -> RUNNING: the Start call), commit
+// (RUNNING -> the write of RUNNING with the intent durable: a worker, the
+// actor's turn, the writer's queue and commit), launch (-> the client
+// handed the request: the answer to the runtime, the request built),
+// connect (-> the request's arrival at the server: a connection,
 // the request written) and answer (the server's reply -> SUCCEEDED: the
 // response read, its outputs, the actor's turn); cpu-ms/step of
-// this process and pg-cpu-ms/step of PostgreSQL, and cores in use.
+// this process and pg-cpu-ms/step of PostgreSQL, and cores in use;
+// commits/step, every transaction that wrote (the API's, the queue's, the
+// engine's writer's) per step, and commit-floor-ms, the cheapest durable
+// commit measured just before (dbtest.CommitFloor): the intent waits for
+// at least one.
 func BenchmarkHttpSteps1000(b *testing.B) {
 	var noopCPU float64
 	b.Run("NoOp", func(b *testing.B) {
@@ -72,6 +81,7 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 	const runs = 1000
 	var mu sync.Mutex
 	starting, running, done := map[run.Ref]time.Time{}, map[run.Ref]time.Time{}, map[run.Ref]time.Time{}
+	recorded := map[run.Ref]time.Time{} // when the write of RUNNING with the intent was durable
 	succeeded := make(chan struct{}, runs)
 	env := flowtest.New(b)
 	rts := stepruntime.Builtins()
@@ -97,6 +107,7 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 				starting[ref] = at
 			case instance.StepRunning:
 				running[ref] = at
+				recorded[ref] = time.Now() // the Observer is called once the write is durable
 			case instance.StepSucceeded:
 				done[ref] = at
 				succeeded <- struct{}{}
@@ -106,10 +117,20 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 	env.Push(fmt.Sprintf(`{"properties":{"owner":"tester","run_strategy":{"rule":"PARALLEL","workflow_concurrency":%d}},
 	  "workflow":{"id":"calls","steps":[%s]}}`, runs, step))
 
-	var overhead, start, intent, connect, answer []time.Duration
+	ctx := context.Background()
+	floor, err := writeCommitFloor(ctx, env.Pool, 50)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var overhead, start, commit, launch, connect, answer []time.Duration
 	var cpu, pgCPU, wall time.Duration
+	var commits int64
 	b.ResetTimer()
 	for b.Loop() {
+		x0, err := dbtest.WriteXacts(ctx, env.Pool)
+		if err != nil {
+			b.Fatal(err)
+		}
 		cpu0, pg0, wall0 := cpuTime(), dbtest.ServerCPU(), time.Now()
 		insts := make([]*execution.Instance, runs)
 		var wg sync.WaitGroup
@@ -146,6 +167,11 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 		cpu += cpuTime() - cpu0
 		pgCPU += dbtest.ServerCPU() - pg0
 		wall += time.Since(wall0)
+		x1, err := dbtest.WriteXacts(ctx, env.Pool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		commits += x1 - x0
 		if srv == nil {
 			continue
 		}
@@ -158,11 +184,13 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 			d, ok3 := done[ref]
 			held, ok4 := served[inst.InstanceID]
 			c, ok5 := sent[inst.InstanceID]
-			if ok1 && ok2 && ok3 && ok4 && ok5 {
+			w, ok6 := recorded[ref]
+			if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 {
 				in, out := time.Unix(0, held[0]), time.Unix(0, held[1])
 				overhead = append(overhead, d.Sub(s)-out.Sub(in))
 				start = append(start, r.Sub(s))
-				intent = append(intent, c.Sub(r))
+				commit = append(commit, w.Sub(r))
+				launch = append(launch, c.Sub(w))
 				connect = append(connect, in.Sub(c))
 				answer = append(answer, d.Sub(out))
 			}
@@ -174,6 +202,8 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 	b.ReportMetric(cpuMS, "cpu-ms/step")
 	b.ReportMetric(pgCPU.Seconds()/steps*1000, "pg-cpu-ms/step")
 	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
+	b.ReportMetric(float64(commits)/steps, "commits/step")
+	b.ReportMetric(ms(floor), "commit-floor-ms")
 	if srv != nil {
 		if len(overhead) < b.N*runs {
 			b.Fatalf("measured %d of %d steps", len(overhead), b.N*runs)
@@ -183,7 +213,7 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 		for _, part := range []struct {
 			name string
 			ds   []time.Duration
-		}{{"start", start}, {"intent", intent}, {"connect", connect}, {"answer", answer}} {
+		}{{"start", start}, {"commit", commit}, {"launch", launch}, {"connect", connect}, {"answer", answer}} {
 			b.ReportMetric(ms(percentile(part.ds, 0.5)), "p50-"+part.name+"-ms")
 			b.ReportMetric(ms(percentile(part.ds, 0.99)), "p99-"+part.name+"-ms")
 		}
@@ -279,6 +309,26 @@ func (s *benchServer) stats(b *testing.B) map[int64][2]int64 {
 		b.Fatalf("decode the server's figures: %v", err)
 	}
 	return held
+}
+
+// writeCommitFloor is the median time of n durable commits of a one-row
+// insert, one round trip and one WAL flush each. (A transaction that only
+// takes a transaction id, as dbtest.CommitFloor's, writes no WAL of its
+// own before its commit record, which PostgreSQL then does not flush: it
+// measures the round trip alone.)
+func writeCommitFloor(ctx context.Context, db *pgxpool.Pool, n int) (time.Duration, error) {
+	if _, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS bench_commit_floor (x int)`); err != nil {
+		return 0, err
+	}
+	ds := make([]time.Duration, 0, n)
+	for range n {
+		t0 := time.Now()
+		if _, err := db.Exec(ctx, `INSERT INTO bench_commit_floor VALUES (1)`); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return percentile(ds, 0.5), nil
 }
 
 // roundTripFunc is an http.RoundTripper.
