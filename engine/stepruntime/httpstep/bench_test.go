@@ -52,8 +52,10 @@ import (
 // actor's turn, the writer's queue and commit), launch (-> the client
 // handed the request: the answer to the runtime, the request built),
 // connect (-> the request's arrival at the server: a connection,
-// the request written) and answer (the server's reply -> SUCCEEDED: the
-// response read, its outputs, the actor's turn); cpu-ms/step of
+// the request written), reply (the server's handler done -> the client has
+// the response: the server's flush, on a loaded machine mostly its turn
+// for a CPU) and answer (-> SUCCEEDED: the body read, the outputs, the
+// actor's turn); cpu-ms/step of
 // this process and pg-cpu-ms/step of PostgreSQL, and cores in use;
 // commits/step, every transaction that wrote (the API's, the queue's, the
 // engine's writer's) per step, and commit-floor-ms, the cheapest durable
@@ -86,14 +88,19 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 	env := flowtest.New(b)
 	rts := stepruntime.Builtins()
 	client := httpstep.NewClient()
-	sent := map[int64]time.Time{} // instance id -> when the client was handed the request
+	sent := map[int64]time.Time{}     // instance id -> when the client was handed the request
+	received := map[int64]time.Time{} // instance id -> when the client had the response's head
 	client.Transport = roundTripFunc(func(next http.RoundTripper) roundTripFunc {
 		return func(r *http.Request) (*http.Response, error) {
 			id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/"), 10, 64)
 			mu.Lock()
 			sent[id] = time.Now()
 			mu.Unlock()
-			return next.RoundTrip(r)
+			resp, err := next.RoundTrip(r)
+			mu.Lock()
+			received[id] = time.Now()
+			mu.Unlock()
+			return resp, err
 		}
 	}(client.Transport))
 	rts[httpstep.Type] = httpstep.New(httpstep.Config{Client: client})
@@ -122,7 +129,7 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var overhead, start, commit, launch, connect, answer []time.Duration
+	var overhead, start, commit, launch, connect, reply, answer []time.Duration
 	var cpu, pgCPU, wall time.Duration
 	var commits int64
 	b.ResetTimer()
@@ -185,14 +192,16 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 			held, ok4 := served[inst.InstanceID]
 			c, ok5 := sent[inst.InstanceID]
 			w, ok6 := recorded[ref]
-			if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 {
+			got, ok7 := received[inst.InstanceID]
+			if ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7 {
 				in, out := time.Unix(0, held[0]), time.Unix(0, held[1])
 				overhead = append(overhead, d.Sub(s)-out.Sub(in))
 				start = append(start, r.Sub(s))
 				commit = append(commit, w.Sub(r))
 				launch = append(launch, c.Sub(w))
 				connect = append(connect, in.Sub(c))
-				answer = append(answer, d.Sub(out))
+				reply = append(reply, got.Sub(out))
+				answer = append(answer, d.Sub(got))
 			}
 		}
 		mu.Unlock()
@@ -213,7 +222,7 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 		for _, part := range []struct {
 			name string
 			ds   []time.Duration
-		}{{"start", start}, {"commit", commit}, {"launch", launch}, {"connect", connect}, {"answer", answer}} {
+		}{{"start", start}, {"commit", commit}, {"launch", launch}, {"connect", connect}, {"reply", reply}, {"answer", answer}} {
 			b.ReportMetric(ms(percentile(part.ds, 0.5)), "p50-"+part.name+"-ms")
 			b.ReportMetric(ms(percentile(part.ds, 0.99)), "p99-"+part.name+"-ms")
 		}
