@@ -14,6 +14,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/run"
 )
@@ -147,11 +148,16 @@ func BenchmarkWakeLatency(b *testing.B) {
 						got.WorkflowID, got.InstanceID, got.RunID).Scan(&started); err != nil {
 						b.Fatal(err)
 					}
-					done, ok := rec.at(run.Ref{WorkflowID: got.WorkflowID, InstanceID: got.InstanceID, RunID: got.RunID},
-						"nap", instance.StepSucceeded)
-					if !ok {
-						b.Fatal("no SUCCEEDED transition observed")
-					}
+					// The Observer hears of the write once the writer has
+					// finished it, which may be just after the run's row shows
+					// it over.
+					ref := run.Ref{WorkflowID: got.WorkflowID, InstanceID: got.InstanceID, RunID: got.RunID}
+					var done time.Time
+					flowtest.WaitFor(b, 10*time.Second, "the SUCCEEDED transition observed", func() bool {
+						var ok bool
+						done, ok = rec.at(ref, "nap", instance.StepSucceeded)
+						return ok
+					})
 					due = append(due, done.Sub(started.Add(sleep*time.Second)))
 					if at, ok := wakes[got.InstanceID]; ok {
 						wake = append(wake, done.Sub(at))

@@ -84,6 +84,17 @@ func TestPassivatedSleepComesBackAndFinishes(t *testing.T) {
 	if a := e.attempts(got, "nap"); len(a) != 1 || a[0] != instance.StepSucceeded {
 		t.Errorf("nap attempts %v, want one SUCCEEDED", a)
 	}
+	// Brought back ahead of its wake time (wakeLead), the attempt still
+	// sleeps its full time.
+	var slept time.Duration
+	if err := e.pool.QueryRow(context.Background(), `SELECT (extract(epoch FROM end_time - start_time) * 1e9)::bigint
+        FROM step_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = 'nap'`,
+		got.WorkflowID, got.InstanceID, got.RunID).Scan(&slept); err != nil {
+		t.Fatal(err)
+	}
+	if slept < 3*time.Second {
+		t.Errorf("nap slept %s, want 3s", slept)
+	}
 	if e.passiveWake(got) != nil {
 		t.Error("an ended run keeps its wake time")
 	}

@@ -2,7 +2,6 @@ package flow
 
 import (
 	"container/heap"
-	"sync"
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/run"
@@ -24,6 +23,9 @@ type passiveIndex struct {
 	timer   *time.Timer
 	timerAt int64
 	firing  bool
+	// workers bounds the activations the timer has in flight
+	// (wakeWorkers).
+	workers chan struct{}
 }
 
 // passiveEntry is one passivated run.
@@ -191,7 +193,7 @@ func (g *group) armPassive() {
 	if x.timer != nil && x.timerAt == at {
 		return
 	}
-	d := time.Until(time.Unix(0, at))
+	d := time.Until(time.Unix(0, at).Add(-wakeLead))
 	x.timerAt = at
 	if x.timer == nil {
 		x.timer = time.AfterFunc(d, g.firePassive)
@@ -210,15 +212,23 @@ func (g *group) stopPassive() {
 	}
 }
 
-// wakeBatch is how many due runs the wake timer takes at a time, and
-// wakeWorkers how many it brings back at once.
-const (
-	wakeBatch   = 256
-	wakeWorkers = 16
-)
+// wakeWorkers is how many due runs of a group are brought back at once.
+const wakeWorkers = 16
 
-// firePassive brings back every passivated run that is due, then re-arms
-// the timer.
+// wakeLead is how long before its wake time a passivated run is brought
+// back. Its activation (a round trip) and its rebuild then happen before
+// it is due, and what decides when it goes on is its own attempt's timer
+// (a sleep's end, the next poll, a timeout), rebuilt from the stored
+// state, as for a run held in memory: a run comes back on time even when
+// the activation queues behind other work (docs/performance.md). An
+// attempt brought back early looks once more and waits the rest.
+const wakeLead = 50 * time.Millisecond
+
+// firePassive brings back every passivated run that is due (within
+// wakeLead), each as soon as one of the group's wakeWorkers is free, then
+// re-arms the timer. It does not wait for the activations it started: a
+// run due while they are in flight is taken as soon as a worker frees, or
+// by the timer once the loop is over.
 func (g *group) firePassive() {
 	e := g.eng
 	g.mu.Lock()
@@ -228,40 +238,44 @@ func (g *group) firePassive() {
 	}
 	g.passive.firing = true
 	g.passive.timerAt = 0
+	if g.passive.workers == nil {
+		g.passive.workers = make(chan struct{}, wakeWorkers)
+	}
+	workers := g.passive.workers
 	g.mu.Unlock()
 	e.wg.Add(1)
 	defer e.wg.Done()
-	for g.ctx.Err() == nil {
+	for {
+		held := false
+		select {
+		case workers <- struct{}{}:
+			held = true
+		case <-g.ctx.Done():
+		}
 		g.mu.Lock()
-		refs := g.passive.popDue(time.Now(), wakeBatch)
-		for _, ref := range refs {
-			g.markActivating(ref)
+		var refs []run.Ref
+		if held && g.ctx.Err() == nil && e.ctx.Err() == nil {
+			refs = g.passive.popDue(time.Now().Add(wakeLead), 1)
 		}
 		if len(refs) == 0 {
 			g.passive.firing = false
-			g.armPassive()
+			if g.ctx.Err() == nil {
+				g.armPassive()
+			}
 			g.mu.Unlock()
+			if held {
+				<-workers
+			}
 			return
 		}
+		ref := refs[0]
+		g.markActivating(ref)
 		g.mu.Unlock()
-		work := make(chan run.Ref)
-		var wg sync.WaitGroup
-		for range min(wakeWorkers, len(refs)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ref := range work {
-					e.activate(g, ref, "due")
-				}
-			}()
-		}
-		for _, ref := range refs {
-			work <- ref
-		}
-		close(work)
-		wg.Wait()
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			defer func() { <-workers }()
+			_ = e.activate(g, ref, "due")
+		}()
 	}
-	g.mu.Lock()
-	g.passive.firing = false
-	g.mu.Unlock()
 }

@@ -66,14 +66,29 @@ func (s *Store) Activate(ctx context.Context, ref run.Ref, group int32, gen int6
 	return row, steps, true, nil
 }
 
+// activateAsyncSQL makes the activation's transaction commit without
+// waiting for its WAL to be flushed (is_local: for this transaction alone,
+// which a batch's statements share). Nothing is acted on because the
+// marker is cleared: a crash that loses the clearing leaves the run
+// passivated, due (its wake time is past), so its next owner brings it
+// back as it would have; and every write the run makes once back is
+// synchronous, which flushes the WAL up to it, the clearing included. The
+// wake-up no longer waits for a disk flush (docs/performance.md).
+const activateAsyncSQL = `SELECT set_config('synchronous_commit', 'off', true)`
+
 // activate sends activateSQL and latestAttemptsSQL in one batch (one round
-// trip, one transaction); pgx.ErrNoRows when the first found no run.
+// trip, one transaction, committed asynchronously); pgx.ErrNoRows when the
+// first found no run.
 func (s *Store) activate(ctx context.Context, ref run.Ref, group int32, gen int64, node string) (InstanceRow, []StepRow, error) {
 	b := &pgx.Batch{}
+	b.Queue(activateAsyncSQL)
 	b.Queue(activateSQL, ref.WorkflowID, ref.InstanceID, ref.RunID, group, gen, node)
 	b.Queue(latestAttemptsSQL, ref.WorkflowID, ref.InstanceID, ref.RunID)
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return InstanceRow{}, nil, err
+	}
 	rows, err := br.Query()
 	if err != nil {
 		return InstanceRow{}, nil, err
