@@ -153,11 +153,13 @@ type Engine struct {
 	cfg     Config
 	db      *pgxpool.Pool
 	relaxed *pgxpool.Pool // queue bookkeeping, synchronous_commit off
-	store   *flowstore.Store
-	writer  *flowstore.Writer
-	pool    *workerPool
-	worker  *queue.Worker
-	members *membership.Node
+	// writerDB is the writer's own pool (writerConns connections).
+	writerDB *pgxpool.Pool
+	store    *flowstore.Store
+	writer   *flowstore.Writer
+	pool     *workerPool
+	worker   *queue.Worker
+	members  *membership.Node
 	// stepToken computes the callback token each attempt's job receives
 	// (completion.Tokens); set by Start.
 	stepToken func(stepUUID string) string
@@ -226,7 +228,23 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open queue pool: %w", err)
 	}
 	e.relaxed = relaxed
-	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines})
+	// The writer's connections are its own: a commit that every start
+	// and every chain waits for never queues behind the node's reads
+	// (and an API sharing the pool) for a connection. With PostgreSQL a
+	// network away a connection is held for a round trip per statement,
+	// and a shared pool of a few connections made the writer's batches
+	// wait longer for one than for their commit.
+	writerCfg := db.Config().Copy()
+	writerCfg.MaxConns = int32(writerConns(cfg.WriterPipelines))
+	writerCfg.MinConns = 0
+	writerCfg.ConnConfig.RuntimeParams["application_name"] = writerAppName(db)
+	writerDB, err := pgxpool.NewWithConfig(context.Background(), writerCfg)
+	if err != nil {
+		relaxed.Close()
+		return nil, fmt.Errorf("open writer pool: %w", err)
+	}
+	e.writerDB = writerDB
+	e.writer = flowstore.NewWriter(writerDB, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
 	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},
@@ -273,6 +291,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	w, err := queue.NewWorker(qc)
 	if err != nil {
 		relaxed.Close()
+		writerDB.Close()
 		return nil, err
 	}
 	e.worker = w
@@ -333,6 +352,7 @@ func (e *Engine) Stop() {
 		e.writer.Stop()
 		e.members.Stop()
 		e.relaxed.Close()
+		e.writerDB.Close()
 	})
 }
 
@@ -538,6 +558,19 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	default:
 		return err
 	}
+}
+
+// writerConns is the size of the writer's own pool: one connection per
+// transaction it may have in flight.
+func writerConns(pipelines int) int { return max(pipelines, 1) }
+
+// writerAppName names the writer's connections after the pool's (as
+// pg_stat_activity shows them).
+func writerAppName(db *pgxpool.Pool) string {
+	if name := db.Config().ConnConfig.RuntimeParams["application_name"]; name != "" {
+		return name + "-writer"
+	}
+	return "maestro-writer"
 }
 
 // startWorkers is how many start messages an engine handles at once. A
