@@ -619,10 +619,13 @@ func slotOf(op *Op) int {
 
 // statementWaves splits a batch into waves of multi-row statements so
 // that an op runs after the op it is ordered after (Op.After) when both
-// are in the batch: in a later statement of the same wave, or in a later
-// wave. A batch lists an op after its predecessor, and most batches are
-// one wave; a run's chain that goes back to an earlier statement (a
-// step's end written behind, then the next step's insert) starts another.
+// are in the batch: in the same statement after it (a statement writes
+// its rows, and their events, in the order of its arrays, which is the
+// batch's), in a later statement of the same wave, or in a later wave. A
+// batch lists an op after its predecessor, and most batches are one wave:
+// a chain of NoOp steps, each written once, is one insert statement. A
+// run's chain that goes back to an earlier statement (a step's end
+// written behind, then the next step's insert) starts another wave.
 func statementWaves(batch []*Op) [][slots][]*Op {
 	waves := make([][slots][]*Op, 1)
 	pos := make(map[*Op][2]int, len(batch))
@@ -630,7 +633,7 @@ func statementWaves(batch []*Op) [][slots][]*Op {
 		wave, slot := 0, slotOf(op)
 		if p, ok := pos[op.after]; ok && op.after != nil {
 			wave = p[0]
-			if slot <= p[1] {
+			if slot < p[1] {
 				wave++
 			}
 		}
