@@ -69,9 +69,15 @@ type Config struct {
 	// Workers bounds concurrent step runtime calls (default 64).
 	Workers int
 	// WriterPipelines is how many of the node's writer's transactions may
-	// be in flight at once (default 1: docs/performance.md, "The pipelined
-	// writer", has the figures). A run's writes never share two at once.
+	// be in flight at once (default DefaultWriterPipelines). A run's
+	// writes never share two at once, and the writer opens more than one
+	// only while its commits take as long as a database a network away's
+	// (flowstore.WriterConfig.RemoteCommit; docs/performance.md, "The
+	// pipelined writer").
 	WriterPipelines int
+	// WriterRemoteCommit is the writer's flowstore.WriterConfig.RemoteCommit
+	// (0: its default; negative: its pipelines always open).
+	WriterRemoteCommit time.Duration
 	// Runtimes by step type (default stepruntime.Builtins()).
 	Runtimes stepruntime.Registry
 	// Queue tunes the outbox worker; Node, Store, Listen, Groups, Owns and
@@ -134,6 +140,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Workers <= 0 {
 		c.Workers = 64
+	}
+	if c.WriterPipelines <= 0 {
+		c.WriterPipelines = DefaultWriterPipelines
 	}
 	if c.Runtimes == nil {
 		c.Runtimes = stepruntime.Builtins()
@@ -244,7 +253,8 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open writer pool: %w", err)
 	}
 	e.writerDB = writerDB
-	e.writer = flowstore.NewWriter(writerDB, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines})
+	e.writer = flowstore.NewWriter(writerDB, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines,
+		RemoteCommit: cfg.WriterRemoteCommit})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
 	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},
@@ -559,6 +569,11 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 		return err
 	}
 }
+
+// DefaultWriterPipelines is Config.WriterPipelines's default: a second
+// transaction for starts and runs' ends while one is in flight, with the
+// database a network away.
+const DefaultWriterPipelines = 2
 
 // writerConns is the size of the writer's own pool: one connection per
 // transaction it may have in flight.

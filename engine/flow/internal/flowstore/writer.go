@@ -39,8 +39,19 @@ type WriterConfig struct {
 	MaxBatch int
 	// Pipelines is how many transactions may be in flight at once
 	// (default 1). Ops ordered after one another (Op.After) never share
-	// two concurrent transactions.
+	// two concurrent transactions: an op goes out only once its
+	// predecessor has committed, or with it. A transaction beyond the
+	// first is started only while the database is far (RemoteCommit) and
+	// only for an op somebody waits for (not Behind): a start or a run's
+	// end then does not wait for a commit in flight before its own, while
+	// writes behind still ride in the next commit. Near the database,
+	// more transactions would only cost CPU: one batch at a time carries
+	// everything.
 	Pipelines int
+	// RemoteCommit is the fastest recent commit from which the writer
+	// takes the database to be a network away and opens its further
+	// pipelines (default DefaultRemoteCommit; negative: always).
+	RemoteCommit time.Duration
 	// Linger is how long an idle writer may hold back ops nobody waits
 	// for (Op.Behind), to send them with the writes that follow them: an
 	// attempt's terminal write, written behind, then shares its commit
@@ -50,6 +61,15 @@ type WriterConfig struct {
 	// Logger is told of transient failures the writer retries.
 	Logger *slog.Logger
 }
+
+// DefaultRemoteCommit is WriterConfig.RemoteCommit's default: a commit on
+// the same machine takes tens to hundreds of microseconds, one across a
+// network (Aurora's, across availability zones) one to two milliseconds.
+const DefaultRemoteCommit = time.Millisecond
+
+// commitWindow is how many commits the writer's fastest recent commit is
+// taken over (this window's and the previous one's).
+const commitWindow = 64
 
 // DefaultLinger is WriterConfig.Linger's default: about what a flow
 // takes to start a step after its predecessor ended.
@@ -64,12 +84,16 @@ type Writer struct {
 	mu       sync.Mutex
 	queue    []*Op
 	inflight int
-	wake     chan struct{}
-	closed   bool
-	wg       sync.WaitGroup
-	stopOnce sync.Once
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// The fastest commit of this window of commitWindow commits and of
+	// the previous one (0: none yet), for RemoteCommit.
+	fastest, fastestBefore time.Duration
+	commits                int
+	wake                   chan struct{}
+	closed                 bool
+	wg                     sync.WaitGroup
+	stopOnce               sync.Once
+	ctx                    context.Context
+	cancel                 context.CancelFunc
 }
 
 // NewWriter builds a writer over db.
@@ -82,6 +106,9 @@ func NewWriter(db *pgxpool.Pool, cfg WriterConfig) *Writer {
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = DefaultLinger
+	}
+	if cfg.RemoteCommit == 0 {
+		cfg.RemoteCommit = DefaultRemoteCommit
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -372,6 +399,13 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 	if w.inflight >= w.cfg.Pipelines || len(w.queue) == 0 {
 		return nil, nil
 	}
+	if w.inflight > 0 && (!w.remote() || !w.awaitedReady()) {
+		// Another transaction while one is in flight is for a database a
+		// network away, and for a write somebody waits for (a start, a
+		// run's end, a recorded intent): writes behind wait for the next
+		// commit, where they cost no transaction of their own.
+		return nil, nil
+	}
 	in := make(map[*Op]bool)
 	rows := make(map[rowKey]bool)
 	rest := w.queue[:0]
@@ -405,6 +439,51 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 		w.inflight++
 	}
 	return batch, failed
+}
+
+// remote reports whether the fastest recent commit took RemoteCommit or
+// longer: the database is a network away. Called with mu held.
+func (w *Writer) remote() bool {
+	if w.cfg.RemoteCommit < 0 {
+		return true
+	}
+	fastest := w.fastest
+	if w.fastestBefore > 0 && (fastest == 0 || w.fastestBefore < fastest) {
+		fastest = w.fastestBefore
+	}
+	return fastest >= w.cfg.RemoteCommit
+}
+
+// committed records how long a transaction took, for remote.
+func (w *Writer) committed(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fastest == 0 || d < w.fastest {
+		w.fastest = d
+	}
+	if w.commits++; w.commits >= commitWindow {
+		w.fastestBefore, w.fastest, w.commits = w.fastest, 0, 0
+	}
+}
+
+// awaitedReady reports whether the queue holds an op somebody waits for
+// (not Behind) that may go now: its predecessor (Op.After) committed. One
+// whose predecessor is in flight waits for it anyway. Called with mu held.
+func (w *Writer) awaitedReady() bool {
+	for _, op := range w.queue {
+		if op.behind {
+			continue
+		}
+		if p := op.after; p != nil {
+			select {
+			case <-p.done:
+			default:
+				continue
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // rowKey names the row an op writes.
@@ -495,7 +574,12 @@ var errThen = errors.New("write announced with the state write failed")
 func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, batchTimeout)
 	defer cancel()
-	return execBatch(ctx, w.db, batch)
+	start := time.Now()
+	written, err := execBatch(ctx, w.db, batch)
+	if err == nil {
+		w.committed(time.Since(start))
+	}
+	return written, err
 }
 
 // Write writes one op on its own, without a Writer: run.ErrFenced when its
