@@ -88,12 +88,14 @@ type Writer struct {
 	// the previous one (0: none yet), for RemoteCommit.
 	fastest, fastestBefore time.Duration
 	commits                int
-	wake                   chan struct{}
-	closed                 bool
-	wg                     sync.WaitGroup
-	stopOnce               sync.Once
-	ctx                    context.Context
-	cancel                 context.CancelFunc
+	// awaited counts the ops queued that are not Behind.
+	awaited  int
+	wake     chan struct{}
+	closed   bool
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+	ctx      context.Context
+	cancel   context.CancelFunc
 }
 
 // NewWriter builds a writer over db.
@@ -288,6 +290,9 @@ func (w *Writer) Submit(ops ...*Op) {
 	now := time.Now()
 	for _, op := range ops {
 		op.queued = now
+		if !op.behind {
+			w.awaited++
+		}
 	}
 	w.queue = append(w.queue, ops...)
 	w.mu.Unlock()
@@ -435,6 +440,12 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 	}
 	clear(w.queue[len(rest):])
 	w.queue = rest
+	w.awaited = 0
+	for _, op := range rest {
+		if !op.behind {
+			w.awaited++
+		}
+	}
 	if len(batch) > 0 {
 		w.inflight++
 	}
@@ -470,6 +481,11 @@ func (w *Writer) committed(d time.Duration) {
 // (not Behind) that may go now: its predecessor (Op.After) committed. One
 // whose predecessor is in flight waits for it anyway. Called with mu held.
 func (w *Writer) awaitedReady() bool {
+	if w.awaited == 0 {
+		// Only writes behind are queued: no scan of a long queue on
+		// every op submitted while a transaction is in flight.
+		return false
+	}
 	for _, op := range w.queue {
 		if op.behind {
 			continue
