@@ -69,9 +69,15 @@ type Config struct {
 	// Workers bounds concurrent step runtime calls (default 64).
 	Workers int
 	// WriterPipelines is how many of the node's writer's transactions may
-	// be in flight at once (default 1: docs/performance.md, "The pipelined
-	// writer", has the figures). A run's writes never share two at once.
+	// be in flight at once (default DefaultWriterPipelines). A run's
+	// writes never share two at once, and the writer opens more than one
+	// only while its commits take as long as a database a network away's
+	// (flowstore.WriterConfig.RemoteCommit; docs/performance.md, "The
+	// pipelined writer").
 	WriterPipelines int
+	// WriterRemoteCommit is the writer's flowstore.WriterConfig.RemoteCommit
+	// (0: its default; negative: its pipelines always open).
+	WriterRemoteCommit time.Duration
 	// Runtimes by step type (default stepruntime.Builtins()).
 	Runtimes stepruntime.Registry
 	// Queue tunes the outbox worker; Node, Store, Listen, Groups, Owns and
@@ -135,6 +141,9 @@ func (c *Config) defaults() error {
 	if c.Workers <= 0 {
 		c.Workers = 64
 	}
+	if c.WriterPipelines <= 0 {
+		c.WriterPipelines = DefaultWriterPipelines
+	}
 	if c.Runtimes == nil {
 		c.Runtimes = stepruntime.Builtins()
 	}
@@ -153,11 +162,13 @@ type Engine struct {
 	cfg     Config
 	db      *pgxpool.Pool
 	relaxed *pgxpool.Pool // queue bookkeeping, synchronous_commit off
-	store   *flowstore.Store
-	writer  *flowstore.Writer
-	pool    *workerPool
-	worker  *queue.Worker
-	members *membership.Node
+	// writerDB is the writer's own pool (writerConns connections).
+	writerDB *pgxpool.Pool
+	store    *flowstore.Store
+	writer   *flowstore.Writer
+	pool     *workerPool
+	worker   *queue.Worker
+	members  *membership.Node
 	// stepToken computes the callback token each attempt's job receives
 	// (completion.Tokens); set by Start.
 	stepToken func(stepUUID string) string
@@ -226,7 +237,24 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("open queue pool: %w", err)
 	}
 	e.relaxed = relaxed
-	e.writer = flowstore.NewWriter(db, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines})
+	// The writer's connections are its own: a commit that every start
+	// and every chain waits for never queues behind the node's reads
+	// (and an API sharing the pool) for a connection. With PostgreSQL a
+	// network away a connection is held for a round trip per statement,
+	// and a shared pool of a few connections made the writer's batches
+	// wait longer for one than for their commit.
+	writerCfg := db.Config().Copy()
+	writerCfg.MaxConns = int32(writerConns(cfg.WriterPipelines))
+	writerCfg.MinConns = 0
+	writerCfg.ConnConfig.RuntimeParams["application_name"] = writerAppName(db)
+	writerDB, err := pgxpool.NewWithConfig(context.Background(), writerCfg)
+	if err != nil {
+		relaxed.Close()
+		return nil, fmt.Errorf("open writer pool: %w", err)
+	}
+	e.writerDB = writerDB
+	e.writer = flowstore.NewWriter(writerDB, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines,
+		RemoteCommit: cfg.WriterRemoteCommit})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
 	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},
@@ -273,6 +301,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	w, err := queue.NewWorker(qc)
 	if err != nil {
 		relaxed.Close()
+		writerDB.Close()
 		return nil, err
 	}
 	e.worker = w
@@ -333,6 +362,7 @@ func (e *Engine) Stop() {
 		e.writer.Stop()
 		e.members.Stop()
 		e.relaxed.Close()
+		e.writerDB.Close()
 	})
 }
 
@@ -538,6 +568,24 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	default:
 		return err
 	}
+}
+
+// DefaultWriterPipelines is Config.WriterPipelines's default: a second
+// transaction for starts and runs' ends while one is in flight, with the
+// database a network away.
+const DefaultWriterPipelines = 2
+
+// writerConns is the size of the writer's own pool: one connection per
+// transaction it may have in flight.
+func writerConns(pipelines int) int { return max(pipelines, 1) }
+
+// writerAppName names the writer's connections after the pool's (as
+// pg_stat_activity shows them).
+func writerAppName(db *pgxpool.Pool) string {
+	if name := db.Config().ConnConfig.RuntimeParams["application_name"]; name != "" {
+		return name + "-writer"
+	}
+	return "maestro-writer"
 }
 
 // startWorkers is how many start messages an engine handles at once. A

@@ -19,6 +19,7 @@ func (e *Engine) Crash() {
 		e.writer.Stop()
 		e.members.Abandon()
 		e.relaxed.Close()
+		e.writerDB.Close()
 	})
 }
 

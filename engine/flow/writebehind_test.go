@@ -95,6 +95,17 @@ func (g *gate) Terminate(context.Context, *stepruntime.Attempt) stepruntime.Resu
 // attempt per step.
 func TestCrashWithWritesBehindInFlight(t *testing.T) {
 	t.Parallel()
+	// One pipeline, and two open whatever the database's distance (a
+	// second transaction in flight while the first is held).
+	for name, remote := range map[string]time.Duration{"near": 0, "remote": -1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			crashWithWritesBehindInFlight(t, remote)
+		})
+	}
+}
+
+func crashWithWritesBehindInFlight(t *testing.T, remote time.Duration) {
 	const runs, steps = 6, 40
 	e := newEnv(t)
 	c := &counted{}
@@ -105,7 +116,7 @@ func TestCrashWithWritesBehindInFlight(t *testing.T) {
 	def := typedChain("ahead", "Gauge", steps)
 	def = strings.Replace(def, `"id":"s0","type":"Gauge"`, `"id":"s0","type":"Exclusive"`, 1)
 	e.push(withStrategy(def, `{"rule":"PARALLEL","workflow_concurrency":100}`))
-	a := e.engine(flow.Config{NodeID: "node-a", Runtimes: rts, Lease: 2 * time.Second})
+	a := e.engine(flow.Config{NodeID: "node-a", Runtimes: rts, Lease: 2 * time.Second, WriterRemoteCommit: remote})
 	var insts []*execution.Instance
 	for range runs {
 		insts = append(insts, e.start("ahead", nil))

@@ -2,8 +2,14 @@ package flowstore
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/run"
 )
 
@@ -23,7 +29,13 @@ func TestStatementWavesKeepEachRunsOrder(t *testing.T) {
 	bIns := InsertStepOp(ctx, b, 0, 1, "s1", 1, "", "", StepWrite{}).After(bStart)
 	bUpd := UpdateStepOp(ctx, b, 0, 1, "s0", 1, StepWrite{})
 
-	waves := statementWaves([]*Op{aEnd1, bStart, aIns2, bIns, aEnd2, bUpd, aRun})
+	// c: a chain of steps each written once (NoOp), one statement.
+	c := run.Ref{WorkflowID: "c", InstanceID: 1, RunID: 1}
+	cIns1 := InsertStepOp(ctx, c, 0, 1, "s1", 1, "", "", StepWrite{})
+	cIns2 := InsertStepOp(ctx, c, 0, 1, "s2", 1, "", "", StepWrite{}).After(cIns1)
+	cIns3 := InsertStepOp(ctx, c, 0, 1, "s3", 1, "", "", StepWrite{}).After(cIns2)
+
+	waves := statementWaves([]*Op{aEnd1, cIns1, bStart, aIns2, cIns2, bIns, aEnd2, cIns3, bUpd, aRun})
 	where := map[*Op][2]int{}
 	for w, wave := range waves {
 		for slot, ops := range wave {
@@ -43,7 +55,70 @@ func TestStatementWavesKeepEachRunsOrder(t *testing.T) {
 	if where[bStart][0] != 0 || where[bIns][0] != 0 || where[bUpd][0] != 0 || where[aEnd1][0] != 0 {
 		t.Errorf("writes that need no later wave were pushed to one: %v", where)
 	}
+	if got := waves[0][slotInsert]; where[cIns1] != where[cIns3] || where[cIns1][0] != 0 ||
+		slices.Index(got, cIns1) > slices.Index(got, cIns2) || slices.Index(got, cIns2) > slices.Index(got, cIns3) {
+		t.Errorf("a chain of inserts is not one statement in its order: %v %v %v", where[cIns1], where[cIns2], where[cIns3])
+	}
 	if len(waves) != 2 {
 		t.Errorf("%d waves, want 2 (a's chain goes back to an earlier statement once)", len(waves))
+	}
+}
+
+// A batch holding long chains of steps each written once (NoOp), of two
+// runs interleaved, writes each chain in one statement: every row, and
+// its event, is written, and each run's events follow the order of its
+// writes (event ids ascending along the chain).
+func TestChainInOneStatementKeepsItsEventsInOrder(t *testing.T) {
+	t.Parallel()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	const steps = 60
+	var batch []*Op
+	prev := map[run.Ref]*Op{}
+	for i := range steps {
+		for g, ref := range []run.Ref{ref1, ref2} {
+			ev := []byte(fmt.Sprintf(`{"workflow_id":"wf","instance_id":%d,"step_id":"c%d"}`, ref.InstanceID, i))
+			op := InsertStepOp(ctx, ref, int32(g), 5+2*int64(g), fmt.Sprintf("c%d", i), 1,
+				fmt.Sprintf("00000000-0000-0000-%04d-%012d", ref.InstanceID, i), "NoOp",
+				StepWrite{Status: instance.StepSucceeded, Seq: 1, Start: true, End: true, Timeline: []instance.TimelineEvent{}, Event: ev}).
+				After(prev[ref])
+			prev[ref] = op
+			batch = append(batch, op)
+		}
+	}
+	if waves := statementWaves(batch); len(waves) != 1 || len(waves[0][slotInsert]) != len(batch) {
+		t.Fatalf("the chains took %d waves, want one insert statement", len(waves))
+	}
+	w := NewWriter(db, WriterConfig{Linger: -1})
+	w.Submit(batch...) // before the loop runs: one batch
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, op := range batch {
+		if err := op.Wait(wctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ref := range []run.Ref{ref1, ref2} {
+		rows, err := db.Query(ctx, `SELECT payload->>'step_id' FROM maestro_event
+            WHERE workflow_id = 'wf' AND (payload->>'instance_id')::bigint = $1 ORDER BY event_id`, ref.InstanceID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != steps {
+			t.Fatalf("run %d: %d events, want %d", ref.InstanceID, len(got), steps)
+		}
+		for i, s := range got {
+			if s != fmt.Sprintf("c%d", i) {
+				t.Fatalf("run %d: event %d is %s's, want c%d's (events %v)", ref.InstanceID, i, s, i, got)
+			}
+		}
 	}
 }

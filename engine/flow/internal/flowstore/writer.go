@@ -39,8 +39,19 @@ type WriterConfig struct {
 	MaxBatch int
 	// Pipelines is how many transactions may be in flight at once
 	// (default 1). Ops ordered after one another (Op.After) never share
-	// two concurrent transactions.
+	// two concurrent transactions: an op goes out only once its
+	// predecessor has committed, or with it. A transaction beyond the
+	// first is started only while the database is far (RemoteCommit) and
+	// only for an op somebody waits for (not Behind): a start or a run's
+	// end then does not wait for a commit in flight before its own, while
+	// writes behind still ride in the next commit. Near the database,
+	// more transactions would only cost CPU: one batch at a time carries
+	// everything.
 	Pipelines int
+	// RemoteCommit is the fastest recent commit from which the writer
+	// takes the database to be a network away and opens its further
+	// pipelines (default DefaultRemoteCommit; negative: always).
+	RemoteCommit time.Duration
 	// Linger is how long an idle writer may hold back ops nobody waits
 	// for (Op.Behind), to send them with the writes that follow them: an
 	// attempt's terminal write, written behind, then shares its commit
@@ -50,6 +61,15 @@ type WriterConfig struct {
 	// Logger is told of transient failures the writer retries.
 	Logger *slog.Logger
 }
+
+// DefaultRemoteCommit is WriterConfig.RemoteCommit's default: a commit on
+// the same machine takes tens to hundreds of microseconds, one across a
+// network (Aurora's, across availability zones) one to two milliseconds.
+const DefaultRemoteCommit = time.Millisecond
+
+// commitWindow is how many commits the writer's fastest recent commit is
+// taken over (this window's and the previous one's).
+const commitWindow = 64
 
 // DefaultLinger is WriterConfig.Linger's default: about what a flow
 // takes to start a step after its predecessor ended.
@@ -64,6 +84,12 @@ type Writer struct {
 	mu       sync.Mutex
 	queue    []*Op
 	inflight int
+	// The fastest commit of this window of commitWindow commits and of
+	// the previous one (0: none yet), for RemoteCommit.
+	fastest, fastestBefore time.Duration
+	commits                int
+	// awaited counts the ops queued that are not Behind.
+	awaited  int
 	wake     chan struct{}
 	closed   bool
 	wg       sync.WaitGroup
@@ -82,6 +108,9 @@ func NewWriter(db *pgxpool.Pool, cfg WriterConfig) *Writer {
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = DefaultLinger
+	}
+	if cfg.RemoteCommit == 0 {
+		cfg.RemoteCommit = DefaultRemoteCommit
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -261,6 +290,9 @@ func (w *Writer) Submit(ops ...*Op) {
 	now := time.Now()
 	for _, op := range ops {
 		op.queued = now
+		if !op.behind {
+			w.awaited++
+		}
 	}
 	w.queue = append(w.queue, ops...)
 	w.mu.Unlock()
@@ -372,6 +404,13 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 	if w.inflight >= w.cfg.Pipelines || len(w.queue) == 0 {
 		return nil, nil
 	}
+	if w.inflight > 0 && (!w.remote() || !w.awaitedReady()) {
+		// Another transaction while one is in flight is for a database a
+		// network away, and for a write somebody waits for (a start, a
+		// run's end, a recorded intent): writes behind wait for the next
+		// commit, where they cost no transaction of their own.
+		return nil, nil
+	}
 	in := make(map[*Op]bool)
 	rows := make(map[rowKey]bool)
 	rest := w.queue[:0]
@@ -401,10 +440,66 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 	}
 	clear(w.queue[len(rest):])
 	w.queue = rest
+	w.awaited = 0
+	for _, op := range rest {
+		if !op.behind {
+			w.awaited++
+		}
+	}
 	if len(batch) > 0 {
 		w.inflight++
 	}
 	return batch, failed
+}
+
+// remote reports whether the fastest recent commit took RemoteCommit or
+// longer: the database is a network away. Called with mu held.
+func (w *Writer) remote() bool {
+	if w.cfg.RemoteCommit < 0 {
+		return true
+	}
+	fastest := w.fastest
+	if w.fastestBefore > 0 && (fastest == 0 || w.fastestBefore < fastest) {
+		fastest = w.fastestBefore
+	}
+	return fastest >= w.cfg.RemoteCommit
+}
+
+// committed records how long a transaction took, for remote.
+func (w *Writer) committed(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fastest == 0 || d < w.fastest {
+		w.fastest = d
+	}
+	if w.commits++; w.commits >= commitWindow {
+		w.fastestBefore, w.fastest, w.commits = w.fastest, 0, 0
+	}
+}
+
+// awaitedReady reports whether the queue holds an op somebody waits for
+// (not Behind) that may go now: its predecessor (Op.After) committed. One
+// whose predecessor is in flight waits for it anyway. Called with mu held.
+func (w *Writer) awaitedReady() bool {
+	if w.awaited == 0 {
+		// Only writes behind are queued: no scan of a long queue on
+		// every op submitted while a transaction is in flight.
+		return false
+	}
+	for _, op := range w.queue {
+		if op.behind {
+			continue
+		}
+		if p := op.after; p != nil {
+			select {
+			case <-p.done:
+			default:
+				continue
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // rowKey names the row an op writes.
@@ -495,7 +590,12 @@ var errThen = errors.New("write announced with the state write failed")
 func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, batchTimeout)
 	defer cancel()
-	return execBatch(ctx, w.db, batch)
+	start := time.Now()
+	written, err := execBatch(ctx, w.db, batch)
+	if err == nil {
+		w.committed(time.Since(start))
+	}
+	return written, err
 }
 
 // Write writes one op on its own, without a Writer: run.ErrFenced when its
@@ -619,10 +719,13 @@ func slotOf(op *Op) int {
 
 // statementWaves splits a batch into waves of multi-row statements so
 // that an op runs after the op it is ordered after (Op.After) when both
-// are in the batch: in a later statement of the same wave, or in a later
-// wave. A batch lists an op after its predecessor, and most batches are
-// one wave; a run's chain that goes back to an earlier statement (a
-// step's end written behind, then the next step's insert) starts another.
+// are in the batch: in the same statement after it (a statement writes
+// its rows, and their events, in the order of its arrays, which is the
+// batch's), in a later statement of the same wave, or in a later wave. A
+// batch lists an op after its predecessor, and most batches are one wave:
+// a chain of NoOp steps, each written once, is one insert statement. A
+// run's chain that goes back to an earlier statement (a step's end
+// written behind, then the next step's insert) starts another wave.
 func statementWaves(batch []*Op) [][slots][]*Op {
 	waves := make([][slots][]*Op, 1)
 	pos := make(map[*Op][2]int, len(batch))
@@ -630,7 +733,7 @@ func statementWaves(batch []*Op) [][slots][]*Op {
 		wave, slot := 0, slotOf(op)
 		if p, ok := pos[op.after]; ok && op.after != nil {
 			wave = p[0]
-			if slot <= p[1] {
+			if slot < p[1] {
 				wave++
 			}
 		}

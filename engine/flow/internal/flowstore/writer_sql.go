@@ -25,24 +25,33 @@ import (
 // flight and no batch waits for a heartbeat. A run's own row is neither
 // locked nor read to fence a step write.
 
-// stepColumns unnests the column arrays of step writes ($2 ... $19; $1 is
+// stepSource unnests the column arrays of step writes ($2 ... $19; $1 is
 // the event kind; $19 the output signals a row announces, NULL for none);
-// insertColumns adds an insert's uuids and step types ($20, $21).
-const (
-	stepColumnList = `u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.step_id,
+// an insert adds its uuids and step types ($20, $21), and a statement
+// with startedFence the live flags (the next parameter). Each row carries
+// its place in the arrays (ord): a statement may write several writes of
+// one run (a chain of steps each written once, SUCCEEDED), given in the
+// run's order, and records their events in that order.
+func stepSource(insert, live bool) string {
+	cols := `u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.step_id,
         u.attempt_id, u.status, u.seq, u.params, u.outputs, u.runtime_state, u.retry, u.timeline, u.start, u.fin, u.ev, u.sig`
-	stepArrays = `$2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::bigint[],
+	arrays := `$2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::bigint[],
         $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::jsonb[], $15::jsonb[],
         $16::boolean[], $17::boolean[], $18::json[], $19::jsonb[]`
-	stepNames = `workflow_id, instance_id, run_id, group_id, gen, step_id, attempt_id, status, seq, params, outputs,
+	names := `workflow_id, instance_id, run_id, group_id, gen, step_id, attempt_id, status, seq, params, outputs,
         runtime_state, retry, timeline, start, fin, ev, sig`
-	stepColumns = `
-    SELECT ` + stepColumnList + `
-    FROM unnest(` + stepArrays + `) AS u(` + stepNames + `)`
-	insertColumns = `
-    SELECT ` + stepColumnList + `, u.uuid, u.step_type
-    FROM unnest(` + stepArrays + `, $20::uuid[], $21::text[]) AS u(` + stepNames + `, uuid, step_type)`
-)
+	next := 20
+	if insert {
+		cols, arrays, names = cols+", u.uuid, u.step_type", arrays+", $20::uuid[], $21::text[]", names+", uuid, step_type"
+		next = 22
+	}
+	if live {
+		cols, arrays, names = cols+", u.live", arrays+fmt.Sprintf(", $%d::boolean[]", next), names+", live"
+	}
+	return `
+    SELECT ` + cols + `, u.ord
+    FROM unnest(` + arrays + `) WITH ORDINALITY AS u(` + names + `, ord)`
+}
 
 // lockGroupsSQL key-share-locks the flow group rows of a batch ($1 groups,
 // $2 generations), in group order so that batches and the claims that
@@ -70,21 +79,13 @@ const startedFence = `(NOT u.live OR EXISTS (SELECT 1 FROM workflow_instance i
         WHERE i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id AND i.run_id = u.run_id
           AND i.status = 'IN_PROGRESS' AND i.generation = u.gen))`
 
-// withLive adds the live flags ($n) to a step statement's unnest (cols).
-func withLive(cols string, n int) string {
-	i := strings.LastIndex(cols, ") AS u(")
-	head, tail := cols[:i], cols[i:]
-	head = strings.Replace(head, "SELECT "+stepColumnList, "SELECT "+stepColumnList+", u.live", 1)
-	return head + fmt.Sprintf(", $%d::boolean[]", n) + strings.TrimSuffix(tail, ")") + ", live)"
-}
-
 // insertStepsStatement inserts new attempts. A row that exists already is
 // refused (ON CONFLICT), not an error: a write repeated after a lost
 // acknowledgement.
 func insertStepsStatement(afterStart bool) string {
-	cols, where := insertColumns, ""
+	cols, where := stepSource(true, afterStart), ""
 	if afterStart {
-		cols, where = withLive(insertColumns, 22), "\n    WHERE "+startedFence
+		where = "\n    WHERE " + startedFence
 	}
 	return `
 WITH u AS (` + cols + `),
@@ -98,11 +99,11 @@ ws AS (
     ON CONFLICT DO NOTHING
     RETURNING workflow_id, instance_id, run_id, step_id, attempt_id, seq),
 wu AS (
-    SELECT ws.workflow_id, ws.seq, u.ev, u.sig FROM ws JOIN u ON u.workflow_id = ws.workflow_id
+    SELECT ws.workflow_id, ws.seq, u.ev, u.sig, u.ord FROM ws JOIN u ON u.workflow_id = ws.workflow_id
         AND u.instance_id = ws.instance_id AND u.run_id = ws.run_id AND u.step_id = ws.step_id AND u.attempt_id = ws.attempt_id),
 e AS (
     ` + event.InsertSQL + `
-    SELECT $1::smallint, wu.workflow_id, wu.seq, wu.ev FROM wu WHERE wu.ev IS NOT NULL)` +
+    SELECT $1::smallint, wu.workflow_id, wu.seq, wu.ev FROM wu WHERE wu.ev IS NOT NULL ORDER BY wu.ord)` +
 		outputsSQL("wu") + `
 SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM ws`
 }
@@ -111,9 +112,9 @@ SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM ws`
 // group's generation it checks the attempt's seq, so a write repeated
 // after a lost acknowledgement fails instead of writing its event twice.
 func updateStepsStatement(afterStart bool) string {
-	cols, fence := stepColumns, ""
+	cols, fence := stepSource(false, afterStart), ""
 	if afterStart {
-		cols, fence = withLive(stepColumns, 20), " AND "+startedFence
+		fence = " AND " + startedFence
 	}
 	return `
 WITH u AS (` + cols + `),
@@ -130,10 +131,10 @@ ws AS (
     FROM u ` + groupFence + `
     WHERE s.workflow_id = u.workflow_id AND s.instance_id = u.instance_id AND s.run_id = u.run_id
       AND s.step_id = u.step_id AND s.attempt_id = u.attempt_id AND s.seq = u.seq - 1` + fence + `
-    RETURNING s.workflow_id, s.instance_id, s.run_id, s.step_id, s.attempt_id, s.seq, u.ev, u.sig),
+    RETURNING s.workflow_id, s.instance_id, s.run_id, s.step_id, s.attempt_id, s.seq, u.ev, u.sig, u.ord),
 e AS (
     ` + event.InsertSQL + `
-    SELECT $1::smallint, ws.workflow_id, ws.seq, ws.ev FROM ws WHERE ws.ev IS NOT NULL)` +
+    SELECT $1::smallint, ws.workflow_id, ws.seq, ws.ev FROM ws WHERE ws.ev IS NOT NULL ORDER BY ws.ord)` +
 		outputsSQL("ws") + `
 SELECT workflow_id, instance_id, run_id, step_id, attempt_id FROM ws`
 }
@@ -176,7 +177,7 @@ e AS (
 SELECT workflow_id, instance_id, run_id FROM w`
 
 // outputsSQL announces the output signals of the step rows written (the
-// CTE written, with a sig column): signal.OutputsSQL, in the same
+// CTE written, with sig and ord columns), in the order of the rows' writes: signal.OutputsSQL, in the same
 // statement as the rows' terminal states, over the outputs of every row
 // written gathered into one array. signal.OutputsSQL reads a CTE "w" that
 // has one row when its outputs are to be written: here, when any row
@@ -184,6 +185,7 @@ SELECT workflow_id, instance_id, run_id FROM w`
 func outputsSQL(written string) string {
 	return `,
 sig AS (
-    SELECT jsonb_agg(o) AS outs FROM ` + written + ` CROSS JOIN LATERAL jsonb_array_elements(` + written + `.sig) AS o),
+    SELECT jsonb_agg(x.o ORDER BY ` + written + `.ord, x.n) AS outs
+    FROM ` + written + ` CROSS JOIN LATERAL jsonb_array_elements(` + written + `.sig) WITH ORDINALITY AS x(o, n)),
 w AS (SELECT 1 FROM sig WHERE outs IS NOT NULL)` + strings.ReplaceAll(signal.OutputsSQL, "$N", "(SELECT outs FROM sig)")
 }

@@ -1,0 +1,180 @@
+package flowstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/instance"
+)
+
+// With two pipelines, a write somebody waits for does not wait for a
+// transaction in flight: here the first batch is held by a lock on its
+// row, and a write of another run commits meanwhile in a second
+// transaction. A run's writes never share two transactions at once: the
+// write ordered after the held one is not sent while it is in flight, and
+// commits after it, in a later transaction. A write behind alone opens no
+// second transaction: it waits for the next commit.
+func TestWriterPipelinesKeepEachRunsOrder(t *testing.T) {
+	t.Parallel()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	w := NewWriter(db, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: -1})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	running := func(seq int64) StepWrite {
+		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
+	}
+	// Hold run 1's attempt row: the batch that writes it waits.
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	held := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2))
+	w.Submit(held)
+	waitUntil(t, "the held batch to be in flight", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.inflight == 1 && held.sent
+	})
+	next := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, StepWrite{Status: instance.StepSucceeded, Seq: 3, End: true,
+		Timeline: []instance.TimelineEvent{}}).After(held)
+	behind := InsertStepOp(ctx, ref2, 1, 7, "t", 1, "00000000-0000-0000-0000-0000000000b1", "NoOp",
+		StepWrite{Status: instance.StepSucceeded, Seq: 1, Start: true, End: true, Timeline: []instance.TimelineEvent{}}).Behind()
+	w.Submit(next, behind)
+	time.Sleep(100 * time.Millisecond)
+	if isDone(behind) || isDone(next) {
+		t.Fatalf("written while the first transaction is held: behind done %v, ordered-after done %v", isDone(behind), isDone(next))
+	}
+	other := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2))
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.Write(waitCtx, other); err != nil {
+		t.Fatalf("a write of another run while one transaction is held: %v", err)
+	}
+	if err := behind.Wait(waitCtx); err != nil {
+		t.Fatalf("the write behind, sent with the awaited one: %v", err)
+	}
+	w.mu.Lock()
+	sent := next.sent
+	w.mu.Unlock()
+	if isDone(held) || sent {
+		t.Fatalf("run 1's writes moved while its first is held: first done %v, the one after it sent %v", isDone(held), sent)
+	}
+	if n := count(t, db, `SELECT seq FROM step_instance WHERE instance_id = $1 AND step_id = 's'`, ref1.InstanceID); n != 1 {
+		t.Fatalf("run 1's attempt at seq %d while its writes are held", n)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []*Op{held, next} {
+		if err := op.Wait(waitCtx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, db, `SELECT seq FROM step_instance WHERE instance_id = $1 AND step_id = 's'`, ref1.InstanceID); n != 3 {
+		t.Errorf("run 1's attempt at seq %d, want 3", n)
+	}
+	if n := count(t, db, `SELECT count(DISTINCT xmin::text) FROM step_instance WHERE step_id IN ('s', 't')`); n != 2 {
+		t.Errorf("%d transactions last wrote the attempts, want 2 (run 2's two writes in one, run 1's last in another)", n)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The writer opens its further pipelines only while its fastest recent
+// commit (this window's and the previous one's) is as slow as a database a
+// network away: a fast commit keeps it at one transaction for two windows.
+func TestWriterOpensPipelinesOnlyForARemoteDatabase(t *testing.T) {
+	w := NewWriter(nil, WriterConfig{Pipelines: 2})
+	remote := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.remote()
+	}
+	if remote() {
+		t.Fatal("remote before any commit")
+	}
+	for range commitWindow {
+		w.committed(2 * time.Millisecond)
+	}
+	if !remote() {
+		t.Fatal("not remote after a window of 2 ms commits")
+	}
+	w.committed(100 * time.Microsecond)
+	if remote() {
+		t.Fatal("remote right after a 100 µs commit")
+	}
+	for range 2 * commitWindow {
+		w.committed(3 * time.Millisecond)
+	}
+	if !remote() {
+		t.Fatal("still near after two windows of 3 ms commits")
+	}
+	if always := NewWriter(nil, WriterConfig{Pipelines: 2, RemoteCommit: -1}); !always.remote() {
+		t.Fatal("RemoteCommit < 0 is not always remote")
+	}
+}
+
+// Near the database (no commit as slow as RemoteCommit), a second
+// pipeline stays closed: a write of another run waits for the transaction
+// in flight.
+func TestWriterNearTheDatabaseKeepsOneTransaction(t *testing.T) {
+	t.Parallel()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	w := NewWriter(db, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	running := func(seq int64) StepWrite {
+		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
+	}
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	held := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2))
+	w.Submit(held)
+	waitUntil(t, "the held batch to be in flight", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.inflight == 1 && held.sent
+	})
+	other := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2))
+	w.Submit(other)
+	time.Sleep(100 * time.Millisecond)
+	if isDone(other) {
+		t.Fatal("a second transaction went out near the database")
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, op := range []*Op{held, other} {
+		if err := op.Wait(waitCtx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
