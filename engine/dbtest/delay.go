@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/maestro-aws/maestro/engine/localpg"
 )
 
@@ -61,4 +63,15 @@ func delayed(dsn string) (string, error) {
 	}
 	u.Host = p.Addr()
 	return u.String(), nil
+}
+
+// LeakOptions are the goleak options of a test binary whose databases may
+// be reached through the delay proxy: its goroutines serve the process's
+// connections until it exits, by design, and are not a leak.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/maestro-aws/maestro/engine/localpg.(*DelayProxy).accept"),
+		goleak.IgnoreAnyFunction("github.com/maestro-aws/maestro/engine/localpg.(*DelayProxy).pump"),
+		goleak.IgnoreAnyFunction("github.com/maestro-aws/maestro/engine/localpg.(*DelayProxy).pump.func1"),
+	}
 }

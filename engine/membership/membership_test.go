@@ -20,7 +20,7 @@ import (
 // Every heartbeat and lease watch loop must be gone once the nodes the
 // tests started have stopped.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, dbtest.LeakOptions()...)
 }
 
 const (

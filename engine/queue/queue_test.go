@@ -20,7 +20,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/queue"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, dbtest.LeakOptions()...) }
 
 func enqueue(t *testing.T, pool *pgxpool.Pool, q queue.ID, group int32, payload any) queue.Message {
 	t.Helper()

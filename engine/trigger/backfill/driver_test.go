@@ -15,7 +15,7 @@ import (
 	"github.com/maestro-aws/maestro/engine/execution"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, dbtest.LeakOptions()...) }
 
 func TestFromEnv(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
