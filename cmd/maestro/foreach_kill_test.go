@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -21,15 +22,32 @@ import (
 // restarted engine's adoption of their groups.
 func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 	t.Parallel()
-	const iterations = 200
+	killForeach(t, "fe-kill", 200, 20, 40)
+}
+
+// The same with a concurrency of 400: the engine creates iterations in
+// several transactions at once and records its progress after them, so the
+// kill may land between the iterations' commits and the record. The
+// restarted engine skips the iterations past the record that exist.
+func TestKilledEngineFinishesWideForeachExactlyOnce(t *testing.T) {
+	t.Parallel()
+	killForeach(t, "fe-kill-wide", 2000, 400, 500)
+}
+
+// killForeach runs a foreach of iterations 50 ms Sleep iterations at
+// concurrency conc on one engine, kills it (kill -9) once killAfter
+// iterations succeeded, restarts it, and checks that every iteration ran
+// exactly once and the step succeeded with one attempt.
+func killForeach(t *testing.T, id string, iterations, conc, killAfter int) {
+	t.Helper()
 	dsn := dbtest.URL(t)
 	ctx := context.Background()
 	pool := openPool(t, dsn)
 	defs := definition.NewStore(pool)
-	d, err := workflow.DecodeJSON([]byte(`{"properties":{"owner":"tester"},"workflow":{"id":"fe-kill","steps":[
-	  {"foreach":{"id":"loop","concurrency":20,
-	    "params":{"loop_params":{"type":"MAP","value":{"i":{"type":"LONG_ARRAY","expression":"Util.intsBetween(0, 200, 1)"}}}},
-	    "steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":0.05}}]}}]}}`))
+	d, err := workflow.DecodeJSON([]byte(fmt.Sprintf(`{"properties":{"owner":"tester"},"workflow":{"id":%q,"steps":[
+	  {"foreach":{"id":"loop","concurrency":%d,
+	    "params":{"loop_params":{"type":"MAP","value":{"i":{"type":"LONG_ARRAY","expression":"Util.intsBetween(0, %d, 1)"}}}},
+	    "steps":[{"step":{"id":"nap","type":"Sleep","sleep_seconds":0.05}}]}}]}}`, id, conc, iterations)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +55,11 @@ func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := execution.New(pool, defs, killGroups)
-	res, err := runs.Start(ctx, execution.StartRequest{WorkflowID: "fe-kill", Version: "latest"})
+	res, err := runs.Start(ctx, execution.StartRequest{WorkflowID: id, Version: "latest"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fid := instance.ForeachWorkflowID("fe-kill", res.Instance.InstanceID, "loop")
+	fid := instance.ForeachWorkflowID(id, res.Instance.InstanceID, "loop")
 	count := func(sql string) int {
 		var n int
 		if err := pool.QueryRow(ctx, sql, fid).Scan(&n); err != nil {
@@ -53,7 +71,7 @@ func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 	t0 := time.Now()
 	p1 := engineProcess(t, dsn, "node-1", "4")
 	deadline := time.Now().Add(30 * time.Second)
-	for count(`SELECT count(*) FROM workflow_instance WHERE workflow_id = $1 AND status = 'SUCCEEDED'`) < 40 {
+	for count(`SELECT count(*) FROM workflow_instance WHERE workflow_id = $1 AND status = 'SUCCEEDED'`) < killAfter {
 		if time.Now().After(deadline) {
 			t.Fatal("no iteration finished before the kill")
 		}
@@ -72,7 +90,7 @@ func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 
 	deadline = time.Now().Add(90 * time.Second)
 	for {
-		got, err := runs.Instance(ctx, "fe-kill", res.Instance.InstanceID, 1)
+		got, err := runs.Instance(ctx, id, res.Instance.InstanceID, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +116,7 @@ func TestKilledEngineFinishesForeachExactlyOnce(t *testing.T) {
 		t.Errorf("%d iteration steps ran more than once or did not succeed", n)
 	}
 	var attempts int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM step_instance WHERE workflow_id = 'fe-kill' AND step_id = 'loop'`).Scan(&attempts); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM step_instance WHERE workflow_id = $1 AND step_id = 'loop'`, id).Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
 	if attempts != 1 {

@@ -38,9 +38,19 @@ type started struct {
 // Statements.
 func CountingPool(t testing.TB) (*pgxpool.Pool, *Statements) {
 	t.Helper()
+	return CountingPoolOf(t, 0)
+}
+
+// CountingPoolOf is CountingPool with at most maxConns connections (0:
+// pgx's default, max(4, cores)), e.g. the engine's own pool size.
+func CountingPoolOf(t testing.TB, maxConns int32) (*pgxpool.Pool, *Statements) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(URL(t))
 	if err != nil {
 		t.Fatalf("dbtest: parse the pool config: %v", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
 	}
 	st := &Statements{bySQL: map[string]int64{}, spent: map[string]time.Duration{}, rows: map[string]int64{}}
 	cfg.ConnConfig.Tracer = st

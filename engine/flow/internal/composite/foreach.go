@@ -5,17 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/run"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -43,12 +42,15 @@ import (
 
 const (
 	// MaxForeachIterations bounds the iterations of one foreach step.
-	MaxForeachIterations = 100_000
+	MaxForeachIterations = 1_000_000
 	// DefaultForeachConcurrency is how many iterations run at once when
 	// the step sets no concurrency.
 	DefaultForeachConcurrency = 20
 	// foreachBatchLimit bounds the iterations created in one transaction.
 	foreachBatchLimit = 100
+	// maxForeachSlices bounds the transactions creating iterations of one
+	// foreach step at once.
+	maxForeachSlices = 4
 )
 
 // foreachPoll is how often a foreach step looks at its iterations when no
@@ -286,7 +288,7 @@ func (r *foreachRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) st
 		// places after the oldest one still running.
 		busy = st.next - (pr.oldestLive - 1)
 	}
-	room := min(conc-busy, foreachBatchLimit)
+	room := min(conc-busy, foreachBatchLimit*r.h.foreachSlices())
 	// Launch in batches of at least a tenth of the concurrency while
 	// iterations run: one transaction per ten iterations instead of one
 	// each, for a concurrency that dips by at most a tenth.
@@ -310,6 +312,13 @@ func (r *foreachRuntime) Execute(ctx context.Context, a *stepruntime.Attempt) st
 		delay = time.Millisecond // only kept iterations were left: finish
 	}
 	return stepruntime.Result{State: stepruntime.Continue, Data: st.data(), DataRecorded: true, NextPollDelay: delay}
+}
+
+// foreachSlices is how many transactions may create iterations of one
+// foreach step at once: up to maxForeachSlices, half the pool's
+// connections at most (the engine's writer and queue need theirs).
+func (h *host) foreachSlices() int64 {
+	return int64(max(1, min(maxForeachSlices, int(h.DB.Config().MaxConns)/2)))
 }
 
 // foreachSummary describes a finished foreach attempt that ran ran
@@ -439,10 +448,18 @@ ORDER BY g LIMIT $4`
 const iterationTimeout = int64(10 * 24 * time.Hour / time.Second)
 
 // createIterations creates up to n iterations from st.next on and records
-// the progress on the attempt, in one transaction fenced by the parent's
-// generation. It returns the new next index and how many runs it created.
-// Iterations in flow groups this node holds start here once the
-// transaction has committed (local.go); the others get start messages.
+// the progress on the attempt. It returns the new next index and how many
+// runs it created. Iterations in flow groups this node holds start here
+// once their transaction has committed (local.go); the others get start
+// messages.
+//
+// Up to foreachBatchLimit iterations are created in one transaction with
+// the progress record, fenced by the parent's generation. More are split
+// into slices of foreachBatchLimit created by concurrent transactions
+// (each fenced on its own), and the progress is recorded once all have
+// committed: a crash or a failed slice in between leaves iterations past
+// the durable record, which the next Execute skips (their primary key
+// makes the insert a no-op) while the progress query counts them live.
 func (h *host) createIterations(ctx context.Context, node string, a *stepruntime.Attempt, st foreachState, n int64) (int64, int64, error) {
 	dims, _, err := loopDims(a)
 	if err != nil {
@@ -458,176 +475,165 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 		return 0, 0, &childError{msg: "encode iteration definition: " + err.Error()}
 	}
 	parent := run.Parent{Ref: run.Ref{WorkflowID: a.WorkflowID, InstanceID: a.InstanceID, RunID: a.RunID}, StepID: a.StepID, AttemptID: a.AttemptID}
-	var next, created int64
-	var started []StartedRun
-	err = pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
-		started = started[:0]
+	spec := batchSpec{st: st, dims: dims, def: def, inline: &inline, parent: parent, traceContext: tracing.Traceparent(ctx)}
+	iters, err := h.pickIterations(ctx, st, n)
+	if err != nil {
+		return 0, 0, err
+	}
+	next := st.total
+	if int64(len(iters)) == n {
+		next = iters[len(iters)-1] // 1-based last launched = 0-based next
+	}
+	progress := st
+	progress.next = next
+	if len(iters) <= foreachBatchLimit {
+		made, err := h.createSlice(ctx, node, a, spec, iters, &progress)
+		if err != nil {
+			return 0, 0, err
+		}
+		h.startLocal(ctx, made.started)
+		return next, made.created, nil
+	}
+	parts := slices.Collect(slices.Chunk(iters, foreachBatchLimit))
+	made := make([]sliceMade, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			made[i], errs[i] = h.createSlice(ctx, node, a, spec, part, nil)
+		}()
+	}
+	wg.Wait()
+	var created int64
+	for _, m := range made {
+		h.startLocal(ctx, m.started) // committed, whatever the other slices did
+		created += m.created
+	}
+	for _, err := range errs {
+		var fatal *childError
+		if errors.As(err, &fatal) {
+			return 0, 0, err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, 0, err
+	}
+	if err := h.recordProgress(ctx, node, parent, progress); err != nil {
+		return 0, 0, err
+	}
+	return next, created, nil
+}
+
+// sliceMade is what one transaction of createIterations created.
+type sliceMade struct {
+	created int64
+	started []StartedRun
+}
+
+func (h *host) startLocal(ctx context.Context, started []StartedRun) {
+	if len(started) > 0 {
+		h.Local.Run(ctx, started)
+	}
+}
+
+// createSlice creates the runs of iterations iters in one transaction
+// fenced by the parent's generation, with the progress record when
+// record is set.
+func (h *host) createSlice(ctx context.Context, node string, a *stepruntime.Attempt, spec batchSpec, iters []int64, record *foreachState) (sliceMade, error) {
+	var made sliceMade
+	err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
+		made = sliceMade{}
 		// Lock order: workflow row, then instance rows (docs/run-control.md).
-		// Shared: sibling foreach steps launch at once, a delete waits.
+		// Shared: sibling foreach steps and slices launch at once, a delete waits.
 		root := instance.RootWorkflowID(a.WorkflowID)
-		var owner string
-		if err := tx.QueryRow(ctx, `SELECT owner FROM workflow WHERE workflow_id = $1 FOR SHARE`, root).Scan(&owner); err != nil {
+		var from batchInputs
+		if err := tx.QueryRow(ctx, `SELECT owner FROM workflow WHERE workflow_id = $1 FOR SHARE`, root).Scan(&from.owner); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return &childError{msg: fmt.Sprintf("workflow %s does not exist", root)}
 			}
 			return err
 		}
-		fp, err := fenceParent(ctx, tx, parent, node)
+		fp, err := fenceParent(ctx, tx, spec.parent, node)
 		if err != nil {
 			return err
 		}
-		groupCount, depth := fp.groupCount, fp.depth
-		if depth+1 > MaxSubworkflowDepth {
+		from.fp = fp
+		if fp.depth+1 > MaxSubworkflowDepth {
 			return &childError{msg: fmt.Sprintf("nesting limit %d exceeded: the iterations of %s would run at depth %d",
-				MaxSubworkflowDepth, st.workflowID, depth+1)}
-		}
-		parent.Group = fp.group
-		iters, err := h.pickIterations(ctx, tx, st, n)
-		if err != nil {
-			return err
-		}
-		next = st.total
-		if int64(len(iters)) == n {
-			next = iters[len(iters)-1] // 1-based last launched = 0-based next
-		}
-		base, err := inheritedParams(&inline, fp.wfParams, fp.stepParams, false)
-		if err != nil {
-			return &childError{msg: "iteration params: " + err.Error()}
-		}
-		b := iterationBatch{def: def, correlation: fp.correlation, depth: depth + 1, groupCount: groupCount,
-			traceContext: tracing.Traceparent(ctx)}
-		for _, it := range iters {
-			if err := b.add(st, parent, base, loopValues(dims, it-1), it); err != nil {
-				return err
-			}
-		}
-		if h.Local != nil {
-			b.prepareLocal(ctx, h.Local, owner)
+				MaxSubworkflowDepth, spec.st.workflowID, fp.depth+1)}
 		}
 		if len(iters) > 0 {
+			b, err := h.buildBatch(ctx, spec, from, iters)
+			if err != nil {
+				return err
+			}
 			pickedUp, _ := json.Marshal(flowstore.PickedUp(node))
-			made, err := run.Create(ctx, tx, b.runs, run.Options{Node: node, PickedUp: pickedUp, SkipExisting: true})
+			created, err := run.Create(ctx, tx, b.runs, run.Options{Node: node, PickedUp: pickedUp, SkipExisting: true})
 			if err != nil {
 				return fmt.Errorf("insert iterations: %w", err)
 			}
-			created = 0
-			for i, c := range made {
+			for i, c := range created {
 				if !c.Inserted {
 					continue
 				}
-				created++
+				made.created++
 				if c.Status == instance.WorkflowInProgress {
-					started = append(started, b.started(i, c))
+					made.started = append(made.started, b.started(i, c))
 				}
 			}
 		}
-		progress := st
-		progress.next = next
-		raw, _ := json.Marshal(progress.data())
+		if record == nil {
+			return nil
+		}
+		raw, _ := json.Marshal(record.data())
 		_, err = tx.Exec(ctx, recordChildSQL, a.WorkflowID, a.InstanceID, a.RunID, a.StepID, a.AttemptID, raw)
 		return err
 	})
 	if err != nil {
-		return 0, 0, err
+		return sliceMade{}, err
 	}
-	if len(started) > 0 {
-		h.Local.Run(ctx, started)
+	return made, nil
+}
+
+// recordProgress records the progress of a foreach attempt, fenced by the
+// parent's generation.
+func (h *host) recordProgress(ctx context.Context, node string, p run.Parent, st foreachState) error {
+	return pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
+		if _, err := fenceParent(ctx, tx, p, node); err != nil {
+			return err
+		}
+		raw, _ := json.Marshal(st.data())
+		_, err := tx.Exec(ctx, recordChildSQL, p.WorkflowID, p.InstanceID, p.RunID, p.StepID, p.AttemptID, raw)
+		return err
+	})
+}
+
+// nextIterations returns the next up to n iterations (1-based) of an
+// attempt that runs every iteration (one that keeps none from earlier
+// runs).
+func nextIterations(st foreachState, n int64) []int64 {
+	out := make([]int64, 0, max(min(n, st.total-st.next), 0))
+	for it := st.next + 1; it <= st.total && int64(len(out)) < n; it++ {
+		out = append(out, it)
 	}
-	return next, created, nil
+	return out
 }
 
 // pickIterations returns the next up to n iterations (1-based) to launch.
-func (h *host) pickIterations(ctx context.Context, tx pgx.Tx, st foreachState, n int64) ([]int64, error) {
+// For an attempt that keeps succeeded iterations it reads which did not
+// succeed; one of them created meanwhile (by this attempt, before a crash)
+// is skipped by the insert.
+func (h *host) pickIterations(ctx context.Context, st foreachState, n int64) ([]int64, error) {
 	if !st.keep {
-		var out []int64
-		for it := st.next + 1; it <= st.total && int64(len(out)) < n; it++ {
-			out = append(out, it)
-		}
-		return out, nil
+		return nextIterations(st, n), nil
 	}
-	rows, err := tx.Query(ctx, nextIterationsSQL, st.workflowID, st.next+1, st.total, n)
+	rows, err := h.DB.Query(ctx, nextIterationsSQL, st.workflowID, st.next+1, st.total, n)
 	if err != nil {
 		return nil, fmt.Errorf("find iterations to run again: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int64])
-}
-
-// iterationBatch is the iteration runs of one batch.
-type iterationBatch struct {
-	def         []byte
-	correlation string
-	depth       int
-	groupCount  int32
-	runs        []run.New
-	// runParams are each run's run params as the flow takes them; values
-	// the evaluated params of the runs to start on this node.
-	runParams []workflow.Params
-	values    []params.Values
-	// traceContext is the traceparent run.Create stores on the runs (the
-	// foreach step's call): their flows continue it.
-	traceContext string
-}
-
-func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params, loop map[string]workflow.Param, it int64) error {
-	rp := make(workflow.Params, len(base)+len(loop)+1)
-	maps.Copy(rp, base)
-	maps.Copy(rp, loop)
-	rp[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, it-1)
-	runParams, err := json.Marshal(rp)
-	if err != nil {
-		return &childError{msg: fmt.Sprintf("params of iteration %d: %v", it, err)}
-	}
-	// "/f": a foreach iteration, which the rollup finds through the
-	// iterations' workflow id rather than the attempt (docs/rollup.md).
-	parentKey := fmt.Sprintf("%s/f%d", p.Key(), it)
-	p.Iteration = it
-	parent, _ := json.Marshal(p)
-	initiator, _ := json.Marshal(map[string]any{"type": "FOREACH", "parent": p})
-	b.runs = append(b.runs, run.New{
-		Ref: run.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run}, UUID: uuid.NewString(),
-		Definition: b.def, RunParams: runParams, Initiator: initiator,
-		Timeline: instance.StatusChange(string(instance.WorkflowCreated),
-			fmt.Sprintf("iteration %d of foreach step %s of %s", it, p.StepID, p.Ref)),
-		TimeoutSeconds: iterationTimeout, GroupCount: b.groupCount, Parent: parent, ParentKey: parentKey,
-		Depth: b.depth, Correlation: b.correlation, Admission: run.Always,
-	})
-	b.runParams = append(b.runParams, rp)
-	b.values = append(b.values, nil)
-	return nil
-}
-
-// prepareLocal marks the iterations of the batch whose flow group this
-// node holds for a start here, with their evaluated params and start
-// events. One whose params do not evaluate is left to the queue, whose
-// start ends it with the error.
-func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner string) {
-	for i := range b.runs {
-		r := &b.runs[i]
-		gen, ok := s.Held(instance.GroupFor(r.Ref.WorkflowID, r.Ref.InstanceID, r.GroupCount))
-		if !ok {
-			continue
-		}
-		p, err := s.Prepare(ctx, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.runParams[i], Initiator: r.Initiator,
-			Owner: owner, UUID: r.UUID, Correlation: b.correlation, Depth: b.depth})
-		if err != nil {
-			continue
-		}
-		r.Local = &run.Local{Generation: gen, Params: p.JSON, Event: p.Event}
-		b.values[i] = p.Values
-	}
-}
-
-// started is iteration i, created IN_PROGRESS on this node, as its flow
-// starts from it.
-func (b *iterationBatch) started(i int, c run.Created) StartedRun {
-	r := b.runs[i]
-	return StartedRun{
-		Row: flowstore.InstanceRow{Ref: c.Ref, GroupCount: r.GroupCount, GroupID: c.GroupID, Status: c.Status, Seq: 1,
-			Definition: b.def, RunParams: r.RunParams, Params: r.Local.Params, TimeoutSeconds: r.TimeoutSeconds,
-			StartTime: c.StartTime, Parent: r.Parent, UUID: c.UUID, Correlation: b.correlation, Depth: b.depth,
-			TraceContext: b.traceContext},
-		Generation: r.Local.Generation, Values: b.values[i], Event: r.Local.Event,
-	}
 }
 
 // scanIterations reads (iteration, group) rows of a foreach run into one
