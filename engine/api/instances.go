@@ -111,7 +111,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	res, err := s.cfg.Runs.Start(r.Context(), execution.StartRequest{
 		WorkflowID: r.PathValue("id"), Version: r.PathValue("version"),
 		RunParams: body.RunParams, RequestID: body.RequestID, Initiator: initiator,
-		RuntimeTags: body.RuntimeTags, Artifacts: body.Artifacts,
+		RuntimeTags: body.RuntimeTags, Artifacts: body.Artifacts, Authorize: s.decideUnderLock(r),
 	})
 	if err != nil {
 		return err

@@ -29,7 +29,20 @@ type BatchStart struct {
 	RequestID string
 	Initiator map[string]any
 	RunParams workflow.Params
+	// Authorize, when set, decides whether the start's caller may start a
+	// run of the workflow, given its owner and operators as locked (see
+	// StartRequest.Authorize); a refusal is the start's Err (a
+	// DeniedError) and the other starts go on.
+	Authorize func(owner string, operators []string) error
 }
+
+// DeniedError is a batch start's Err when its Authorize refused it.
+type DeniedError struct{ Err error }
+
+func (e *DeniedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Authorize's error.
+func (e *DeniedError) Unwrap() error { return e.Err }
 
 // BatchResult is what became of one start of a batch.
 type BatchResult struct {
@@ -99,8 +112,8 @@ JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 // batchLockSQL locks the workflows of a batch, in id order so that batches
 // of overlapping workflows cannot deadlock, and reads their properties.
 const batchLockSQL = `
-
-SELECT workflow_id, properties FROM workflow WHERE workflow_id = ANY($1::text[])
+SELECT workflow_id, properties, owner, properties->'access_control'->'operators'
+FROM workflow WHERE workflow_id = ANY($1::text[])
 ORDER BY workflow_id FOR NO KEY UPDATE`
 
 // StartBatchTx applies starts in order inside tx, as if each were a Start,
@@ -119,7 +132,7 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	if err != nil {
 		return nil, err
 	}
-	props, err := lockBatch(ctx, tx, starts)
+	props, access, err := lockBatch(ctx, tx, starts)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +145,13 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 		if _, exists := props[st.WorkflowID]; !ok || !exists {
 			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
 			continue
+		}
+		if st.Authorize != nil {
+			a := access[st.WorkflowID]
+			if err := st.Authorize(a.owner, workflow.Operators(a.operators)); err != nil {
+				out[i].Err = &DeniedError{Err: err}
+				continue
+			}
 		}
 		runParams, initiator := st.RunParams, st.Initiator
 		runs = append(runs, run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
@@ -218,9 +238,15 @@ func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchSt
 	return out, nil
 }
 
-// lockBatch locks the batch's workflows and returns their properties; a
-// workflow that does not exist is absent.
-func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string][]byte, error) {
+// workflowAccess is who may act on a workflow, as lockBatch read it.
+type workflowAccess struct {
+	owner     string
+	operators []byte
+}
+
+// lockBatch locks the batch's workflows and returns their properties and
+// who may act on them; a workflow that does not exist is absent.
+func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string][]byte, map[string]workflowAccess, error) {
 	ids := make([]string, 0, len(starts))
 	for _, st := range starts {
 		ids = append(ids, st.WorkflowID)
@@ -229,20 +255,22 @@ func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string]
 	ids = slices.Compact(ids)
 	rows, err := tx.Query(ctx, batchLockSQL, ids)
 	if err != nil {
-		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
 	}
 	defer rows.Close()
 	out := make(map[string][]byte, len(ids))
+	access := make(map[string]workflowAccess, len(ids))
 	for rows.Next() {
 		var id string
 		var props []byte
-		if err := rows.Scan(&id, &props); err != nil {
-			return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		var a workflowAccess
+		if err := rows.Scan(&id, &props, &a.owner, &a.operators); err != nil {
+			return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
 		}
-		out[id] = props
+		out[id], access[id] = props, a
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
 	}
-	return out, nil
+	return out, access, nil
 }

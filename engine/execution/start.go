@@ -78,6 +78,12 @@ type StartRequest struct {
 	// Artifacts (Maestro's artifacts: a JSON object of artifacts by name)
 	// are kept as the run's artifacts; nil or {} for none.
 	Artifacts json.RawMessage
+	// Authorize, when set, decides whether the caller may start a run of
+	// the workflow, given its owner and operators as read under the
+	// workflow's lock (run.LockForStart): the API's authorization costs no
+	// statement of its own and sees every access change committed before
+	// the start. Its error is the start's, and nothing is written.
+	Authorize func(owner string, operators []string) error
 }
 
 // StartResult is the run a start created, or found for a repeated request.
@@ -149,6 +155,11 @@ func (s *Service) startOnce(ctx context.Context, req StartRequest, n int64, name
 		lock, err := run.LockForStart(ctx, tx, req.WorkflowID, n, name, s.startDefs.known(req.WorkflowID), req.RequestID)
 		if err != nil {
 			return err
+		}
+		if req.Authorize != nil {
+			if err := req.Authorize(lock.Owner, workflow.Operators(lock.Operators)); err != nil {
+				return err // rolled back: no instance id spent
+			}
 		}
 		if lock.Duplicate != nil {
 			dup = lock.Duplicate
@@ -517,7 +528,7 @@ func (s *Service) runGroup(group []*groupedStart) {
 			// A version that does not resolve (0) is not found by
 			// StartBatchTx; Start answers it.
 			starts[i] = BatchStart{WorkflowID: g.req.WorkflowID, Version: version, RequestID: g.req.RequestID,
-				Initiator: g.req.Initiator, RunParams: g.req.RunParams}
+				Initiator: g.req.Initiator, RunParams: g.req.RunParams, Authorize: g.req.Authorize}
 		}
 		results, err = s.StartBatchTx(ctx, tx, starts)
 		return err
@@ -533,7 +544,10 @@ func (s *Service) runGroup(group []*groupedStart) {
 	s.AfterBatch(ctx, results)
 	for i, g := range group {
 		r := results[i]
+		var denied *DeniedError
 		switch {
+		case errors.As(r.Err, &denied):
+			g.err = denied.Err
 		case r.Err != nil && errors.Is(r.Err, ErrInvalid):
 			g.err = r.Err
 		case r.Err != nil:
