@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -574,7 +575,7 @@ type columns struct {
 	instanceIDs, runIDs, versions, gens  []int64
 	timeouts                             []int64
 	groups, groupCounts, defIdx, depths  []int32
-	uuids                                []uuid.UUID
+	uuids                                []pgtype.UUID // not uuid.UUID: pgx encodes it through driver.Valuer, as text
 	requestIDs, parentKeys, correlations []*string
 	statuses                             []string
 	runParams, initiators, timelines     [][]byte
@@ -602,7 +603,7 @@ func (c *columns) init(n int) {
 	c.instanceIDs, c.runIDs, c.versions, c.gens = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	c.timeouts = make([]int64, 0, n)
 	c.groups, c.groupCounts, c.defIdx, c.depths = make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	c.uuids = make([]uuid.UUID, 0, n)
+	c.uuids = make([]pgtype.UUID, 0, n)
 	c.requestIDs, c.parentKeys, c.correlations = make([]*string, 0, n), make([]*string, 0, n), make([]*string, 0, n)
 	c.statuses = make([]string, 0, n)
 	c.runParams, c.initiators, c.timelines = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
@@ -651,7 +652,7 @@ func (c *columns) add(r *New, res *Created, def int32, timeline []instance.Timel
 	}
 	c.workflowIDs = append(c.workflowIDs, res.Ref.WorkflowID)
 	c.instanceIDs, c.runIDs, c.versions = append(c.instanceIDs, res.Ref.InstanceID), append(c.runIDs, res.Ref.RunID), append(c.versions, r.Version)
-	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, id), append(c.requestIDs, nonEmpty(r.RequestID))
+	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, pgtype.UUID{Bytes: id, Valid: true}), append(c.requestIDs, nonEmpty(r.RequestID))
 	c.groupCounts, c.statuses, c.defIdx = append(c.groupCounts, r.GroupCount), append(c.statuses, string(res.Status)), append(c.defIdx, def)
 	c.runParams, c.initiators, c.timelines = append(c.runParams, runParams), append(c.initiators, initiator), append(c.timelines, tl)
 	c.timeouts, c.gens = append(c.timeouts, r.TimeoutSeconds), append(c.gens, gen)
