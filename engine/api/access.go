@@ -224,24 +224,6 @@ func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
 
 type underLockKey struct{}
 
-// decideUnderLock returns the authorization authorize left to the handler
-// (access.underLock): a func that decides the caller's role on the
-// workflow in the path, given its owner and operators as the handler's
-// transaction locked it. It is nil when authorize decided already (no
-// caller, an administrator's route, ...). A workflow the lock does not
-// find is not decided: the handler answers 404, as it would after
-// authorize.
-func (s *Server) decideUnderLock(r *http.Request) func(owner string, operators []string) error {
-	role, ok := r.Context().Value(underLockKey{}).(authz.Role)
-	if !ok {
-		return nil
-	}
-	caller, id := CallerFrom(r.Context()), r.PathValue("id")
-	return func(owner string, operators []string) error {
-		return s.policy.Decide(caller, role, authz.Target{Kind: "workflow", ID: id, Exists: true, Owner: owner, Operators: operators})
-	}
-}
-
 // workflowTarget looks up the owner of a workflow. Iteration runs of a
 // foreach or while step (wf:1:loop) belong to their root workflow. A
 // workflow that does not exist has no owner: the handler answers 404, or
