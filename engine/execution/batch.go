@@ -132,6 +132,9 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	if err != nil {
 		return nil, err
 	}
+	if lockAllocatable(starts) {
+		return s.startBatchAllocated(ctx, tx, starts, versions, out)
+	}
 	props, access, err := lockBatch(ctx, tx, starts)
 	if err != nil {
 		return nil, err
@@ -173,6 +176,87 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 			continue
 		}
 		out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
+			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
+	}
+	return out, nil
+}
+
+// lockAllocatable reports whether a batch may allocate its instance ids
+// when it locks its workflows (startBatchAllocated): no start may then
+// turn out not to be created, which a request id (a duplicate) or an
+// authorization (a refusal) could do.
+func lockAllocatable(starts []BatchStart) bool {
+	for _, st := range starts {
+		if st.RequestID != "" || st.Authorize != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startBatchAllocated is StartBatchTx for a batch without request ids or
+// authorizations: each start's inputs are checked first, and then one
+// statement locks the workflows and allocates the ids of the starts that
+// will be created (run.LockAllocate), where the general path locks in one
+// statement and allocates in another, in Create.
+func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []BatchStart, versions map[batchKey]*batchVersion, out []BatchResult) ([]BatchResult, error) {
+	runs := make([]run.New, 0, len(starts))
+	index := make([]int, 0, len(starts)) // start of each run
+	counts := map[string]int64{}
+	for i, st := range starts {
+		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
+		if !ok {
+			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
+			continue
+		}
+		n := run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, Workflow: v.wf, GroupCount: s.groupCount}
+		if err := startInputs(&n, st.RunParams, st.Initiator); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				return nil, err
+			}
+			out[i].Err = err
+			continue
+		}
+		runs, index = append(runs, n), append(index, i)
+		counts[st.WorkflowID]++
+	}
+	ids := make([]string, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ns := make([]int64, len(ids))
+	for k, id := range ids {
+		ns[k] = counts[id]
+	}
+	locks, err := run.LockAllocate(ctx, tx, ids, ns)
+	if err != nil {
+		return nil, err
+	}
+	props := make(map[string][]byte, len(locks))
+	next := make(map[string]int64, len(locks))
+	for id, l := range locks {
+		props[id], next[id] = l.Props, l.Last-counts[id]+1
+	}
+	kept, keptIndex := runs[:0], index[:0]
+	for k, n := range runs {
+		first, ok := next[n.Ref.WorkflowID]
+		if !ok { // deleted since its version was read
+			out[index[k]].Err = fmt.Errorf("workflow %s version %d: %w", n.Ref.WorkflowID, n.Version, ErrNotFound)
+			continue
+		}
+		n.Ref.InstanceID, next[n.Ref.WorkflowID] = first, first+1
+		kept, keptIndex = append(kept, n), append(keptIndex, index[k])
+	}
+	created, err := run.Create(ctx, tx, kept, run.Options{Props: props, Deduplicated: true})
+	if err != nil {
+		return nil, err
+	}
+	for k, c := range created {
+		if c.Err != nil {
+			return nil, c.Err // checked above: no run here has a Check
+		}
+		out[keptIndex[k]] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
 			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
 	}
 	return out, nil

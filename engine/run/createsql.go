@@ -239,3 +239,54 @@ func LockForStart(ctx context.Context, tx Tx, workflowID string, n int64, name s
 	}
 	return &l, nil
 }
+
+// lockAllocateManySQL locks workflows $1 (sorted, distinct) in id order,
+// allocates $2 instance ids to each and reads their properties and who may
+// act on them: a batch's lock and allocation in one statement. The locks
+// are taken by the materialized CTE, whose rows come in id order however
+// the join reads them, before the UPDATE writes a row.
+const lockAllocateManySQL = `
+WITH locked AS MATERIALIZED (
+    SELECT workflow_id FROM workflow WHERE workflow_id = ANY($1::text[])
+    ORDER BY workflow_id FOR NO KEY UPDATE)
+UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
+FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
+WHERE w.workflow_id = c.id AND c.id IN (SELECT workflow_id FROM locked)
+RETURNING w.workflow_id, w.properties, w.owner, w.properties->'access_control'->'operators', w.latest_instance_id`
+
+// BatchLock is what LockAllocate read of one workflow.
+type BatchLock struct {
+	// Props are its properties; Owner and Operators (raw) who may act on
+	// it, as locked.
+	Props     []byte
+	Owner     string
+	Operators []byte
+	// Last is its latest instance id once the ids were allocated: the
+	// caller's runs take the n ids up to it, in order.
+	Last int64
+}
+
+// LockAllocate locks the workflows ids (sorted, distinct) in id order and
+// allocates counts[i] instance ids to ids[i], in one statement. A workflow
+// that does not exist is absent from the answer. The caller passes the
+// runs to Create with their instance ids and Options.Props.
+func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map[string]BatchLock, error) {
+	rows, err := tx.Query(ctx, lockAllocateManySQL, ids, counts)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+	}
+	defer rows.Close()
+	out := make(map[string]BatchLock, len(ids))
+	for rows.Next() {
+		var id string
+		var l BatchLock
+		if err := rows.Scan(&id, &l.Props, &l.Owner, &l.Operators, &l.Last); err != nil {
+			return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+	}
+	return out, nil
+}
