@@ -256,11 +256,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
 	// A start message's claim reads its run in the same round trip.
-	qc.ClaimReads = maps.Clone(cfg.Queue.ClaimReads)
-	if qc.ClaimReads == nil {
-		qc.ClaimReads = map[queue.ID]*queue.ClaimRead{}
-	}
-	qc.ClaimReads[queue.StartWorkflow] = flowstore.ClaimReadCreated
+	qc.ClaimReads = map[queue.ID]*queue.ClaimRead{queue.StartWorkflow: flowstore.ClaimReadCreated}
 	// A start waits for the writer's next commit (handleStart) rather than
 	// working: more of them wait at once, so that starts share commits.
 	qc.QueueWorkers = maps.Clone(cfg.Queue.QueueWorkers)
@@ -454,9 +450,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// Evaluate the params first so that the CREATED -> IN_PROGRESS write
 	// stores them too: one write instead of two on the start path.
 	pending, created := m.Read.(flowstore.CreatedRow) // read with the claim
-	if created && pending.Row.Ref != msg.Ref {
-		created = false
-	}
+	created = created && pending.Row.Ref == msg.Ref
 	var err error
 	if !created {
 		if pending, created, err = e.store.ReadCreated(ctx, msg.Ref); err != nil {
