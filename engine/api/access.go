@@ -26,6 +26,11 @@ type access struct {
 	// request to use instead of r (with a body read ahead, or a decoded
 	// definition in its context).
 	target func(s *Server, r *http.Request) (authz.Target, *http.Request, error)
+	// underLock: the handler decides, with the workflow in the path as its
+	// own transaction locks it (decideUnderLock), rather than authorize
+	// reading it first: a start's authorization costs no statement and
+	// sees the access as of the lock.
+	underLock bool
 }
 
 // routeAccess is the one table of who may call which route
@@ -44,8 +49,8 @@ var routeAccess = map[string]access{
 	"GET /api/v3/docs": public,
 
 	// Workflow definitions: pushing a workflow that exists needs its owner.
-	"POST /api/v3/workflows":                                         {authz.Owner, pushedWorkflow(workflow.DecodeJSON)},
-	"POST /api/v3/workflows/yaml":                                    {authz.Owner, pushedWorkflow(workflow.DecodeYAML)},
+	"POST /api/v3/workflows":                                         {role: authz.Owner, target: pushedWorkflow(workflow.DecodeJSON)},
+	"POST /api/v3/workflows/yaml":                                    {role: authz.Owner, target: pushedWorkflow(workflow.DecodeYAML)},
 	"PUT /api/v3/workflows/actions/validate":                         reader,
 	"PUT /api/v3/workflows/actions/validate/yaml":                    reader,
 	"PUT /api/v3/workflows/{id}/versions/{version}/actions/activate": workflowOwner,
@@ -56,7 +61,7 @@ var routeAccess = map[string]access{
 	"DELETE /api/v3/workflows/{id}":                                  workflowOwner,
 
 	// Runs.
-	"POST /api/v3/workflows/{id}/versions/{version}/actions/start":          workflowOperator,
+	"POST /api/v3/workflows/{id}/versions/{version}/actions/start":          workflowOperatorUnderLock,
 	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/stop":               workflowOperator,
 	"PUT /api/v3/workflows/{id}/instances/{iid}/actions/kill":               workflowOperator,
 	"PUT /api/v3/workflows/{id}/instances/{iid}/runs/{run}/actions/stop":    workflowOperator,
@@ -85,25 +90,25 @@ var routeAccess = map[string]access{
 	"POST /api/v3/workflows/{id}/backfills": workflowOperator,
 	// Moving a watermark changes what the workflow's runs process.
 	"POST /api/v3/workflows/{id}/watermarks/reset":          workflowOwner,
-	"POST /api/v3/backfills/{backfill_id}/actions/{action}": {authz.Operator, backfillInPath},
+	"POST /api/v3/backfills/{backfill_id}/actions/{action}": {role: authz.Operator, target: backfillInPath},
 	"GET /api/v3/workflows/{id}/backfills":                  reader,
 	"GET /api/v3/backfills/{backfill_id}":                   reader,
 
 	// Breakpoints: the workflow is named in the body, the query or the path.
-	"POST /api/v3/workflows/steps/breakpoints":   {authz.Operator, workflowInBody},
-	"DELETE /api/v3/workflows/steps/breakpoints": {authz.Operator, workflowInQuery},
+	"POST /api/v3/workflows/steps/breakpoints":   {role: authz.Operator, target: workflowInBody},
+	"DELETE /api/v3/workflows/steps/breakpoints": {role: authz.Operator, target: workflowInQuery},
 
 	"PUT /api/v3/workflows/steps/breakpoints/{id}/instances/{iid}/runs/{run}/steps/{step}/attempts/{attempt}/actions/resume": workflowOperator,
 
 	// Tag permits: creating a new tag is open; its creator owns it.
-	"POST /api/v3/tag-permits":         {authz.Owner, tagPermitInBody},
-	"DELETE /api/v3/tag-permits/{tag}": {authz.Owner, tagPermitInPath},
+	"POST /api/v3/tag-permits":         {role: authz.Owner, target: tagPermitInBody},
+	"DELETE /api/v3/tag-permits/{tag}": {role: authz.Owner, target: tagPermitInPath},
 
 	// Job templates: creating a new job type is open; who created its
 	// first template owns it.
-	"POST /api/v3/job-templates":          {authz.Owner, jobTemplateInBody(jobTemplateTypeInJSON)},
-	"POST /api/v3/job-templates/yaml":     {authz.Owner, jobTemplateInBody(jobTemplateTypeInYAML)},
-	"DELETE /api/v3/job-templates/{type}": {authz.Owner, jobTemplateInPath},
+	"POST /api/v3/job-templates":          {role: authz.Owner, target: jobTemplateInBody(jobTemplateTypeInJSON)},
+	"POST /api/v3/job-templates/yaml":     {role: authz.Owner, target: jobTemplateInBody(jobTemplateTypeInYAML)},
+	"DELETE /api/v3/job-templates/{type}": {role: authz.Owner, target: jobTemplateInPath},
 
 	// Open to every caller: the attempt's step token (which only its job
 	// receives; checkStepToken) proves the caller runs the attempt;
@@ -160,10 +165,13 @@ var routeAccess = map[string]access{
 var (
 	public        = access{role: authz.Public}
 	reader        = access{role: authz.Reader}
-	workflowOwner = access{authz.Owner, workflowInPath}
+	workflowOwner = access{role: authz.Owner, target: workflowInPath}
 	// workflowOperator acts on the runs of the workflow in the path: its
 	// owner, an administrator or an operator it names.
-	workflowOperator = access{authz.Operator, workflowInPath}
+	workflowOperator = access{role: authz.Operator, target: workflowInPath}
+	// workflowOperatorUnderLock is workflowOperator decided by the handler
+	// under the workflow's lock (access.underLock).
+	workflowOperatorUnderLock = access{role: authz.Operator, target: workflowInPath, underLock: true}
 )
 
 // defaultAccess is the access of a route missing from routeAccess: reads
@@ -195,6 +203,11 @@ func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
 	if a.role == authz.Public {
 		return r, nil
 	}
+	if a.underLock && caller != "" {
+		if id := r.PathValue("id"); id != "" && instance.RootWorkflowID(id) == id {
+			return r.WithContext(context.WithValue(r.Context(), underLockKey{}, a.role)), nil
+		}
+	}
 	var target authz.Target
 	if (a.role == authz.Owner || a.role == authz.Operator) && caller != "" {
 		t, r2, err := a.target(s, r)
@@ -208,6 +221,8 @@ func (s *Server) authorize(r *http.Request, a access) (*http.Request, error) {
 	}
 	return r, nil
 }
+
+type underLockKey struct{}
 
 // workflowTarget looks up the owner of a workflow. Iteration runs of a
 // foreach or while step (wf:1:loop) belong to their root workflow. A

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/maestro-aws/maestro/engine/authz"
 	"github.com/maestro-aws/maestro/engine/definition"
 	"github.com/maestro-aws/maestro/engine/execution"
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -111,7 +112,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	res, err := s.cfg.Runs.Start(r.Context(), execution.StartRequest{
 		WorkflowID: r.PathValue("id"), Version: r.PathValue("version"),
 		RunParams: body.RunParams, RequestID: body.RequestID, Initiator: initiator,
-		RuntimeTags: body.RuntimeTags, Artifacts: body.Artifacts,
+		RuntimeTags: body.RuntimeTags, Artifacts: body.Artifacts, Authorize: s.decideUnderLock(r),
 	})
 	if err != nil {
 		return err
@@ -125,6 +126,24 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, startResponse(res.Instance, status,
 		wire.LogEvent("Manually run a new workflow instance by a user [%s]", CallerFrom(r.Context()))))
 	return nil
+}
+
+// decideUnderLock returns the authorization authorize left to the handler
+// (access.underLock): a func that decides the caller's role on the
+// workflow in the path, given its owner and operators as the handler's
+// transaction locked it. It is nil when authorize decided already (no
+// caller, an administrator's route, ...). A workflow the lock does not
+// find is not decided: the handler answers 404, as it would after
+// authorize.
+func (s *Server) decideUnderLock(r *http.Request) func(owner string, operators []string) error {
+	role, ok := r.Context().Value(underLockKey{}).(authz.Role)
+	if !ok {
+		return nil
+	}
+	caller, id := CallerFrom(r.Context()), r.PathValue("id")
+	return func(owner string, operators []string) error {
+		return s.policy.Decide(caller, role, authz.Target{Kind: "workflow", ID: id, Exists: true, Owner: owner, Operators: operators})
+	}
 }
 
 // startResponse is Maestro's answer to a start or a restart.

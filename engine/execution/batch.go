@@ -29,7 +29,20 @@ type BatchStart struct {
 	RequestID string
 	Initiator map[string]any
 	RunParams workflow.Params
+	// Authorize, when set, decides whether the start's caller may start a
+	// run of the workflow, given its owner and operators as locked (see
+	// StartRequest.Authorize); a refusal is the start's Err (a
+	// DeniedError) and the other starts go on.
+	Authorize func(owner string, operators []string) error
 }
+
+// DeniedError is a batch start's Err when its Authorize refused it.
+type DeniedError struct{ Err error }
+
+func (e *DeniedError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Authorize's error.
+func (e *DeniedError) Unwrap() error { return e.Err }
 
 // BatchResult is what became of one start of a batch.
 type BatchResult struct {
@@ -99,8 +112,8 @@ JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 // batchLockSQL locks the workflows of a batch, in id order so that batches
 // of overlapping workflows cannot deadlock, and reads their properties.
 const batchLockSQL = `
-
-SELECT workflow_id, properties FROM workflow WHERE workflow_id = ANY($1::text[])
+SELECT workflow_id, properties, owner, properties->'access_control'->'operators'
+FROM workflow WHERE workflow_id = ANY($1::text[])
 ORDER BY workflow_id FOR NO KEY UPDATE`
 
 // StartBatchTx applies starts in order inside tx, as if each were a Start,
@@ -119,7 +132,10 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	if err != nil {
 		return nil, err
 	}
-	props, err := lockBatch(ctx, tx, starts)
+	if lockAllocatable(starts) {
+		return s.startBatchAllocated(ctx, tx, starts, versions, out)
+	}
+	props, access, err := lockBatch(ctx, tx, starts)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +148,13 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 		if _, exists := props[st.WorkflowID]; !ok || !exists {
 			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
 			continue
+		}
+		if st.Authorize != nil {
+			a := access[st.WorkflowID]
+			if err := st.Authorize(a.owner, workflow.Operators(a.operators)); err != nil {
+				out[i].Err = &DeniedError{Err: err}
+				continue
+			}
 		}
 		runParams, initiator := st.RunParams, st.Initiator
 		runs = append(runs, run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
@@ -153,6 +176,87 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 			continue
 		}
 		out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
+			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
+	}
+	return out, nil
+}
+
+// lockAllocatable reports whether a batch may allocate its instance ids
+// when it locks its workflows (startBatchAllocated): no start may then
+// turn out not to be created, which a request id (a duplicate) or an
+// authorization (a refusal) could do.
+func lockAllocatable(starts []BatchStart) bool {
+	for _, st := range starts {
+		if st.RequestID != "" || st.Authorize != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startBatchAllocated is StartBatchTx for a batch without request ids or
+// authorizations: each start's inputs are checked first, and then one
+// statement locks the workflows and allocates the ids of the starts that
+// will be created (run.LockAllocate), where the general path locks in one
+// statement and allocates in another, in Create.
+func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []BatchStart, versions map[batchKey]*batchVersion, out []BatchResult) ([]BatchResult, error) {
+	runs := make([]run.New, 0, len(starts))
+	index := make([]int, 0, len(starts)) // start of each run
+	counts := map[string]int64{}
+	for i, st := range starts {
+		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
+		if !ok {
+			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
+			continue
+		}
+		n := run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, Workflow: v.wf, GroupCount: s.groupCount}
+		if err := startInputs(&n, st.RunParams, st.Initiator); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				return nil, err
+			}
+			out[i].Err = err
+			continue
+		}
+		runs, index = append(runs, n), append(index, i)
+		counts[st.WorkflowID]++
+	}
+	ids := make([]string, 0, len(counts))
+	for id := range counts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	ns := make([]int64, len(ids))
+	for k, id := range ids {
+		ns[k] = counts[id]
+	}
+	locks, err := run.LockAllocate(ctx, tx, ids, ns)
+	if err != nil {
+		return nil, err
+	}
+	props := make(map[string][]byte, len(locks))
+	next := make(map[string]int64, len(locks))
+	for id, l := range locks {
+		props[id], next[id] = l.Props, l.Last-counts[id]+1
+	}
+	kept, keptIndex := runs[:0], index[:0]
+	for k, n := range runs {
+		first, ok := next[n.Ref.WorkflowID]
+		if !ok { // deleted since its version was read
+			out[index[k]].Err = fmt.Errorf("workflow %s version %d: %w", n.Ref.WorkflowID, n.Version, ErrNotFound)
+			continue
+		}
+		n.Ref.InstanceID, next[n.Ref.WorkflowID] = first, first+1
+		kept, keptIndex = append(kept, n), append(keptIndex, index[k])
+	}
+	created, err := run.Create(ctx, tx, kept, run.Options{Props: props, Deduplicated: true})
+	if err != nil {
+		return nil, err
+	}
+	for k, c := range created {
+		if c.Err != nil {
+			return nil, c.Err // checked above: no run here has a Check
+		}
+		out[keptIndex[k]] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
 			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
 	}
 	return out, nil
@@ -218,9 +322,15 @@ func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchSt
 	return out, nil
 }
 
-// lockBatch locks the batch's workflows and returns their properties; a
-// workflow that does not exist is absent.
-func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string][]byte, error) {
+// workflowAccess is who may act on a workflow, as lockBatch read it.
+type workflowAccess struct {
+	owner     string
+	operators []byte
+}
+
+// lockBatch locks the batch's workflows and returns their properties and
+// who may act on them; a workflow that does not exist is absent.
+func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string][]byte, map[string]workflowAccess, error) {
 	ids := make([]string, 0, len(starts))
 	for _, st := range starts {
 		ids = append(ids, st.WorkflowID)
@@ -229,20 +339,22 @@ func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string]
 	ids = slices.Compact(ids)
 	rows, err := tx.Query(ctx, batchLockSQL, ids)
 	if err != nil {
-		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
 	}
 	defer rows.Close()
 	out := make(map[string][]byte, len(ids))
+	access := make(map[string]workflowAccess, len(ids))
 	for rows.Next() {
 		var id string
 		var props []byte
-		if err := rows.Scan(&id, &props); err != nil {
-			return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		var a workflowAccess
+		if err := rows.Scan(&id, &props, &a.owner, &a.operators); err != nil {
+			return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
 		}
-		out[id] = props
+		out[id], access[id] = props, a
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
 	}
-	return out, nil
+	return out, access, nil
 }

@@ -109,47 +109,9 @@ var batchStarts = []BatchStart{
 // behind and report the same outcome of each start.
 func TestBatchStartMatchesSingleStarts(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	single, batch := newBatchWorld(t), newBatchWorld(t)
-
-	var want []outcome
-	for _, st := range batchStarts {
-		res, err := single.svc.Start(ctx, StartRequest{WorkflowID: st.WorkflowID, Version: strconv.FormatInt(st.Version, 10),
-			RunParams: st.RunParams, RequestID: st.RequestID, Initiator: st.Initiator})
-		if err != nil {
-			want = append(want, outcome{Err: errKind(err)})
-			continue
-		}
-		want = append(want, outcome{InstanceID: res.Instance.InstanceID, Status: string(res.Instance.Status),
-			Queued: res.Instance.Queued, Duplicated: res.Duplicated})
-	}
-	results, err := batch.svc.StartBatch(ctx, batchStarts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []outcome
-	for _, r := range results {
-		if r.Err != nil {
-			got = append(got, outcome{Err: errKind(r.Err)})
-			continue
-		}
-		got = append(got, outcome{InstanceID: r.InstanceID, Status: string(r.Status), Queued: r.Queued, Duplicated: r.Duplicated})
-	}
-	for i := range batchStarts {
-		if !reflect.DeepEqual(got[i], want[i]) {
-			t.Errorf("start %d (%s %q): batch %+v, single %+v", i, batchStarts[i].WorkflowID, batchStarts[i].RequestID, got[i], want[i])
-		}
-	}
-	a, b := snapshot(t, single.pool), snapshot(t, batch.pool)
-	for k, v := range a {
-		if b[k] != v {
-			t.Errorf("%s:\n single %s\n batch  %s", k, v, b[k])
-		}
-	}
-	for k, v := range b {
-		if _, ok := a[k]; !ok {
-			t.Errorf("%s only after the batch: %s", k, v)
-		}
+	got := matchSingleStarts(t, batchStarts)
+	if lockAllocatable(batchStarts) {
+		t.Fatal("the scenario with request ids took the path without them")
 	}
 	// The scenario exercises what it means to.
 	for _, w := range []struct {
@@ -174,6 +136,86 @@ func TestBatchStartMatchesSingleStarts(t *testing.T) {
 			t.Errorf("start %d was not %s: %+v", w.i, w.what, got[w.i])
 		}
 	}
+}
+
+// Without request ids a batch locks its workflows and allocates their
+// instance ids in one statement (startBatchAllocated); it still leaves what
+// single starts leave: instance ids without gaps where a start is refused
+// or its workflow or version is missing.
+func TestBatchStartWithoutRequestIDsMatchesSingleStarts(t *testing.T) {
+	t.Parallel()
+	var starts []BatchStart
+	for _, st := range batchStarts {
+		if st.RequestID == "" {
+			starts = append(starts, st)
+		}
+	}
+	if !lockAllocatable(starts) {
+		t.Fatal("the scenario without request ids took the general path")
+	}
+	got := matchSingleStarts(t, starts)
+	var created, refused int
+	for _, o := range got {
+		switch {
+		case o.Err == "":
+			created++
+		case o.Err == "invalid":
+			refused++
+		}
+	}
+	if created < 8 || refused != 1 {
+		t.Errorf("%d runs created and %d refused, want the scenario's: %+v", created, refused, got)
+	}
+}
+
+// matchSingleStarts applies starts through the batch path and one by one
+// through Start in two equal worlds, and fails the test where their
+// outcomes or what they wrote differ. It returns the batch's outcomes.
+func matchSingleStarts(t *testing.T, starts []BatchStart) []outcome {
+	t.Helper()
+	ctx := context.Background()
+	single, batch := newBatchWorld(t), newBatchWorld(t)
+
+	var want []outcome
+	for _, st := range starts {
+		res, err := single.svc.Start(ctx, StartRequest{WorkflowID: st.WorkflowID, Version: strconv.FormatInt(st.Version, 10),
+			RunParams: st.RunParams, RequestID: st.RequestID, Initiator: st.Initiator})
+		if err != nil {
+			want = append(want, outcome{Err: errKind(err)})
+			continue
+		}
+		want = append(want, outcome{InstanceID: res.Instance.InstanceID, Status: string(res.Instance.Status),
+			Queued: res.Instance.Queued, Duplicated: res.Duplicated})
+	}
+	results, err := batch.svc.StartBatch(ctx, starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []outcome
+	for _, r := range results {
+		if r.Err != nil {
+			got = append(got, outcome{Err: errKind(r.Err)})
+			continue
+		}
+		got = append(got, outcome{InstanceID: r.InstanceID, Status: string(r.Status), Queued: r.Queued, Duplicated: r.Duplicated})
+	}
+	for i := range starts {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("start %d (%s %q): batch %+v, single %+v", i, starts[i].WorkflowID, starts[i].RequestID, got[i], want[i])
+		}
+	}
+	a, b := snapshot(t, single.pool), snapshot(t, batch.pool)
+	for k, v := range a {
+		if b[k] != v {
+			t.Errorf("%s:\n single %s\n batch  %s", k, v, b[k])
+		}
+	}
+	for k, v := range b {
+		if _, ok := a[k]; !ok {
+			t.Errorf("%s only after the batch: %s", k, v)
+		}
+	}
+	return got
 }
 
 type outcome struct {

@@ -78,6 +78,12 @@ type StartRequest struct {
 	// Artifacts (Maestro's artifacts: a JSON object of artifacts by name)
 	// are kept as the run's artifacts; nil or {} for none.
 	Artifacts json.RawMessage
+	// Authorize, when set, decides whether the caller may start a run of
+	// the workflow, given its owner and operators as read under the
+	// workflow's lock (run.LockForStart): the API's authorization costs no
+	// statement of its own and sees every access change committed before
+	// the start. Its error is the start's, and nothing is written.
+	Authorize func(owner string, operators []string) error
 }
 
 // StartResult is the run a start created, or found for a repeated request.
@@ -149,6 +155,11 @@ func (s *Service) startOnce(ctx context.Context, req StartRequest, n int64, name
 		lock, err := run.LockForStart(ctx, tx, req.WorkflowID, n, name, s.startDefs.known(req.WorkflowID), req.RequestID)
 		if err != nil {
 			return err
+		}
+		if req.Authorize != nil {
+			if err := req.Authorize(lock.Owner, workflow.Operators(lock.Operators)); err != nil {
+				return err // rolled back: no instance id spent
+			}
 		}
 		if lock.Duplicate != nil {
 			dup = lock.Duplicate
@@ -234,13 +245,6 @@ func (s *Service) duplicate(ctx context.Context, workflowID, requestID string) (
 // was queued: a test ends a run there to race the start.
 var testHookQueued func()
 
-func orEmptyParams(p workflow.Params) workflow.Params {
-	if p == nil {
-		return workflow.Params{}
-	}
-	return p
-}
-
 // ManualInitiator is the initiator of a run a caller started or restarted
 // by hand (Maestro's MANUAL initiator).
 func ManualInitiator(caller string) map[string]any {
@@ -254,16 +258,20 @@ func ManualInitiator(caller string) map[string]any {
 // timeout in seconds (the workflow's, else DefaultTimeout).
 func startInputs(n *run.New, runParams workflow.Params, initiator map[string]any) error {
 	wf := n.Workflow
-	if _, err := params.WorkflowDefs(params.WorkflowInput{Workflow: wf, RunParams: runParams, Phase: params.PhaseStart}); err != nil {
+	if err := checkStartParams(wf, runParams); err != nil {
 		return fmt.Errorf("%w: run params: %w", ErrInvalid, err)
 	}
-	encoded, err := json.Marshal(orEmptyParams(runParams))
-	if err != nil {
-		return fmt.Errorf("encode run params: %w", err)
+	encoded := []byte(`{}`)
+	if len(runParams) > 0 {
+		var err error
+		if encoded, err = json.Marshal(runParams); err != nil {
+			return fmt.Errorf("encode run params: %w", err)
+		}
 	}
 	if initiator == nil {
 		initiator = map[string]any{"type": "MANUAL"}
 	}
+	var err error
 	if n.Initiator, err = json.Marshal(initiator); err != nil {
 		return fmt.Errorf("encode initiator: %w", err)
 	}
@@ -277,6 +285,39 @@ func startInputs(n *run.New, runParams workflow.Params, initiator map[string]any
 	n.Timeline = instance.StatusChange(string(instance.WorkflowCreated), createdReason(initiator))
 	return nil
 }
+
+// checkStartParams checks run params against wf's param modes. Without
+// run params the answer depends on wf alone: it is kept per decoded
+// definition (startDefinitions shares one per version), so that a batch of
+// trigger starts does not build every run's default params to throw them
+// away.
+func checkStartParams(wf *workflow.Workflow, runParams workflow.Params) error {
+	if len(runParams) > 0 {
+		_, err := params.WorkflowDefs(params.WorkflowInput{Workflow: wf, RunParams: runParams, Phase: params.PhaseStart})
+		return err
+	}
+	noRunParams.mu.Lock()
+	err, ok := noRunParams.m[wf]
+	noRunParams.mu.Unlock()
+	if ok {
+		return err
+	}
+	_, err = params.WorkflowDefs(params.WorkflowInput{Workflow: wf, Phase: params.PhaseStart})
+	noRunParams.mu.Lock()
+	if len(noRunParams.m) >= maxStartDefinitions {
+		clear(noRunParams.m)
+	}
+	noRunParams.m[wf] = err
+	noRunParams.mu.Unlock()
+	return err
+}
+
+// noRunParams is checkStartParams's answer for starts without run params,
+// by definition.
+var noRunParams = struct {
+	mu sync.Mutex
+	m  map[*workflow.Workflow]error
+}{m: map[*workflow.Workflow]error{}}
 
 // createdReason is the reason on a new run's CREATED event: for a run a
 // trigger started, the initiator's own line, as Maestro writes it.
@@ -517,7 +558,7 @@ func (s *Service) runGroup(group []*groupedStart) {
 			// A version that does not resolve (0) is not found by
 			// StartBatchTx; Start answers it.
 			starts[i] = BatchStart{WorkflowID: g.req.WorkflowID, Version: version, RequestID: g.req.RequestID,
-				Initiator: g.req.Initiator, RunParams: g.req.RunParams}
+				Initiator: g.req.Initiator, RunParams: g.req.RunParams, Authorize: g.req.Authorize}
 		}
 		results, err = s.StartBatchTx(ctx, tx, starts)
 		return err
@@ -533,7 +574,10 @@ func (s *Service) runGroup(group []*groupedStart) {
 	s.AfterBatch(ctx, results)
 	for i, g := range group {
 		r := results[i]
+		var denied *DeniedError
 		switch {
+		case errors.As(r.Err, &denied):
+			g.err = denied.Err
 		case r.Err != nil && errors.Is(r.Err, ErrInvalid):
 			g.err = r.Err
 		case r.Err != nil:

@@ -283,6 +283,8 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 		qc.Handlers = map[queue.ID]queue.Handler{}
 	}
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
+	// A start message's claim reads its run in the same round trip.
+	qc.ClaimReads = map[queue.ID]*queue.ClaimRead{queue.StartWorkflow: flowstore.ClaimReadCreated}
 	// A start waits for the writer's next commit (handleStart) rather than
 	// working: more of them wait at once, so that starts share commits.
 	qc.QueueWorkers = maps.Clone(cfg.Queue.QueueWorkers)
@@ -477,9 +479,13 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	}
 	// Evaluate the params first so that the CREATED -> IN_PROGRESS write
 	// stores them too: one write instead of two on the start path.
-	pending, created, err := e.store.ReadCreated(ctx, msg.Ref)
-	if err != nil {
-		return err
+	pending, created := m.Read.(flowstore.CreatedRow) // read with the claim
+	created = created && pending.Row.Ref == msg.Ref
+	var err error
+	if !created {
+		if pending, created, err = e.store.ReadCreated(ctx, msg.Ref); err != nil {
+			return err
+		}
 	}
 	var paramsJSON, ev []byte
 	var vals params.Values
@@ -529,8 +535,11 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// The CREATED -> IN_PROGRESS write goes through the writer and the
 	// flow begins at once: its first writes are ordered after the start
 	// and share its commit when they come in time (one commit where there
-	// were two). The message stays until the start is durable.
-	start := flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev)
+	// were two): the start is written behind, so that an idle writer holds
+	// it for its linger rather than committing it alone a moment before
+	// the first step's write. The message stays until the start is
+	// durable.
+	start := flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev).Behind()
 	e.writer.Submit(start)
 	row := pending.Row
 	row.Status, row.Seq = instance.WorkflowInProgress, row.Seq+1

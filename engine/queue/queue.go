@@ -62,6 +62,10 @@ type Message struct {
 	// TraceContext is the W3C traceparent of the span that enqueued the
 	// message, or "" (engine/tracing): the worker continues that trace.
 	TraceContext string `json:"-"`
+	// Read is what its queue's ClaimRead read with the claim (nil when the
+	// message was claimed otherwise, or the read found nothing): the
+	// handler uses it instead of reading it again.
+	Read any `json:"-"`
 }
 
 // AnyGroup marks a message that any engine node may process.
@@ -231,6 +235,60 @@ func (s *Store) Claim(ctx context.Context, q ID, id int64, node string, ttl time
 	}
 	if err != nil {
 		return Message{}, false, fmt.Errorf("claim %s message %d: %w", q, id, err)
+	}
+	return m, true, nil
+}
+
+// ClaimRead is a read a handler needs, sent with its message's claim in
+// one round trip (a pipelined batch, one implicit transaction): the claim
+// and the handler's first read cost one round trip where they cost two.
+type ClaimRead struct {
+	// SQL reads by the claimed message: $1 is its queue id, $2 its message
+	// id, $3 the claiming node; it runs after the claim, in its
+	// transaction, so it sees the claim (owned_by = $3). It lives with the
+	// store that owns what it reads.
+	SQL string
+	// Scan scans its row; ok false for none.
+	Scan func(row pgx.Row) (v any, ok bool, err error)
+}
+
+// batchSender is what ClaimWith needs of the store's db to send the
+// claim and its read together: a pool.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ClaimWith is Claim with read sent in the same round trip; the message's
+// Read is what read found (nil for nothing). Where the db cannot send a
+// batch, it is Claim and the handler reads for itself.
+func (s *Store) ClaimWith(ctx context.Context, q ID, id int64, node string, ttl time.Duration, read *ClaimRead) (Message, bool, error) {
+	bs, ok := s.db.(batchSender)
+	if read == nil || !ok {
+		return s.Claim(ctx, q, id, node, ttl)
+	}
+	b := &pgx.Batch{}
+	b.Queue(claimSQL, q, id, node, ttl)
+	b.Queue(read.SQL, q, id, node)
+	br := bs.SendBatch(ctx, b)
+	defer br.Close()
+	m := Message{Queue: q, ID: id}
+	err := br.QueryRow().Scan(&m.Group, &m.Payload, &m.TraceContext)
+	claimed := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return Message{}, false, fmt.Errorf("claim %s message %d: %w", q, id, err)
+	}
+	v, found, err := read.Scan(br.QueryRow())
+	if err != nil {
+		return Message{}, false, fmt.Errorf("read with the claim of %s message %d: %w", q, id, err)
+	}
+	if err := br.Close(); err != nil {
+		return Message{}, false, fmt.Errorf("claim %s message %d: %w", q, id, err)
+	}
+	if !claimed {
+		return Message{}, false, nil // what read found belongs to another claim
+	}
+	if found {
+		m.Read = v
 	}
 	return m, true, nil
 }

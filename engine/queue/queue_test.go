@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -476,5 +477,49 @@ func TestBurstClaimsEachMessageOnce(t *testing.T) {
 	}
 	if wasted := calls - claimed; wasted != 0 {
 		t.Errorf("%d claim statements claimed nothing, want none", wasted)
+	}
+}
+
+// ClaimWith sends a read with the claim in one batch: the read sees the
+// claim (owned_by), and what it found is the message's Read only when the
+// claim was taken; a message another node holds is neither claimed nor
+// read.
+func TestClaimWithReadsInTheClaimsRoundTrip(t *testing.T) {
+	t.Parallel()
+	pool, stmts := dbtest.CountingPool(t)
+	ctx := context.Background()
+	st := queue.NewStore(pool)
+	read := &queue.ClaimRead{
+		SQL: `SELECT payload->>'name', owned_by FROM maestro_queue WHERE queue_id = $1 AND message_id = $2 AND owned_by = $3`,
+		Scan: func(row pgx.Row) (any, bool, error) {
+			var name, owner string
+			err := row.Scan(&name, &owner)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil, false, nil
+			}
+			return name + "@" + owner, err == nil, err
+		},
+	}
+	m := enqueue(t, pool, queue.StartWorkflow, 3, map[string]string{"name": "first"})
+	stmts.Reset()
+	got, ok, err := st.ClaimWith(ctx, m.Queue, m.ID, "me", time.Hour, read)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if got.Read != "first@me" || got.Group != 3 || !strings.Contains(string(got.Payload), "first") {
+		t.Fatalf("claimed %+v (read %v), want the message with its read first@me", got, got.Read)
+	}
+	if n := stmts.Total(); n != 2 {
+		t.Errorf("%d statements for the claim and its read, want 2 (one batch): %v", n, stmts.BySQL())
+	}
+	// Held by me: another node neither claims it nor gets a read.
+	other, ok, err := st.ClaimWith(ctx, m.Queue, m.ID, "other", time.Hour, read)
+	if err != nil || ok || other.Read != nil {
+		t.Fatalf("a held message was claimed again: %+v %v %v", other, ok, err)
+	}
+	// Without a read it is Claim.
+	m2 := enqueue(t, pool, queue.StartWorkflow, 3, map[string]string{"name": "second"})
+	if got, ok, err := st.ClaimWith(ctx, m2.Queue, m2.ID, "me", time.Hour, nil); err != nil || !ok || got.Read != nil {
+		t.Fatalf("claim without a read: %+v %v %v", got, ok, err)
 	}
 }

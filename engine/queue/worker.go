@@ -34,6 +34,9 @@ type WorkerConfig struct {
 	Owns func(group int32) bool
 	// Handlers by queue id. Messages of other queues are left alone.
 	Handlers map[ID]Handler
+	// ClaimReads are reads sent with the claims of some queues' messages
+	// (Store.ClaimWith): their handler finds the result in Message.Read.
+	ClaimReads map[ID]*ClaimRead
 	// WorkersPerQueue is how many messages of one queue run at once
 	// (default 4).
 	WorkersPerQueue int
@@ -271,7 +274,7 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 		}
 	}
 	if !d.claimed {
-		claimed, ok, err := w.cfg.Store.Claim(ctx, m.Queue, m.ID, w.cfg.Node, w.cfg.ClaimTTL)
+		claimed, ok, err := w.cfg.Store.ClaimWith(ctx, m.Queue, m.ID, w.cfg.Node, w.cfg.ClaimTTL, w.cfg.ClaimReads[m.Queue])
 		if err != nil {
 			w.done(k)
 			if ctx.Err() == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -574,15 +575,15 @@ type columns struct {
 	instanceIDs, runIDs, versions, gens  []int64
 	timeouts                             []int64
 	groups, groupCounts, defIdx, depths  []int32
-	uuids                                []uuid.UUID
-	requestIDs, parentKeys, correlations []*string
+	uuids                                []pgtype.UUID // not uuid.UUID: pgx encodes it through driver.Valuer, as text
+	requestIDs, parentKeys, correlations []pgtype.Text // binary, where []*string goes through reflection
 	statuses                             []string
 	runParams, initiators, timelines     [][]byte
 	params, runConfigs, parents, events  [][]byte
 	queuedEvents                         [][]byte
 	// limits is each run's admission check (roomCheck): nil admits it
 	// at once, else its workflow's concurrency; stricts its strictness.
-	limits   []*int64
+	limits   []pgtype.Int8
 	stricts  []bool
 	anyLocal bool
 }
@@ -602,12 +603,12 @@ func (c *columns) init(n int) {
 	c.instanceIDs, c.runIDs, c.versions, c.gens = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	c.timeouts = make([]int64, 0, n)
 	c.groups, c.groupCounts, c.defIdx, c.depths = make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	c.uuids = make([]uuid.UUID, 0, n)
-	c.requestIDs, c.parentKeys, c.correlations = make([]*string, 0, n), make([]*string, 0, n), make([]*string, 0, n)
+	c.uuids = make([]pgtype.UUID, 0, n)
+	c.requestIDs, c.parentKeys, c.correlations = make([]pgtype.Text, 0, n), make([]pgtype.Text, 0, n), make([]pgtype.Text, 0, n)
 	c.statuses = make([]string, 0, n)
 	c.runParams, c.initiators, c.timelines = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
 	c.params, c.runConfigs, c.parents, c.events = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
-	c.limits, c.stricts, c.queuedEvents = make([]*int64, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
+	c.limits, c.stricts, c.queuedEvents = make([]pgtype.Int8, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
 }
 
 var startRunConfig = []byte(`{"policy": "START"}`)
@@ -617,11 +618,11 @@ func (c *columns) add(r *New, res *Created, def int32, timeline []instance.Timel
 	if err != nil {
 		return fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
 	}
-	var limit *int64
+	var limit pgtype.Int8
 	var strict bool
 	var queuedEvent []byte
 	if room != nil {
-		limit, strict = &room.limit, room.strict
+		limit, strict = pgtype.Int8{Int64: room.limit, Valid: true}, room.strict
 		if queuedEvent, err = json.Marshal([]instance.TimelineEvent{room.event}); err != nil {
 			return fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
 		}
@@ -651,22 +652,18 @@ func (c *columns) add(r *New, res *Created, def int32, timeline []instance.Timel
 	}
 	c.workflowIDs = append(c.workflowIDs, res.Ref.WorkflowID)
 	c.instanceIDs, c.runIDs, c.versions = append(c.instanceIDs, res.Ref.InstanceID), append(c.runIDs, res.Ref.RunID), append(c.versions, r.Version)
-	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, id), append(c.requestIDs, nonEmpty(r.RequestID))
+	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, pgtype.UUID{Bytes: id, Valid: true}), append(c.requestIDs, textOrNull(r.RequestID))
 	c.groupCounts, c.statuses, c.defIdx = append(c.groupCounts, r.GroupCount), append(c.statuses, string(res.Status)), append(c.defIdx, def)
 	c.runParams, c.initiators, c.timelines = append(c.runParams, runParams), append(c.initiators, initiator), append(c.timelines, tl)
 	c.timeouts, c.gens = append(c.timeouts, r.TimeoutSeconds), append(c.gens, gen)
 	c.params, c.runConfigs, c.parents = append(c.params, params), append(c.runConfigs, cfg), append(c.parents, r.Parent)
-	c.parentKeys, c.depths, c.correlations = append(c.parentKeys, nonEmpty(r.ParentKey)), append(c.depths, int32(r.Depth)), append(c.correlations, nonEmpty(r.Correlation))
+	c.parentKeys, c.depths, c.correlations = append(c.parentKeys, textOrNull(r.ParentKey)), append(c.depths, int32(r.Depth)), append(c.correlations, textOrNull(r.Correlation))
 	c.events = append(c.events, ev)
 	return nil
 }
 
-func nonEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
+// textOrNull is s, NULL when empty.
+func textOrNull(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
 
 // IsDuplicate reports a unique violation on insert: a run with the same
 // request id that a concurrent transaction committed first.

@@ -178,6 +178,12 @@ type StartLock struct {
 	Definition  []byte
 	// Duplicate is the run 1 that has the start's request id, if any.
 	Duplicate *Created
+	// Owner and Operators (the raw properties.access_control.operators)
+	// are who may act on the workflow, as locked: a caller's authorization
+	// is decided on them before the run is inserted, with no statement of
+	// its own, and an access change committed before the lock is seen.
+	Owner     string
+	Operators []byte
 }
 
 // lockForStartSQL: $1 workflow, $2 version number (0 for a name), $3 the
@@ -189,14 +195,14 @@ const lockForStartSQL = `
 WITH w AS (
     UPDATE workflow SET latest_instance_id = latest_instance_id + 1
     WHERE workflow_id = $1
-    RETURNING properties, latest_instance_id, latest_version, CASE
+    RETURNING properties, latest_instance_id, latest_version, owner, properties->'access_control'->'operators' AS operators, CASE
         WHEN $2::bigint > 0 THEN $2::bigint
         WHEN $3::text = 'latest' THEN latest_version
         WHEN $3::text = 'active' THEN active_version
         ELSE coalesce(active_version, latest_version) END AS version)
 SELECT w.properties, w.latest_instance_id, coalesce(w.version, 0), w.latest_version, v.version IS NOT NULL,
     v.fingerprint, CASE WHEN v.fingerprint = $4::bytea THEN NULL ELSE v.definition END,
-    d.instance_id, d.uuid::text, d.group_id, d.status, d.queued
+    d.instance_id, d.uuid::text, d.group_id, d.status, d.queued, w.owner, w.operators
 FROM w
 LEFT JOIN workflow_version v ON v.workflow_id = $1 AND v.version = w.version
 LEFT JOIN workflow_instance d ON $5::text <> '' AND d.workflow_id = $1 AND d.request_id = $5 AND d.run_id = 1`
@@ -220,7 +226,7 @@ func LockForStart(ctx context.Context, tx Tx, workflowID string, n int64, name s
 		known = []byte{}
 	}
 	err := tx.QueryRow(ctx, lockForStartSQL, workflowID, n, name, known, requestID).Scan(&l.Props, &l.InstanceID,
-		&l.Version, &l.LatestVersion, &l.Found, &l.Fingerprint, &l.Definition, &dupID, &dupUID, &dupGrp, &dupSt, &dupQ)
+		&l.Version, &l.LatestVersion, &l.Found, &l.Fingerprint, &l.Definition, &dupID, &dupUID, &dupGrp, &dupSt, &dupQ, &l.Owner, &l.Operators)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("workflow %s: %w", workflowID, ErrWorkflowGone)
 	}
@@ -232,4 +238,55 @@ func LockForStart(ctx context.Context, tx Tx, workflowID string, n int64, name s
 			GroupID: *dupGrp, Status: *dupSt, Queued: *dupQ, Duplicated: true}
 	}
 	return &l, nil
+}
+
+// lockAllocateManySQL locks workflows $1 (sorted, distinct) in id order,
+// allocates $2 instance ids to each and reads their properties and who may
+// act on them: a batch's lock and allocation in one statement. The locks
+// are taken by the materialized CTE, whose rows come in id order however
+// the join reads them, before the UPDATE writes a row.
+const lockAllocateManySQL = `
+WITH locked AS MATERIALIZED (
+    SELECT workflow_id FROM workflow WHERE workflow_id = ANY($1::text[])
+    ORDER BY workflow_id FOR NO KEY UPDATE)
+UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
+FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
+WHERE w.workflow_id = c.id AND c.id IN (SELECT workflow_id FROM locked)
+RETURNING w.workflow_id, w.properties, w.owner, w.properties->'access_control'->'operators', w.latest_instance_id`
+
+// BatchLock is what LockAllocate read of one workflow.
+type BatchLock struct {
+	// Props are its properties; Owner and Operators (raw) who may act on
+	// it, as locked.
+	Props     []byte
+	Owner     string
+	Operators []byte
+	// Last is its latest instance id once the ids were allocated: the
+	// caller's runs take the n ids up to it, in order.
+	Last int64
+}
+
+// LockAllocate locks the workflows ids (sorted, distinct) in id order and
+// allocates counts[i] instance ids to ids[i], in one statement. A workflow
+// that does not exist is absent from the answer. The caller passes the
+// runs to Create with their instance ids and Options.Props.
+func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map[string]BatchLock, error) {
+	rows, err := tx.Query(ctx, lockAllocateManySQL, ids, counts)
+	if err != nil {
+		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+	}
+	defer rows.Close()
+	out := make(map[string]BatchLock, len(ids))
+	for rows.Next() {
+		var id string
+		var l BatchLock
+		if err := rows.Scan(&id, &l.Props, &l.Owner, &l.Operators, &l.Last); err != nil {
+			return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+		}
+		out[id] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+	}
+	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
 )
 
@@ -218,14 +219,26 @@ type CreatedRow struct {
 
 // ReadCreated reads a run that is still CREATED; ok is false otherwise.
 func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool, error) {
-	var r CreatedRow
-	i := &r.Row
-	err := s.db.QueryRow(ctx, `SELECT `+instanceColumns+`, initiator, EXISTS (SELECT 1 FROM step_instance s
-            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config,
-            COALESCE((SELECT owner FROM workflow WHERE workflow_id = $4), '')
+	r, ok, err := scanCreated(s.db.QueryRow(ctx, `SELECT `+createdColumns+`
         FROM workflow_instance i
         WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued`,
-		ref.WorkflowID, ref.InstanceID, ref.RunID, instance.RootWorkflowID(ref.WorkflowID)).Scan(&i.WorkflowID, &i.InstanceID,
+		ref.WorkflowID, ref.InstanceID, ref.RunID))
+	if err != nil {
+		return CreatedRow{}, false, fmt.Errorf("read run %s: %w", ref, err)
+	}
+	return r, ok, nil
+}
+
+// createdColumns are what ReadCreated reads of workflow_instance i.
+const createdColumns = instanceColumns + `, initiator, EXISTS (SELECT 1 FROM step_instance s
+            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config,
+            COALESCE((SELECT w.owner FROM workflow w WHERE w.workflow_id = split_part(i.workflow_id, ':', 1)), '')`
+
+// scanCreated scans a row of createdColumns; ok is false for none.
+func scanCreated(row pgx.Row) (CreatedRow, bool, error) {
+	var r CreatedRow
+	i := &r.Row
+	err := row.Scan(&i.WorkflowID, &i.InstanceID,
 		&i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq, &i.Definition, &i.RunParams, &i.Params,
 		&i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth, &i.TraceContext, &i.BackfillID,
 		&i.Incremental, &r.Initiator, &r.HasSteps, &r.RunConfig, &r.Owner)
@@ -233,9 +246,25 @@ func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool,
 		return CreatedRow{}, false, nil
 	}
 	if err != nil {
-		return CreatedRow{}, false, fmt.Errorf("read run %s: %w", ref, err)
+		return CreatedRow{}, false, err
 	}
 	return r, true, nil
+}
+
+// ClaimReadCreated is ReadCreated sent with the claim of a start message
+// (queue.ClaimRead): the run the message names, read in the claim's round
+// trip, when it is CREATED and not queued. Its Read is a CreatedRow.
+var ClaimReadCreated = &queue.ClaimRead{
+	SQL: `SELECT ` + createdColumns + `
+        FROM workflow_instance i
+        WHERE (workflow_id, instance_id, run_id) = (
+              SELECT q.payload->>'workflow_id', (q.payload->>'instance_id')::bigint, (q.payload->>'run_id')::bigint
+              FROM maestro_queue q WHERE q.queue_id = $1 AND q.message_id = $2 AND q.owned_by = $3)
+          AND status = 'CREATED' AND NOT queued`,
+	Scan: func(row pgx.Row) (any, bool, error) {
+		r, ok, err := scanCreated(row)
+		return r, ok, err
+	},
 }
 
 // StartOp moves a CREATED run to IN_PROGRESS under gen of its group, with

@@ -1,0 +1,40 @@
+package flow_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/definition"
+	"github.com/maestro-aws/maestro/engine/execution"
+	"github.com/maestro-aws/maestro/engine/flow"
+	"github.com/maestro-aws/maestro/engine/flow/flowtest"
+)
+
+// A start message's claim reads the run it starts in the same round trip
+// (queue.ClaimWith, flowstore.ClaimReadCreated): the engine side of a
+// start is the claim with its read, then the writer's commit; no read of
+// the run of its own (issue 28: start -> first step at 1 ms each way).
+func TestStartMessageClaimReadsTheRun(t *testing.T) {
+	t.Parallel()
+	pool, stmts := dbtest.CountingPool(t)
+	defs := definition.NewStore(pool)
+	ft := &flowtest.Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, flowtest.GroupCount)}
+	e := &env{Env: ft, t: t, pool: pool, defs: defs, runs: ft.Runs}
+	e.engine(flow.Config{})
+	e.push(chainJSON("one", 1))
+	for range 3 {
+		stmts.Reset()
+		inst := e.wait(e.start("one", nil), time.Minute)
+		if inst.Status != "SUCCEEDED" {
+			t.Fatalf("run ended %s", inst.Status)
+		}
+		claims, _ := stmts.Count("UPDATE maestro_queue SET owned_by = $3")
+		withClaim, _ := stmts.Count("FROM maestro_queue q WHERE q.queue_id = $1 AND q.message_id = $2 AND q.owned_by = $3")
+		alone, _ := stmts.Count("WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued")
+		if claims != 1 || withClaim != 1 || alone != 0 {
+			t.Errorf("start message: %d claims, %d reads with a claim, %d reads of its own; want 1, 1, 0: %v",
+				claims, withClaim, alone, stmts.BySQL())
+		}
+	}
+}
