@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/run"
 )
 
 // With two pipelines, a write somebody waits for does not wait for a
@@ -17,32 +21,8 @@ import (
 // second transaction: it waits for the next commit.
 func TestWriterPipelinesKeepEachRunsOrder(t *testing.T) {
 	t.Parallel()
-	db, _, ref1, ref2 := writerFixture(t)
-	ctx := context.Background()
-	w := NewWriter(db, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: -1})
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	running := func(seq int64) StepWrite {
-		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
-	}
-	// Hold run 1's attempt row: the batch that writes it waits.
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock.Rollback(ctx) }()
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
-		t.Fatal(err)
-	}
-	held := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2))
-	w.Submit(held)
-	waitUntil(t, "the held batch to be in flight", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.inflight == 1 && held.sent
-	})
+	h := holdFirstBatch(t, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: -1})
+	ctx, db, w, ref1, ref2, lock, held := h.ctx, h.db, h.w, h.ref1, h.ref2, h.lock, h.held
 	next := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, StepWrite{Status: instance.StepSucceeded, Seq: 3, End: true,
 		Timeline: []instance.TimelineEvent{}}).After(held)
 	behind := InsertStepOp(ctx, ref2, 1, 7, "t", 1, "00000000-0000-0000-0000-0000000000b1", "NoOp",
@@ -84,6 +64,49 @@ func TestWriterPipelinesKeepEachRunsOrder(t *testing.T) {
 	if n := count(t, db, `SELECT count(DISTINCT xmin::text) FROM step_instance WHERE step_id IN ('s', 't')`); n != 2 {
 		t.Errorf("%d transactions last wrote the attempts, want 2 (run 2's two writes in one, run 1's last in another)", n)
 	}
+}
+
+// heldBatch is a writer whose first batch, an update of run 1's attempt,
+// is in flight and held by a lock on the attempt's row (lock).
+type heldBatch struct {
+	ctx        context.Context
+	db         *pgxpool.Pool
+	w          *Writer
+	ref1, ref2 run.Ref
+	lock       pgx.Tx
+	held       *Op
+}
+
+func holdFirstBatch(t *testing.T, cfg WriterConfig) heldBatch {
+	t.Helper()
+	db, _, ref1, ref2 := writerFixture(t)
+	ctx := context.Background()
+	w := NewWriter(db, cfg)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	lock, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(ctx) })
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	held := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2))
+	w.Submit(held)
+	waitUntil(t, "the held batch to be in flight", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.inflight == 1 && held.sent
+	})
+	return heldBatch{ctx: ctx, db: db, w: w, ref1: ref1, ref2: ref2, lock: lock, held: held}
+}
+
+// running is an attempt's RUNNING write at seq.
+func running(seq int64) StepWrite {
+	return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -136,31 +159,8 @@ func TestWriterOpensPipelinesOnlyForARemoteDatabase(t *testing.T) {
 // in flight.
 func TestWriterNearTheDatabaseKeepsOneTransaction(t *testing.T) {
 	t.Parallel()
-	db, _, ref1, ref2 := writerFixture(t)
-	ctx := context.Background()
-	w := NewWriter(db, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour})
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	running := func(seq int64) StepWrite {
-		return StepWrite{Status: instance.StepRunning, Seq: seq, Timeline: []instance.TimelineEvent{}}
-	}
-	lock, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock.Rollback(ctx) }()
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
-		t.Fatal(err)
-	}
-	held := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2))
-	w.Submit(held)
-	waitUntil(t, "the held batch to be in flight", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.inflight == 1 && held.sent
-	})
+	h := holdFirstBatch(t, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour})
+	ctx, w, ref2, lock, held := h.ctx, h.w, h.ref2, h.lock, h.held
 	other := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2))
 	w.Submit(other)
 	time.Sleep(100 * time.Millisecond)
