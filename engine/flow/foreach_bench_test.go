@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"slices"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,4 +167,3 @@ func BenchmarkForeach1000000(b *testing.B) {
 	}
 	benchmarkForeach(b, 1000, 1000, 500, 30*time.Minute)
 }
-
