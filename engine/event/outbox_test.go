@@ -238,13 +238,35 @@ func TestPrivateForwardersEachDeliverEverything(t *testing.T) {
 	a, b := &collector{}, &collector{}
 	start(a)
 	start(b)
-	time.Sleep(200 * time.Millisecond) // both found the outbox's end
+	// Each has found the outbox's end once it delivers a probe: one written
+	// before a forwarder read the end is not delivered by it, so probes go
+	// on until both have one.
+	delivered := func(c *collector, wf string) (n int) {
+		evs, _ := c.snapshot()
+		for _, ev := range evs {
+			if ev.WorkflowID == wf {
+				n++
+			}
+		}
+		return n
+	}
+	flowtest.WaitFor(t, 30*time.Second, "both to find the outbox's end", func() bool {
+		if delivered(a, "probe") > 0 && delivered(b, "probe") > 0 {
+			return true
+		}
+		if err := event.Insert(ctx, e.Pool, record("probe", 0)); err != nil {
+			t.Fatal(err)
+		}
+		return false
+	})
 	for i := range 20 {
 		if err := event.Insert(ctx, e.Pool, record("after", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	flowtest.WaitFor(t, 10*time.Second, "both to deliver", func() bool { return a.count() >= 20 && b.count() >= 20 })
+	flowtest.WaitFor(t, 30*time.Second, "both to deliver", func() bool {
+		return delivered(a, "after") >= 20 && delivered(b, "after") >= 20
+	})
 	time.Sleep(100 * time.Millisecond)
 	// Each delivers the 20 once. An event committed just before the start
 	// may come too: the start stays below the oldest transaction still
