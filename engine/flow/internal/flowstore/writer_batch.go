@@ -1,0 +1,305 @@
+package flowstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/run"
+)
+
+// How a batch of ops becomes statements: one per kind of write, in
+// waves that keep each run's order, sent in one round trip.
+
+// Write writes one op on its own, without a Writer: run.ErrFenced when its
+// fence or guard refused it.
+func (s *Store) Write(ctx context.Context, op *Op) error {
+	written, err := execBatch(ctx, s.db, []*Op{op})
+	if err != nil {
+		return err
+	}
+	if !written[op] {
+		return run.ErrFenced
+	}
+	return nil
+}
+
+// execBatch writes ops in one transaction and reports which ops' rows
+// were written.
+func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool, error) {
+	needTx := false
+	for _, op := range batch {
+		needTx = needTx || len(op.then) > 0
+	}
+	b := &pgx.Batch{}
+	var reads []func(pgx.Rows, map[*Op]bool) error
+	gids, gens := batchGroups(batch)
+	b.Queue(lockGroupsSQL, gids, gens)
+	reads = append(reads, func(rows pgx.Rows, _ map[*Op]bool) error {
+		rows.Close()
+		return rows.Err()
+	})
+	in := afterStartInBatch(batch)
+	for _, w := range statementWaves(batch) {
+		// Within a wave: runs' starts before steps (a step write checks
+		// that its run's start was written, startedFence), inserts before
+		// updates, and runs' ends last, so that each run's rows, and the
+		// events written with them, follow the order of its writes.
+		if len(w[slotStart]) > 0 {
+			b.Queue(updateInstancesSQL, instanceArgs(w[slotStart])...)
+			reads = append(reads, readInstanceKeys(w[slotStart]))
+		}
+		if ins := w[slotInsert]; len(ins) > 0 {
+			args, afterStart := stepArgs(run.StepStatusKind, ins, true, in)
+			b.Queue(pick(afterStart, insertStepsAfterStartSQL, insertStepsSQL), args...)
+			reads = append(reads, readStepKeys(ins))
+		}
+		if upd := w[slotUpdate]; len(upd) > 0 {
+			args, afterStart := stepArgs(run.StepStatusKind, upd, false, in)
+			b.Queue(pick(afterStart, updateStepsAfterStartSQL, updateStepsSQL), args...)
+			reads = append(reads, readStepKeys(upd))
+		}
+		if len(w[slotEnd]) > 0 {
+			b.Queue(updateInstancesSQL, instanceArgs(w[slotEnd])...)
+			reads = append(reads, readInstanceKeys(w[slotEnd]))
+		}
+	}
+	written := make(map[*Op]bool, len(batch))
+	send := func(br pgx.BatchResults) error {
+		for _, read := range reads {
+			rows, err := br.Query()
+			if err != nil {
+				_ = br.Close()
+				return err
+			}
+			if err := read(rows, written); err != nil {
+				_ = br.Close()
+				return err
+			}
+		}
+		return br.Close()
+	}
+	if !needTx {
+		// One round trip: the statements of a batch run in one implicit
+		// transaction, committed before the results are answered.
+		if err := send(db.SendBatch(ctx, b)); err != nil {
+			return nil, err
+		}
+		return written, nil
+	}
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := send(tx.SendBatch(ctx, b)); err != nil {
+			return err
+		}
+		for _, op := range batch {
+			if !written[op] {
+				continue
+			}
+			for _, f := range op.then {
+				if err := f(ctx, tx); err != nil {
+					return fmt.Errorf("%w: %w", errThen, err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return written, nil
+}
+
+// The statements of a wave, in the order they run.
+const (
+	slotStart  = iota // runs' rows, but for their ends
+	slotInsert        // step attempts inserted
+	slotUpdate        // step attempts updated
+	slotEnd           // runs' ends
+	slots
+)
+
+func slotOf(op *Op) int {
+	switch {
+	case op.kind == opStepInsert:
+		return slotInsert
+	case op.kind == opStepUpdate:
+		return slotUpdate
+	case op.inst.End:
+		return slotEnd
+	}
+	return slotStart
+}
+
+// statementWaves splits a batch into waves of multi-row statements so
+// that an op runs after the op it is ordered after (Op.After) when both
+// are in the batch: in the same statement after it (a statement writes
+// its rows, and their events, in the order of its arrays, which is the
+// batch's), in a later statement of the same wave, or in a later wave. A
+// batch lists an op after its predecessor, and most batches are one wave:
+// a chain of NoOp steps, each written once, is one insert statement. A
+// run's chain that goes back to an earlier statement (a step's end
+// written behind, then the next step's insert) starts another wave.
+func statementWaves(batch []*Op) [][slots][]*Op {
+	waves := make([][slots][]*Op, 1)
+	pos := make(map[*Op][2]int, len(batch))
+	for _, op := range batch {
+		wave, slot := 0, slotOf(op)
+		if p, ok := pos[op.after]; ok && op.after != nil {
+			wave = p[0]
+			if slot < p[1] {
+				wave++
+			}
+		}
+		if wave == len(waves) {
+			waves = append(waves, [slots][]*Op{})
+		}
+		waves[wave][slot] = append(waves[wave][slot], op)
+		pos[op] = [2]int{wave, slot}
+	}
+	return waves
+}
+
+func pick(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
+// afterStartInBatch marks the ops of a batch ordered after a write of
+// their run's own row in the same batch (its start), directly or through
+// other ops of the batch (a run's writes form a chain: writeorder.go in
+// engine/flow). A batch lists an op after its predecessor when both are in
+// it (take).
+func afterStartInBatch(batch []*Op) map[*Op]bool {
+	in := make(map[*Op]bool)
+	var after map[*Op]bool
+	for _, op := range batch {
+		if op.kind == opInstanceUpdate {
+			in[op] = true
+		}
+		if p := op.after; p != nil && (in[p] || after[p]) && op.kind != opInstanceUpdate {
+			if after == nil {
+				after = make(map[*Op]bool)
+			}
+			after[op] = true
+		}
+	}
+	return after
+}
+
+// stepArgs are the column arrays of a multi-row step statement.
+// An op that follows its run's start in the same batch (in, directly or
+// through other ops) is flagged live, and the flags are added (afterStart)
+// for the statements that check them (startedFence).
+func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []any, afterStart bool) {
+	n := len(ops)
+	live := make([]bool, n)
+	wf := make([]string, n)
+	iid, rid, gen, att, seq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	grp := make([]int32, n)
+	step, status := make([]string, n), make([]string, n)
+	params, outputs, rt, retry, tl := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	start, fin := make([]bool, n), make([]bool, n)
+	ev, sig := make([][]byte, n), make([][]byte, n)
+	var uuids, types []string
+	if insert {
+		uuids, types = make([]string, n), make([]string, n)
+	}
+	for i, op := range ops {
+		s := &op.step
+		wf[i], iid[i], rid[i], grp[i], gen[i] = op.ref.WorkflowID, op.ref.InstanceID, op.ref.RunID, op.group, op.gen
+		step[i], att[i], status[i], seq[i] = op.stepID, op.attempt, string(s.Status), s.Seq
+		params[i], outputs[i] = s.Params, s.Outputs
+		if insert {
+			params[i], outputs[i] = jsonOr(s.Params), jsonOr(s.Outputs)
+			uuids[i], types[i] = op.uuid, op.typ
+		}
+		rt[i], _ = json.Marshal(s.Runtime)
+		retry[i], _ = json.Marshal(s.Retry)
+		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
+		start[i], fin[i] = s.Start, s.End
+		ev[i], sig[i] = s.Event, s.Signals
+		live[i] = in[op]
+		afterStart = afterStart || live[i]
+	}
+	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
+	if insert {
+		args = append(args, uuids, types)
+	}
+	if afterStart {
+		args = append(args, live)
+	}
+	return args, afterStart
+}
+
+func instanceArgs(ops []*Op) []any {
+	n := len(ops)
+	wf := make([]string, n)
+	iid, rid, gen := make([]int64, n), make([]int64, n), make([]int64, n)
+	grp := make([]int32, n)
+	from, status := make([]string, n), make([]string, n)
+	params, tl, ev := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	fin := make([]bool, n)
+	for i, op := range ops {
+		u := &op.inst
+		wf[i], iid[i], rid[i], grp[i], gen[i] = op.ref.WorkflowID, op.ref.InstanceID, op.ref.RunID, op.group, op.gen
+		from[i], status[i], params[i], fin[i], ev[i] = string(u.From), string(u.Status), u.Params, u.End, u.Event
+		tl[i], _ = json.Marshal(orEmpty(u.Timeline))
+	}
+	return []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+}
+
+func readStepKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
+	return func(rows pgx.Rows, written map[*Op]bool) error {
+		byKey := make(map[rowKey]*Op, len(ops))
+		for _, op := range ops {
+			byKey[op.row()] = op
+		}
+		var k rowKey
+		_, err := pgx.ForEachRow(rows, []any{&k.ref.WorkflowID, &k.ref.InstanceID, &k.ref.RunID, &k.stepID, &k.attempt}, func() error {
+			if op := byKey[k]; op != nil {
+				written[op] = true
+			}
+			return nil
+		})
+		return err
+	}
+}
+
+func readInstanceKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
+	return func(rows pgx.Rows, written map[*Op]bool) error {
+		byKey := make(map[run.Ref]*Op, len(ops))
+		for _, op := range ops {
+			byKey[op.ref] = op
+		}
+		var r run.Ref
+		_, err := pgx.ForEachRow(rows, []any{&r.WorkflowID, &r.InstanceID, &r.RunID}, func() error {
+			if op := byKey[r]; op != nil {
+				written[op] = true
+			}
+			return nil
+		})
+		return err
+	}
+}
+
+// batchGroups lists the distinct (group, generation) pairs of a batch.
+func batchGroups(batch []*Op) (gids []int32, gens []int64) {
+	type gg struct {
+		id  int32
+		gen int64
+	}
+	seen := make(map[gg]bool, 4)
+	for _, op := range batch {
+		k := gg{op.group, op.gen}
+		if !seen[k] {
+			seen[k] = true
+			gids, gens = append(gids, op.group), append(gens, op.gen)
+		}
+	}
+	return gids, gens
+}
