@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -140,11 +141,7 @@ func (s *Statements) Reset() {
 func (s *Statements) Rows() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int64, len(s.rows))
-	for k, v := range s.rows {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.rows)
 }
 
 // Spent returns the time spent in each statement (its whitespace
@@ -153,11 +150,7 @@ func (s *Statements) Rows() map[string]int64 {
 func (s *Statements) Spent() map[string]time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]time.Duration, len(s.spent))
-	for k, v := range s.spent {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.spent)
 }
 
 // BySQL returns the count of each statement (its whitespace collapsed),
@@ -165,9 +158,5 @@ func (s *Statements) Spent() map[string]time.Duration {
 func (s *Statements) BySQL() map[string]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int64, len(s.bySQL))
-	for k, v := range s.bySQL {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.bySQL)
 }
