@@ -44,20 +44,20 @@ func Key(workflowID string, ended time.Time, batch string) string {
 }
 
 // Encode writes records as gzip-compressed JSON lines, one record a line.
-func Encode(records []json.RawMessage) ([]byte, error) {
+// Each record is encoded once, compact: a json.RawMessage inside a record
+// is checked and compacted in that same pass, so callers hand over their
+// values rather than lines they marshalled first.
+func Encode[T any](records []T) ([]byte, error) {
 	var buf bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	if err != nil {
 		return nil, fmt.Errorf("archive: gzip writer: %w", err)
 	}
+	// The Encoder ends each value with a newline, which makes it a line.
+	enc := json.NewEncoder(zw)
 	for i, r := range records {
-		var line bytes.Buffer
-		if err := json.Compact(&line, r); err != nil {
-			return nil, fmt.Errorf("archive: record %d is not JSON: %w", i, err)
-		}
-		line.WriteByte('\n')
-		if _, err := zw.Write(line.Bytes()); err != nil {
-			return nil, fmt.Errorf("archive: compress record %d: %w", i, err)
+		if err := enc.Encode(r); err != nil {
+			return nil, fmt.Errorf("archive: record %d: %w", i, err)
 		}
 	}
 	if err := zw.Close(); err != nil {

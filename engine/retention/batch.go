@@ -55,7 +55,7 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 	// One object per root workflow and end date (UTC) of the batch.
 	type part struct {
 		key   string
-		lines []json.RawMessage
+		records []*Record
 	}
 	parts := map[string]*part{}
 	objectOf := make(map[runKey]string, len(records))
@@ -77,11 +77,7 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 			p = &part{key: key}
 			parts[key] = p
 		}
-		line, err := json.Marshal(r)
-		if err != nil {
-			return 0, fmt.Errorf("retention: encode run %s/%d/%d: %w", k.WorkflowID, k.InstanceID, k.RunID, err)
-		}
-		p.lines = append(p.lines, line)
+		p.records = append(p.records, r)
 		objectOf[k] = key
 	}
 	names := make([]string, 0, len(parts))
@@ -90,9 +86,9 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		body, err := archive.Encode(parts[name].lines)
+		body, err := archive.Encode(parts[name].records)
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("retention: encode the runs of %s: %w", name, err)
 		}
 		if err := a.store.Put(ctx, name, body); err != nil {
 			return 0, fmt.Errorf("retention: write the archive: %w", err)
