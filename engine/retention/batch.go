@@ -54,7 +54,7 @@ func (a *Archiver) archiveBatch(ctx context.Context, now time.Time, retention in
 	}
 	// One object per root workflow and end date (UTC) of the batch.
 	type part struct {
-		key   string
+		key     string
 		records []*Record
 	}
 	parts := map[string]*part{}
