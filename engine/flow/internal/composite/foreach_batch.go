@@ -53,7 +53,11 @@ func (h *host) buildBatch(ctx context.Context, spec batchSpec, from batchInputs,
 		}
 	}
 	if h.Local != nil {
-		b.prepareLocal(ctx, h.Local, from.owner)
+		varying := make([]string, 0, len(spec.dims)+1)
+		for _, d := range spec.dims {
+			varying = append(varying, d.name)
+		}
+		b.prepareLocal(ctx, h.Local, from.owner, append(varying, workflow.ParamLoopIndex))
 	}
 	return b, nil
 }
@@ -113,19 +117,29 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 // node holds for a start here, with their evaluated params and start
 // events. One whose params do not evaluate is left to the queue, whose
 // start ends it with the error.
-func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner string) {
+func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner string, varying []string) {
+	var idx []int
+	var gens []int64
+	var runs []NewRun
 	for i := range b.runs {
 		r := &b.runs[i]
 		gen, ok := s.Held(instance.GroupFor(r.Ref.WorkflowID, r.Ref.InstanceID, r.GroupCount))
 		if !ok {
 			continue
 		}
-		p, err := s.Prepare(ctx, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.runParams[i], Initiator: r.Initiator,
+		idx, gens = append(idx, i), append(gens, gen)
+		runs = append(runs, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.runParams[i], Initiator: r.Initiator,
 			Owner: owner, UUID: r.UUID, Correlation: b.correlation, Depth: b.depth})
-		if err != nil {
+	}
+	if len(runs) == 0 {
+		return
+	}
+	for k, p := range s.Prepare(ctx, runs, varying) {
+		if p.Err != nil {
 			continue
 		}
-		r.Local = &run.Local{Generation: gen, Params: p.JSON, Event: p.Event}
+		i := idx[k]
+		b.runs[i].Local = &run.Local{Generation: gens[k], Params: p.JSON, Event: p.Event}
 		b.values[i] = p.Values
 	}
 }
