@@ -47,17 +47,27 @@ func (h *host) buildBatch(ctx context.Context, spec batchSpec, from batchInputs,
 		groupCount: from.fp.groupCount, traceContext: spec.traceContext,
 		runs: make([]run.New, 0, len(iters)), runParams: make([]workflow.Params, 0, len(iters)),
 		values: make([]params.Values, 0, len(iters))}
+	// The params every iteration varies: its loop params and loop_index.
+	// The others, inherited, are encoded once for the batch.
+	varying := make([]string, 0, len(spec.dims)+1)
+	for _, d := range spec.dims {
+		varying = append(varying, d.name)
+	}
+	varying = append(varying, workflow.ParamLoopIndex)
+	shared := maps.Clone(base)
+	for _, name := range varying {
+		delete(shared, name)
+	}
+	if b.sharedJSON, err = json.Marshal(shared); err != nil {
+		return nil, &childError{msg: "iteration params: " + err.Error()}
+	}
 	for _, it := range iters {
 		if err := b.add(spec.st, parent, base, loopValues(spec.dims, it-1), it); err != nil {
 			return nil, err
 		}
 	}
 	if h.Local != nil {
-		varying := make([]string, 0, len(spec.dims)+1)
-		for _, d := range spec.dims {
-			varying = append(varying, d.name)
-		}
-		b.prepareLocal(ctx, h.Local, from.owner, append(varying, workflow.ParamLoopIndex))
+		b.prepareLocal(ctx, h.Local, from.owner, varying)
 	}
 	return b, nil
 }
@@ -76,6 +86,9 @@ type iterationBatch struct {
 	// traceContext is the traceparent run.Create stores on the runs (the
 	// foreach step's call): their flows continue it.
 	traceContext string
+	// sharedJSON is the JSON object of the run params the iterations share
+	// (the inherited ones but those a loop param or loop_index replaces).
+	sharedJSON []byte
 }
 
 // foreachInitiator is an iteration's initiator: its JSON is that of the
@@ -86,13 +99,22 @@ type foreachInitiator struct {
 }
 
 func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params, loop map[string]workflow.Param, it int64) error {
-	rp := make(workflow.Params, len(base)+len(loop)+1)
+	own := make(workflow.Params, len(loop)+1)
+	maps.Copy(own, loop)
+	own[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, it-1)
+	rp := make(workflow.Params, len(base)+len(own))
 	maps.Copy(rp, base)
-	maps.Copy(rp, loop)
-	rp[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, it-1)
-	runParams, err := json.Marshal(rp)
+	maps.Copy(rp, own)
+	ownJSON, err := json.Marshal(own)
 	if err != nil {
 		return &childError{msg: fmt.Sprintf("params of iteration %d: %v", it, err)}
+	}
+	// The shared object and the iteration's own, which has loop_index at
+	// least, as one object: no name is in both.
+	runParams := ownJSON
+	if len(b.sharedJSON) > 2 {
+		runParams = make([]byte, 0, len(b.sharedJSON)+len(ownJSON))
+		runParams = append(append(append(runParams, b.sharedJSON[:len(b.sharedJSON)-1]...), ','), ownJSON[1:]...)
 	}
 	// "/f": a foreach iteration, which the rollup finds through the
 	// iterations' workflow id rather than the attempt (docs/rollup.md).
