@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"encoding/json"
+	"maps"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
@@ -36,17 +37,11 @@ func (s localStarter) Prepare(ctx context.Context, runs []composite.NewRun, vary
 	for i, r := range runs {
 		p := &out[i]
 		if batch != nil {
-			own := make(workflow.Params, len(varying))
-			for _, name := range varying {
-				if v, ok := r.RunParams[name]; ok {
-					own[name] = v
-				}
-			}
 			rctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
-			p.Values, p.JSON, p.Err = batch.Evaluate(rctx, r.Ref.InstanceID, own)
+			p.Values, p.JSON, p.Err = batch.Evaluate(rctx, r.Ref.InstanceID, r.Own)
 			cancel()
 		} else {
-			p.Values, p.JSON, p.Err = s.e.evaluateRunParams(ctx, r.Ref, r.Definition, r.RunParams, r.Initiator, "START", r.Owner)
+			p.Values, p.JSON, p.Err = s.e.evaluateRunParams(ctx, r.Ref, r.Definition, runParams(r), r.Initiator, "START", r.Owner)
 		}
 		if p.Err != nil {
 			continue
@@ -54,6 +49,14 @@ func (s localStarter) Prepare(ctx context.Context, runs []composite.NewRun, vary
 		p.Event, p.Err = s.e.startEvent(r.Ref, flowstore.InstanceRow{Definition: r.Definition, UUID: r.UUID,
 			Correlation: r.Correlation, Depth: r.Depth})
 	}
+	return out
+}
+
+// runParams are the run params of r: those it shares, and its own.
+func runParams(r composite.NewRun) workflow.Params {
+	out := make(workflow.Params, len(r.RunParams)+len(r.Own))
+	maps.Copy(out, r.RunParams)
+	maps.Copy(out, r.Own)
 	return out
 }
 
@@ -75,7 +78,7 @@ func (s localStarter) batch(ctx context.Context, runs []composite.NewRun, varyin
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
 	wf := def.wf // the batch keeps it; the cache may drop its entry
-	b, err := params.NewBatch(ctx, params.WorkflowInput{Workflow: &wf, RunParams: first.RunParams,
+	b, err := params.NewBatch(ctx, params.WorkflowInput{Workflow: &wf, RunParams: runParams(first),
 		InstanceID: first.Ref.InstanceID, RunID: first.Ref.RunID, Initiator: initiator, RunPolicy: "START",
 		Owner: first.Owner}, varying)
 	if err != nil {
@@ -83,6 +86,7 @@ func (s localStarter) batch(ctx context.Context, runs []composite.NewRun, varyin
 	}
 	return b
 }
+
 // Run starts the flows of runs just committed IN_PROGRESS. Their memory is
 // charged without refusal, as an adopted run's is: the foreach concurrency
 // bounds how many there are.

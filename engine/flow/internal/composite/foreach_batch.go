@@ -45,8 +45,8 @@ func (h *host) buildBatch(ctx context.Context, spec batchSpec, from batchInputs,
 	parent.Group = from.fp.group
 	b := &iterationBatch{def: spec.def, correlation: from.fp.correlation, depth: from.fp.depth + 1,
 		groupCount: from.fp.groupCount, traceContext: spec.traceContext,
-		runs: make([]run.New, 0, len(iters)), runParams: make([]workflow.Params, 0, len(iters)),
-		values: make([]params.Values, 0, len(iters))}
+		runs: make([]run.New, 0, len(iters)), own: make([]workflow.Params, 0, len(iters)),
+		values: make([]params.Values, 0, len(iters)), base: base}
 	// The params every iteration varies: its loop params and loop_index.
 	// The others, inherited, are encoded once for the batch.
 	varying := make([]string, 0, len(spec.dims)+1)
@@ -79,10 +79,12 @@ type iterationBatch struct {
 	depth       int
 	groupCount  int32
 	runs        []run.New
-	// runParams are each run's run params as the flow takes them; values
+	// base are the run params the runs inherit, own each run's loop
+	// params and loop_index, which replace those of the same name; values
 	// the evaluated params of the runs to start on this node.
-	runParams []workflow.Params
-	values    []params.Values
+	base   workflow.Params
+	own    []workflow.Params
+	values []params.Values
 	// traceContext is the traceparent run.Create stores on the runs (the
 	// foreach step's call): their flows continue it.
 	traceContext string
@@ -102,9 +104,6 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 	own := make(workflow.Params, len(loop)+1)
 	maps.Copy(own, loop)
 	own[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, it-1)
-	rp := make(workflow.Params, len(base)+len(own))
-	maps.Copy(rp, base)
-	maps.Copy(rp, own)
 	ownJSON, err := json.Marshal(own)
 	if err != nil {
 		return &childError{msg: fmt.Sprintf("params of iteration %d: %v", it, err)}
@@ -130,7 +129,7 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 		TimeoutSeconds: iterationTimeout, GroupCount: b.groupCount, Parent: parent, ParentKey: parentKey,
 		Depth: b.depth, Correlation: b.correlation, Admission: run.Always,
 	})
-	b.runParams = append(b.runParams, rp)
+	b.own = append(b.own, own)
 	b.values = append(b.values, nil)
 	return nil
 }
@@ -150,7 +149,7 @@ func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner stri
 			continue
 		}
 		idx, gens = append(idx, i), append(gens, gen)
-		runs = append(runs, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.runParams[i], Initiator: r.Initiator,
+		runs = append(runs, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.base, Own: b.own[i], Initiator: r.Initiator,
 			Owner: owner, UUID: r.UUID, Correlation: b.correlation, Depth: b.depth})
 	}
 	if len(runs) == 0 {

@@ -33,9 +33,9 @@ type Starter interface {
 	// IN_PROGRESS and builds their CREATED -> IN_PROGRESS events (nil when
 	// the node records no events), one Prepared per run in order. The runs
 	// share their definition, owner, correlation, depth, run id, the type
-	// of their initiator and every run param but those named varying (a
-	// foreach's loop params and loop_index): what they share is evaluated
-	// once. A run whose Prepared has an error is left to the queue, whose
+	// of their initiator and their RunParams; each has its Own params,
+	// named in varying (a foreach's loop params and loop_index): what the
+	// runs share is evaluated once. A run whose Prepared has an error is left to the queue, whose
 	// start reports it on the run.
 	Prepare(ctx context.Context, runs []NewRun, varying []string) []Prepared
 	// Run starts the flows of runs committed IN_PROGRESS under gen of
@@ -48,7 +48,11 @@ type Starter interface {
 type NewRun struct {
 	Ref        run.Ref
 	Definition []byte
-	RunParams  workflow.Params
+	// RunParams are the run params the runs share (not to be changed),
+	// Own this run's, which replace those of the same name: the run's run
+	// params are both.
+	RunParams workflow.Params
+	Own       workflow.Params
 	// Initiator is the JSON of the run's initiator column.
 	Initiator []byte
 	Owner     string
