@@ -2,9 +2,13 @@ package flow
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
+	"github.com/maestro-aws/maestro/engine/params"
+	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
 // localStarter lets the composite runtimes start child runs in flow groups
@@ -23,19 +27,64 @@ func (s localStarter) Held(id int32) (int64, bool) {
 	return g.gen, true
 }
 
-// Prepare evaluates the run's params as a start from the queue would, and
-// builds its start event.
-func (s localStarter) Prepare(ctx context.Context, run composite.NewRun) (composite.Prepared, error) {
-	vals, raw, err := s.e.evaluateRunParams(ctx, run.Ref, run.Definition, run.RunParams, run.Initiator, "START", run.Owner)
-	if err != nil {
-		return composite.Prepared{}, err
+// Prepare evaluates the runs' params as a start from the queue would, and
+// builds their start events. What the runs share is evaluated once
+// (params.Batch); when that cannot be (params that read signals, or a
+// shared param that fails), each run is evaluated on its own.
+func (s localStarter) Prepare(ctx context.Context, runs []composite.NewRun, varying []string) []composite.Prepared {
+	out := make([]composite.Prepared, len(runs))
+	batch := s.batch(ctx, runs, varying)
+	for i, r := range runs {
+		p := &out[i]
+		if batch != nil {
+			rctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
+			p.Values, p.JSON, p.Err = batch.Evaluate(rctx, r.Ref.InstanceID, r.Own)
+			cancel()
+		} else {
+			p.Values, p.JSON, p.Err = s.e.evaluateRunParams(ctx, r.Ref, r.Definition, runParams(r), r.Initiator, "START", r.Owner)
+		}
+		if p.Err != nil {
+			continue
+		}
+		p.Event, p.Err = s.e.startEvent(r.Ref, flowstore.InstanceRow{Definition: r.Definition, UUID: r.UUID,
+			Correlation: r.Correlation, Depth: r.Depth})
 	}
-	ev, err := s.e.startEvent(run.Ref, flowstore.InstanceRow{Definition: run.Definition, UUID: run.UUID,
-		Correlation: run.Correlation, Depth: run.Depth})
-	if err != nil {
-		return composite.Prepared{}, err
+	return out
+}
+
+// runParams are the run params of r: those it shares, and its own.
+func runParams(r composite.NewRun) workflow.Params {
+	out := make(workflow.Params, len(r.RunParams)+len(r.Own))
+	maps.Copy(out, r.RunParams)
+	maps.Copy(out, r.Own)
+	return out
+}
+
+// batch evaluates what runs share, nil when they are evaluated one by one.
+func (s localStarter) batch(ctx context.Context, runs []composite.NewRun, varying []string) *params.Batch {
+	if len(runs) < 2 {
+		return nil
 	}
-	return composite.Prepared{Values: vals, JSON: raw, Event: ev}, nil
+	first := runs[0]
+	def, err := s.e.defs.acquire(first.Definition, false)
+	if err != nil {
+		return nil
+	}
+	defer s.e.defs.release(def)
+	var initiator map[string]any
+	if len(first.Initiator) > 2 {
+		_ = json.Unmarshal(first.Initiator, &initiator)
+	}
+	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
+	defer cancel()
+	wf := def.wf // the batch keeps it; the cache may drop its entry
+	b, err := params.NewBatch(ctx, params.WorkflowInput{Workflow: &wf, RunParams: runParams(first),
+		InstanceID: first.Ref.InstanceID, RunID: first.Ref.RunID, Initiator: initiator, RunPolicy: "START",
+		Owner: first.Owner}, varying)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // Run starts the flows of runs just committed IN_PROGRESS. Their memory is

@@ -106,6 +106,9 @@ type Scope struct {
 	// validators are not applied (Maestro keeps only a MAP's evaluated
 	// values, not definitions of its members).
 	member bool
+	// used is the encoded size of params evaluated before, which count
+	// towards MaxBytes with these (Batch).
+	used int
 }
 
 // Evaluate evaluates defs. Expressions see base (already known values, such
@@ -136,7 +139,7 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 	env := &scopeEnv{vals: make(sel.MapEnv, len(sc.Base)+len(defs)), steps: sc.Steps}
 	maps.Copy(env.vals, sc.Base)
 	out := make(Values, len(defs))
-	size := budget{limit: MaxBytes}
+	size := budget{used: sc.used, limit: MaxBytes}
 	for _, name := range order {
 		def := defs[name]
 		var v any
@@ -274,6 +277,12 @@ func getFromStep(steps StepLookup, self workflow.Params) sel.Func {
 // expression depends on the defs it names, a literal on the defs its
 // strings interpolate.
 func plan(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string]*sel.Program, error) {
+	order, programs, _, err := planDeps(defs, funcs)
+	return order, programs, err
+}
+
+// planDeps is plan, with the defs each def depends on.
+func planDeps(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string]*sel.Program, map[string][]string, error) {
 	names := slices.Sorted(maps.Keys(defs))
 	programs := make(map[string]*sel.Program, len(defs))
 	deps := make(map[string][]string, len(defs))
@@ -282,7 +291,7 @@ func plan(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string
 		if def.Expression == nil {
 			refs, err := literalRefs(def)
 			if err != nil {
-				return nil, nil, &Error{Param: name, Err: err}
+				return nil, nil, nil, &Error{Param: name, Err: err}
 			}
 			for _, n := range refs {
 				if _, ok := defs[n]; ok && n != name {
@@ -299,7 +308,7 @@ func plan(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string
 			}
 			var err error
 			if prog, err = sel.Compile(*def.Expression, opts...); err != nil {
-				return nil, nil, &Error{Param: name, Err: err}
+				return nil, nil, nil, &Error{Param: name, Err: err}
 			}
 		}
 		programs[name] = prog
@@ -337,10 +346,10 @@ func plan(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string
 	}
 	for _, n := range names {
 		if err := visit(n, nil); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return order, programs, nil
+	return order, programs, deps, nil
 }
 
 // literalRefs returns the same-scope names a literal def interpolates,

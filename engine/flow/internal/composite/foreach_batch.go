@@ -45,15 +45,29 @@ func (h *host) buildBatch(ctx context.Context, spec batchSpec, from batchInputs,
 	parent.Group = from.fp.group
 	b := &iterationBatch{def: spec.def, correlation: from.fp.correlation, depth: from.fp.depth + 1,
 		groupCount: from.fp.groupCount, traceContext: spec.traceContext,
-		runs: make([]run.New, 0, len(iters)), runParams: make([]workflow.Params, 0, len(iters)),
-		values: make([]params.Values, 0, len(iters))}
+		runs: make([]run.New, 0, len(iters)), own: make([]workflow.Params, 0, len(iters)),
+		values: make([]params.Values, 0, len(iters)), base: base}
+	// The params every iteration varies: its loop params and loop_index.
+	// The others, inherited, are encoded once for the batch.
+	varying := make([]string, 0, len(spec.dims)+1)
+	for _, d := range spec.dims {
+		varying = append(varying, d.name)
+	}
+	varying = append(varying, workflow.ParamLoopIndex)
+	shared := maps.Clone(base)
+	for _, name := range varying {
+		delete(shared, name)
+	}
+	if b.sharedJSON, err = json.Marshal(shared); err != nil {
+		return nil, &childError{msg: "iteration params: " + err.Error()}
+	}
 	for _, it := range iters {
 		if err := b.add(spec.st, parent, base, loopValues(spec.dims, it-1), it); err != nil {
 			return nil, err
 		}
 	}
 	if h.Local != nil {
-		b.prepareLocal(ctx, h.Local, from.owner)
+		b.prepareLocal(ctx, h.Local, from.owner, varying)
 	}
 	return b, nil
 }
@@ -65,13 +79,18 @@ type iterationBatch struct {
 	depth       int
 	groupCount  int32
 	runs        []run.New
-	// runParams are each run's run params as the flow takes them; values
+	// base are the run params the runs inherit, own each run's loop
+	// params and loop_index, which replace those of the same name; values
 	// the evaluated params of the runs to start on this node.
-	runParams []workflow.Params
-	values    []params.Values
+	base   workflow.Params
+	own    []workflow.Params
+	values []params.Values
 	// traceContext is the traceparent run.Create stores on the runs (the
 	// foreach step's call): their flows continue it.
 	traceContext string
+	// sharedJSON is the JSON object of the run params the iterations share
+	// (the inherited ones but those a loop param or loop_index replaces).
+	sharedJSON []byte
 }
 
 // foreachInitiator is an iteration's initiator: its JSON is that of the
@@ -82,13 +101,19 @@ type foreachInitiator struct {
 }
 
 func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params, loop map[string]workflow.Param, it int64) error {
-	rp := make(workflow.Params, len(base)+len(loop)+1)
-	maps.Copy(rp, base)
-	maps.Copy(rp, loop)
-	rp[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, it-1)
-	runParams, err := json.Marshal(rp)
+	own := make(workflow.Params, len(loop)+1)
+	maps.Copy(own, loop)
+	own[workflow.ParamLoopIndex] = workflow.LiteralParam(workflow.ParamTypeLong, it-1)
+	ownJSON, err := json.Marshal(own)
 	if err != nil {
 		return &childError{msg: fmt.Sprintf("params of iteration %d: %v", it, err)}
+	}
+	// The shared object and the iteration's own, which has loop_index at
+	// least, as one object: no name is in both.
+	runParams := ownJSON
+	if len(b.sharedJSON) > 2 {
+		runParams = make([]byte, 0, len(b.sharedJSON)+len(ownJSON))
+		runParams = append(append(append(runParams, b.sharedJSON[:len(b.sharedJSON)-1]...), ','), ownJSON[1:]...)
 	}
 	// "/f": a foreach iteration, which the rollup finds through the
 	// iterations' workflow id rather than the attempt (docs/rollup.md).
@@ -104,7 +129,7 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 		TimeoutSeconds: iterationTimeout, GroupCount: b.groupCount, Parent: parent, ParentKey: parentKey,
 		Depth: b.depth, Correlation: b.correlation, Admission: run.Always,
 	})
-	b.runParams = append(b.runParams, rp)
+	b.own = append(b.own, own)
 	b.values = append(b.values, nil)
 	return nil
 }
@@ -113,19 +138,29 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 // node holds for a start here, with their evaluated params and start
 // events. One whose params do not evaluate is left to the queue, whose
 // start ends it with the error.
-func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner string) {
+func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner string, varying []string) {
+	var idx []int
+	var gens []int64
+	var runs []NewRun
 	for i := range b.runs {
 		r := &b.runs[i]
 		gen, ok := s.Held(instance.GroupFor(r.Ref.WorkflowID, r.Ref.InstanceID, r.GroupCount))
 		if !ok {
 			continue
 		}
-		p, err := s.Prepare(ctx, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.runParams[i], Initiator: r.Initiator,
+		idx, gens = append(idx, i), append(gens, gen)
+		runs = append(runs, NewRun{Ref: r.Ref, Definition: b.def, RunParams: b.base, Own: b.own[i], Initiator: r.Initiator,
 			Owner: owner, UUID: r.UUID, Correlation: b.correlation, Depth: b.depth})
-		if err != nil {
+	}
+	if len(runs) == 0 {
+		return
+	}
+	for k, p := range s.Prepare(ctx, runs, varying) {
+		if p.Err != nil {
 			continue
 		}
-		r.Local = &run.Local{Generation: gen, Params: p.JSON, Event: p.Event}
+		i := idx[k]
+		b.runs[i].Local = &run.Local{Generation: gens[k], Params: p.JSON, Event: p.Event}
 		b.values[i] = p.Values
 	}
 }

@@ -29,11 +29,15 @@ type Starter interface {
 	// Held returns the generation under which this node holds flow group
 	// g; ok is false when it does not hold it or is handing it over.
 	Held(g int32) (gen int64, ok bool)
-	// Prepare evaluates the params of a run about to be created
-	// IN_PROGRESS and builds its CREATED -> IN_PROGRESS event (nil when
-	// the node records no events). An error leaves the run to the queue,
-	// whose start reports it on the run.
-	Prepare(ctx context.Context, run NewRun) (Prepared, error)
+	// Prepare evaluates the params of runs about to be created
+	// IN_PROGRESS and builds their CREATED -> IN_PROGRESS events (nil when
+	// the node records no events), one Prepared per run in order. The runs
+	// share their definition, owner, correlation, depth, run id, the type
+	// of their initiator and their RunParams; each has its Own params,
+	// named in varying (a foreach's loop params and loop_index): what the
+	// runs share is evaluated once. A run whose Prepared has an error is left to the queue, whose
+	// start reports it on the run.
+	Prepare(ctx context.Context, runs []NewRun, varying []string) []Prepared
 	// Run starts the flows of runs committed IN_PROGRESS under gen of
 	// their group. A run whose group the node no longer holds at that
 	// generation is left to the group's next owner, which adopts it.
@@ -44,7 +48,11 @@ type Starter interface {
 type NewRun struct {
 	Ref        run.Ref
 	Definition []byte
-	RunParams  workflow.Params
+	// RunParams are the run params the runs share (not to be changed),
+	// Own this run's, which replace those of the same name: the run's run
+	// params are both.
+	RunParams workflow.Params
+	Own       workflow.Params
 	// Initiator is the JSON of the run's initiator column.
 	Initiator []byte
 	Owner     string
@@ -55,11 +63,12 @@ type NewRun struct {
 }
 
 // Prepared is a run's evaluated params (as the flow takes them, and as
-// JSON for its row) and its start event.
+// JSON for its row) and its start event, or why they could not be made.
 type Prepared struct {
 	Values params.Values
 	JSON   []byte
 	Event  []byte
+	Err    error
 }
 
 // StartedRun is a run committed IN_PROGRESS by this node.
