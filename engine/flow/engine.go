@@ -75,6 +75,11 @@ type Config struct {
 	// WriterRemoteCommit is the writer's flowstore.WriterConfig.RemoteCommit
 	// (0: its default; negative: its pipelines always open).
 	WriterRemoteCommit time.Duration
+	// WriterAwaitedWait is the writer's flowstore.WriterConfig.AwaitedWait:
+	// near the database, how long a transaction in flight holds back a
+	// write somebody waits for before a further pipeline takes it (0: its
+	// default; negative: never).
+	WriterAwaitedWait time.Duration
 	// Runtimes by step type (default stepruntime.Builtins()).
 	Runtimes stepruntime.Registry
 	// Queue tunes the outbox worker; Node, Store, Listen, Groups, Owns and
@@ -251,7 +256,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	e.writerDB = writerDB
 	e.writer = flowstore.NewWriter(writerDB, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines,
-		RemoteCommit: cfg.WriterRemoteCommit})
+		RemoteCommit: cfg.WriterRemoteCommit, AwaitedWait: cfg.WriterAwaitedWait})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
 	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},

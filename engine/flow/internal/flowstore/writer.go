@@ -39,17 +39,27 @@ type WriterConfig struct {
 	// (default 1). Ops ordered after one another (Op.After) never share
 	// two concurrent transactions: an op goes out only once its
 	// predecessor has committed, or with it. A transaction beyond the
-	// first is started only while the database is far (RemoteCommit) and
-	// only for an op somebody waits for (not Behind): a start or a run's
-	// end then does not wait for a commit in flight before its own, while
-	// writes behind still ride in the next commit. Near the database,
-	// more transactions would only cost CPU: one batch at a time carries
+	// first is started only for an op somebody waits for (not Behind),
+	// and only while the database is far (RemoteCommit) or once the
+	// transaction in flight has taken AwaitedWait: a recorded intent, a
+	// start or a run's end then does not wait for a long commit in
+	// flight before its own, while writes behind still ride in the next
+	// commit. Near the database and with short commits, more
+	// transactions would only cost CPU: one batch at a time carries
 	// everything.
 	Pipelines int
 	// RemoteCommit is the fastest recent commit from which the writer
 	// takes the database to be a network away and opens its further
 	// pipelines (default DefaultRemoteCommit; negative: always).
 	RemoteCommit time.Duration
+	// AwaitedWait is, near the database, how long the newest transaction
+	// in flight may hold back an op somebody waits for before a further
+	// pipeline takes it (default DefaultAwaitedWait; negative: never,
+	// one transaction at a time near the database). A burst's
+	// transactions take tens of milliseconds on a loaded machine; an op
+	// somebody waits for then waits for at most this much of one before
+	// its own.
+	AwaitedWait time.Duration
 	// Linger is how long an idle writer may hold back ops nobody waits
 	// for (Op.Behind), to send them with the writes that follow them: an
 	// attempt's terminal write, written behind, then shares its commit
@@ -64,6 +74,12 @@ type WriterConfig struct {
 // the same machine takes tens to hundreds of microseconds, one across a
 // network (Aurora's, across availability zones) one to two milliseconds.
 const DefaultRemoteCommit = time.Millisecond
+
+// DefaultAwaitedWait is WriterConfig.AwaitedWait's default: a
+// transaction of a quiet database's burst (a few hundred rows) commits
+// within it, so that an op somebody waits for joins the next one, and
+// only a transaction that takes longer, under load, opens another.
+const DefaultAwaitedWait = 500 * time.Microsecond
 
 // commitWindow is how many commits the writer's fastest recent commit is
 // taken over (this window's and the previous one's).
@@ -86,6 +102,8 @@ type Writer struct {
 	// the previous one (0: none yet), for RemoteCommit.
 	fastest, fastestBefore time.Duration
 	commits                int
+	// lastSent is when the newest transaction went out, for AwaitedWait.
+	lastSent time.Time
 	// awaited counts the ops queued that are not Behind.
 	awaited  int
 	wake     chan struct{}
@@ -109,6 +127,9 @@ func NewWriter(db *pgxpool.Pool, cfg WriterConfig) *Writer {
 	}
 	if cfg.RemoteCommit == 0 {
 		cfg.RemoteCommit = DefaultRemoteCommit
+	}
+	if cfg.AwaitedWait == 0 {
+		cfg.AwaitedWait = DefaultAwaitedWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -356,7 +377,7 @@ func (w *Writer) loop() {
 				t.Stop()
 				continue
 			}
-			batch, failed := w.take()
+			batch, failed, retry := w.take()
 			for _, f := range failed {
 				w.finish(f.op, f.err)
 			}
@@ -364,6 +385,17 @@ func (w *Writer) loop() {
 				if len(failed) > 0 {
 					// Their successors still queued fail now too, not
 					// at the next op someone submits.
+					continue
+				}
+				if retry > 0 {
+					// An op somebody waits for, held back by the
+					// transaction in flight for up to AwaitedWait.
+					t := time.NewTimer(retry)
+					select {
+					case <-w.wake:
+					case <-t.C:
+					}
+					t.Stop()
 					continue
 				}
 				break
@@ -395,19 +427,32 @@ type failedOp struct {
 
 // take removes the next batch from the queue, in order: up to MaxBatch
 // ops whose predecessor (After) has committed or is in the batch, at most
-// one write per row. An op whose predecessor failed fails with it.
-func (w *Writer) take() (batch []*Op, failed []failedOp) {
+// one write per row. An op whose predecessor failed fails with it. retry,
+// when no batch is taken, is how long until an op somebody waits for may
+// go in a further transaction (AwaitedWait).
+func (w *Writer) take() (batch []*Op, failed []failedOp, retry time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.inflight >= w.cfg.Pipelines || len(w.queue) == 0 {
-		return nil, nil
+		return nil, nil, 0
 	}
-	if w.inflight > 0 && (!w.remote() || !w.awaitedReady()) {
-		// Another transaction while one is in flight is for a database a
-		// network away, and for a write somebody waits for (a start, a
-		// run's end, a recorded intent): writes behind wait for the next
-		// commit, where they cost no transaction of their own.
-		return nil, nil
+	if w.inflight > 0 {
+		// Another transaction while one is in flight is for a write
+		// somebody waits for (a recorded intent, a run's end), with the
+		// database a network away or the transaction in flight slow:
+		// writes behind wait for the next commit, where they cost no
+		// transaction of their own.
+		if !w.awaitedReady() {
+			return nil, nil, 0
+		}
+		if !w.remote() {
+			if w.cfg.AwaitedWait < 0 {
+				return nil, nil, 0
+			}
+			if d := time.Until(w.lastSent.Add(w.cfg.AwaitedWait)); d > 0 {
+				return nil, nil, d
+			}
+		}
 	}
 	in := make(map[*Op]bool)
 	rows := make(map[rowKey]bool)
@@ -446,8 +491,9 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 	}
 	if len(batch) > 0 {
 		w.inflight++
+		w.lastSent = time.Now()
 	}
-	return batch, failed
+	return batch, failed, 0
 }
 
 // remote reports whether the fastest recent commit took RemoteCommit or
@@ -476,26 +522,32 @@ func (w *Writer) committed(d time.Duration) {
 }
 
 // awaitedReady reports whether the queue holds an op somebody waits for
-// (not Behind) that may go now: its predecessor (Op.After) committed. One
-// whose predecessor is in flight waits for it anyway. Called with mu held.
+// (not Behind) that may go now: its predecessor (Op.After) committed, or
+// is queued and may go itself (a run's start written behind, then its
+// first step's recorded intent: both go, in order). One whose predecessor
+// is in flight waits for it anyway. Called with mu held.
 func (w *Writer) awaitedReady() bool {
 	if w.awaited == 0 {
 		// Only writes behind are queued: no scan of a long queue on
 		// every op submitted while a transaction is in flight.
 		return false
 	}
+	var goes map[*Op]bool // ops behind that may go now
 	for _, op := range w.queue {
-		if op.behind {
-			continue
-		}
-		if p := op.after; p != nil {
+		if p := op.after; p != nil && !goes[p] {
 			select {
 			case <-p.done:
 			default:
 				continue
 			}
 		}
-		return true
+		if !op.behind {
+			return true
+		}
+		if goes == nil {
+			goes = make(map[*Op]bool)
+		}
+		goes[op] = true
 	}
 	return false
 }
@@ -593,5 +645,6 @@ func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
 	if err == nil {
 		w.committed(time.Since(start))
 	}
+
 	return written, err
 }
