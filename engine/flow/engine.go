@@ -68,9 +68,10 @@ type Config struct {
 	// WriterPipelines is how many of the node's writer's transactions may
 	// be in flight at once (default DefaultWriterPipelines). A run's
 	// writes never share two at once, and the writer opens more than one
-	// only while its commits take as long as a database a network away's
-	// (flowstore.WriterConfig.RemoteCommit; docs/performance.md, "The
-	// pipelined writer").
+	// only for a write somebody waits for, while its commits take as long
+	// as a database a network away's (flowstore.WriterConfig.RemoteCommit)
+	// or the transaction in flight has taken WriterAwaitedWait
+	// (docs/performance.md, "The pipelined writer").
 	WriterPipelines int
 	// WriterRemoteCommit is the writer's flowstore.WriterConfig.RemoteCommit
 	// (0: its default; negative: its pipelines always open).
@@ -454,8 +455,9 @@ func (e *Engine) startFlow(g *group, row flowstore.InstanceRow, paramErr error, 
 }
 
 // DefaultWriterPipelines is Config.WriterPipelines's default: a second
-// transaction for starts and runs' ends while one is in flight, with the
-// database a network away.
+// transaction for writes somebody waits for (a recorded intent, a run's
+// end) while one is in flight, with the database a network away or the
+// transaction in flight slow.
 const DefaultWriterPipelines = 2
 
 // writerConns is the size of the writer's own pool: one connection per

@@ -75,11 +75,15 @@ type WriterConfig struct {
 // network (Aurora's, across availability zones) one to two milliseconds.
 const DefaultRemoteCommit = time.Millisecond
 
-// DefaultAwaitedWait is WriterConfig.AwaitedWait's default: a
-// transaction of a quiet database's burst (a few hundred rows) commits
-// within it, so that an op somebody waits for joins the next one, and
-// only a transaction that takes longer, under load, opens another.
-const DefaultAwaitedWait = 500 * time.Microsecond
+// DefaultAwaitedWait is WriterConfig.AwaitedWait's default: longer than
+// a quiet database's transactions (one commit 0.2 ms, a burst's few
+// hundred rows 1-2 ms), so that near a quiet database one transaction at
+// a time still carries everything, and an op somebody waits for joins
+// the next one; a transaction slower than that (a loaded database, tens
+// of milliseconds in a burst) no longer holds it back. A shorter wait
+// opened more transactions for runs' ends in BenchmarkThroughput (more
+// WAL flushes and CPU per step) for no gain.
+const DefaultAwaitedWait = 2 * time.Millisecond
 
 // commitWindow is how many commits the writer's fastest recent commit is
 // taken over (this window's and the previous one's).
@@ -645,6 +649,7 @@ func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
 	if err == nil {
 		w.committed(time.Since(start))
 	}
+
 
 	return written, err
 }
