@@ -454,6 +454,14 @@ func (e *Engine) startFlow(g *group, row flowstore.InstanceRow, paramErr error, 
 	return nil
 }
 
+// WriterStats counts what the node's writer did since the engine
+// started (flowstore.Stats): its transactions, and where the time of the
+// writes somebody waits for went, queued or in their transaction.
+type WriterStats = flowstore.Stats
+
+// WriterStats is what the node's writer did so far, for benchmarks.
+func (e *Engine) WriterStats() WriterStats { return e.writer.Stats() }
+
 // DefaultWriterPipelines is Config.WriterPipelines's default: a second
 // transaction for writes somebody waits for (a recorded intent, a run's
 // end) while one is in flight, with the database a network away or the

@@ -108,6 +108,7 @@ type Writer struct {
 	commits                int
 	// lastSent is when the newest transaction went out, for AwaitedWait.
 	lastSent time.Time
+	stats    Stats
 	// awaited counts the ops queued that are not Behind.
 	awaited  int
 	wake     chan struct{}
@@ -208,6 +209,7 @@ type Op struct {
 	// Guarded by the writer's mu until done is closed.
 	queued time.Time
 	sent   bool
+	sentAt time.Time
 	err    error
 	done   chan struct{}
 	cbs    []func(error)
@@ -355,6 +357,11 @@ func (w *Writer) signal() {
 func (w *Writer) finish(op *Op, err error) {
 	w.mu.Lock()
 	op.err = err
+	if err == nil && !op.behind && op.sent {
+		w.stats.Awaited++
+		w.stats.AwaitedQueued += op.sentAt.Sub(op.queued)
+		w.stats.AwaitedInTx += time.Since(op.sentAt)
+	}
 	w.mu.Unlock()
 	close(op.done)
 	for _, f := range op.cbs {
@@ -461,6 +468,7 @@ func (w *Writer) take() (batch []*Op, failed []failedOp, retry time.Duration) {
 	in := make(map[*Op]bool)
 	rows := make(map[rowKey]bool)
 	rest := w.queue[:0]
+	now := time.Now()
 	for _, op := range w.queue {
 		if p := op.after; p != nil && !in[p] {
 			select {
@@ -482,7 +490,7 @@ func (w *Writer) take() (batch []*Op, failed []failedOp, retry time.Duration) {
 		}
 		rows[k] = true
 		in[op] = true
-		op.sent = true
+		op.sent, op.sentAt = true, now
 		batch = append(batch, op)
 	}
 	clear(w.queue[len(rest):])
@@ -494,10 +502,35 @@ func (w *Writer) take() (batch []*Op, failed []failedOp, retry time.Duration) {
 		}
 	}
 	if len(batch) > 0 {
+		w.stats.Transactions++
+		if w.inflight > 0 {
+			w.stats.Beside++
+		}
 		w.inflight++
-		w.lastSent = time.Now()
+		w.lastSent = now
 	}
 	return batch, failed, 0
+}
+
+// Stats counts what a writer did since it started, for benchmarks: where
+// the time of the writes somebody waits for goes.
+type Stats struct {
+	// Transactions is how many transactions went out (a batch retried
+	// counts once), Beside how many of them while another was in flight.
+	Transactions, Beside int64
+	// Awaited is how many ops somebody waited for (not Behind) committed;
+	// AwaitedQueued their total time queued before their transaction
+	// went out, AwaitedInTx their total time from then to its commit
+	// (the ops' outcome known).
+	Awaited                    int64
+	AwaitedQueued, AwaitedInTx time.Duration
+}
+
+// Stats is what the writer did so far.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
 }
 
 // remote reports whether the fastest recent commit took RemoteCommit or
@@ -649,7 +682,6 @@ func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
 	if err == nil {
 		w.committed(time.Since(start))
 	}
-
 
 	return written, err
 }
