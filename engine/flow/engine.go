@@ -70,16 +70,17 @@ type Config struct {
 	// writes never share two at once, and the writer opens more than one
 	// only for a write somebody waits for, while its commits take as long
 	// as a database a network away's (flowstore.WriterConfig.RemoteCommit)
-	// or the transaction in flight has taken WriterAwaitedWait
-	// (docs/performance.md, "The pipelined writer").
+	// or, with WriterAwaitedWait set, once the transaction in flight has
+	// taken that long (docs/performance.md, "The pipelined writer").
 	WriterPipelines int
 	// WriterRemoteCommit is the writer's flowstore.WriterConfig.RemoteCommit
 	// (0: its default; negative: its pipelines always open).
 	WriterRemoteCommit time.Duration
 	// WriterAwaitedWait is the writer's flowstore.WriterConfig.AwaitedWait:
-	// near the database, how long a transaction in flight holds back a
-	// write somebody waits for before a further pipeline takes it (0: its
-	// default; negative: never).
+	// when positive, near the database, how long a transaction in flight
+	// holds back a write somebody waits for before a further pipeline
+	// takes it (default 0: never; docs/performance.md, "Awaited writes
+	// and a slow transaction").
 	WriterAwaitedWait time.Duration
 	// Runtimes by step type (default stepruntime.Builtins()).
 	Runtimes stepruntime.Registry
@@ -464,8 +465,7 @@ func (e *Engine) WriterStats() WriterStats { return e.writer.Stats() }
 
 // DefaultWriterPipelines is Config.WriterPipelines's default: a second
 // transaction for writes somebody waits for (a recorded intent, a run's
-// end) while one is in flight, with the database a network away or the
-// transaction in flight slow.
+// end) while one is in flight, with the database a network away.
 const DefaultWriterPipelines = 2
 
 // writerConns is the size of the writer's own pool: one connection per

@@ -40,25 +40,27 @@ type WriterConfig struct {
 	// two concurrent transactions: an op goes out only once its
 	// predecessor has committed, or with it. A transaction beyond the
 	// first is started only for an op somebody waits for (not Behind),
-	// and only while the database is far (RemoteCommit) or once the
-	// transaction in flight has taken AwaitedWait: a recorded intent, a
-	// start or a run's end then does not wait for a long commit in
-	// flight before its own, while writes behind still ride in the next
-	// commit. Near the database and with short commits, more
-	// transactions would only cost CPU: one batch at a time carries
-	// everything.
+	// and only while the database is far (RemoteCommit) or, with
+	// AwaitedWait set, once the transaction in flight has taken that
+	// long: a recorded intent or a run's end then does not wait for a
+	// commit in flight before its own, while writes behind still ride in
+	// the next commit. Near the database, more transactions would only
+	// cost CPU: one batch at a time carries everything.
 	Pipelines int
 	// RemoteCommit is the fastest recent commit from which the writer
 	// takes the database to be a network away and opens its further
 	// pipelines (default DefaultRemoteCommit; negative: always).
 	RemoteCommit time.Duration
-	// AwaitedWait is, near the database, how long the newest transaction
-	// in flight may hold back an op somebody waits for before a further
-	// pipeline takes it (default DefaultAwaitedWait; negative: never,
-	// one transaction at a time near the database). A burst's
-	// transactions take tens of milliseconds on a loaded machine; an op
-	// somebody waits for then waits for at most this much of one before
-	// its own.
+	// AwaitedWait, when positive, is how long near the database the
+	// newest transaction in flight may hold back an op somebody waits for
+	// before a further pipeline takes it, with the writes of its run
+	// queued before it (a run's start written behind, then its first
+	// step's recorded intent). Zero or negative (the default): never,
+	// one transaction at a time near the database. On this project's
+	// loaded 2-core machine it added commits and no latency
+	// (docs/performance.md, "Awaited writes and a slow transaction"); it
+	// is there to be measured where a quiet database's burst holds an
+	// intent behind a long transaction.
 	AwaitedWait time.Duration
 	// Linger is how long an idle writer may hold back ops nobody waits
 	// for (Op.Behind), to send them with the writes that follow them: an
@@ -74,16 +76,6 @@ type WriterConfig struct {
 // the same machine takes tens to hundreds of microseconds, one across a
 // network (Aurora's, across availability zones) one to two milliseconds.
 const DefaultRemoteCommit = time.Millisecond
-
-// DefaultAwaitedWait is WriterConfig.AwaitedWait's default: longer than
-// a quiet database's transactions (one commit 0.2 ms, a burst's few
-// hundred rows 1-2 ms), so that near a quiet database one transaction at
-// a time still carries everything, and an op somebody waits for joins
-// the next one; a transaction slower than that (a loaded database, tens
-// of milliseconds in a burst) no longer holds it back. A shorter wait
-// opened more transactions for runs' ends in BenchmarkThroughput (more
-// WAL flushes and CPU per step) for no gain.
-const DefaultAwaitedWait = 2 * time.Millisecond
 
 // commitWindow is how many commits the writer's fastest recent commit is
 // taken over (this window's and the previous one's).
@@ -132,9 +124,6 @@ func NewWriter(db *pgxpool.Pool, cfg WriterConfig) *Writer {
 	}
 	if cfg.RemoteCommit == 0 {
 		cfg.RemoteCommit = DefaultRemoteCommit
-	}
-	if cfg.AwaitedWait == 0 {
-		cfg.AwaitedWait = DefaultAwaitedWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -453,16 +442,20 @@ func (w *Writer) take() (batch []*Op, failed []failedOp, retry time.Duration) {
 		// database a network away or the transaction in flight slow:
 		// writes behind wait for the next commit, where they cost no
 		// transaction of their own.
-		if !w.awaitedReady() {
-			return nil, nil, 0
-		}
-		if !w.remote() {
-			if w.cfg.AwaitedWait < 0 {
+		switch {
+		case w.remote():
+			if !w.awaitedReady(false) {
+				return nil, nil, 0
+			}
+		case w.cfg.AwaitedWait > 0:
+			if !w.awaitedReady(true) {
 				return nil, nil, 0
 			}
 			if d := time.Until(w.lastSent.Add(w.cfg.AwaitedWait)); d > 0 {
 				return nil, nil, d
 			}
+		default:
+			return nil, nil, 0
 		}
 	}
 	in := make(map[*Op]bool)
@@ -559,11 +552,14 @@ func (w *Writer) committed(d time.Duration) {
 }
 
 // awaitedReady reports whether the queue holds an op somebody waits for
-// (not Behind) that may go now: its predecessor (Op.After) committed, or
-// is queued and may go itself (a run's start written behind, then its
-// first step's recorded intent: both go, in order). One whose predecessor
-// is in flight waits for it anyway. Called with mu held.
-func (w *Writer) awaitedReady() bool {
+// (not Behind) that may go now: its predecessor (Op.After) committed, or,
+// with chain, is queued and may go itself (a run's start written behind,
+// then its first step's recorded intent: both go, in order). One whose
+// predecessor is in flight waits for it anyway. A database a network away
+// opens a transaction only for the first kind: with chains too, on this
+// project's loaded machine, a burst of Http steps made 0.2 more commits
+// per step and waited no less. Called with mu held.
+func (w *Writer) awaitedReady(chain bool) bool {
 	if w.awaited == 0 {
 		// Only writes behind are queued: no scan of a long queue on
 		// every op submitted while a transaction is in flight.
@@ -580,6 +576,9 @@ func (w *Writer) awaitedReady() bool {
 		}
 		if !op.behind {
 			return true
+		}
+		if !chain {
+			continue
 		}
 		if goes == nil {
 			goes = make(map[*Op]bool)

@@ -154,12 +154,12 @@ func TestWriterOpensPipelinesOnlyForARemoteDatabase(t *testing.T) {
 	}
 }
 
-// Near the database (no commit as slow as RemoteCommit) and with
-// AwaitedWait negative, a second pipeline stays closed: a write of another
-// run waits for the transaction in flight, however long it takes.
+// Near the database (no commit as slow as RemoteCommit) and without
+// AwaitedWait (the default), a second pipeline stays closed: a write of
+// another run waits for the transaction in flight, however long it takes.
 func TestWriterNearTheDatabaseKeepsOneTransaction(t *testing.T) {
 	t.Parallel()
-	h := holdFirstBatch(t, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour, AwaitedWait: -1})
+	h := holdFirstBatch(t, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour})
 	ctx, w, ref2, lock, held := h.ctx, h.w, h.ref2, h.lock, h.held
 	other := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2))
 	w.Submit(other)
