@@ -681,6 +681,5 @@ func (w *Writer) try(batch []*Op) (map[*Op]bool, error) {
 	if err == nil {
 		w.committed(time.Since(start))
 	}
-
 	return written, err
 }
