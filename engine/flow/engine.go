@@ -68,13 +68,20 @@ type Config struct {
 	// WriterPipelines is how many of the node's writer's transactions may
 	// be in flight at once (default DefaultWriterPipelines). A run's
 	// writes never share two at once, and the writer opens more than one
-	// only while its commits take as long as a database a network away's
-	// (flowstore.WriterConfig.RemoteCommit; docs/performance.md, "The
-	// pipelined writer").
+	// only for a write somebody waits for, while its commits take as long
+	// as a database a network away's (flowstore.WriterConfig.RemoteCommit)
+	// or, with WriterAwaitedWait set, once the transaction in flight has
+	// taken that long (docs/performance.md, "The pipelined writer").
 	WriterPipelines int
 	// WriterRemoteCommit is the writer's flowstore.WriterConfig.RemoteCommit
 	// (0: its default; negative: its pipelines always open).
 	WriterRemoteCommit time.Duration
+	// WriterAwaitedWait is the writer's flowstore.WriterConfig.AwaitedWait:
+	// when positive, near the database, how long a transaction in flight
+	// holds back a write somebody waits for before a further pipeline
+	// takes it (default 0: never; docs/performance.md, "Awaited writes
+	// and a slow transaction").
+	WriterAwaitedWait time.Duration
 	// Runtimes by step type (default stepruntime.Builtins()).
 	Runtimes stepruntime.Registry
 	// Queue tunes the outbox worker; Node, Store, Listen, Groups, Owns and
@@ -251,7 +258,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	}
 	e.writerDB = writerDB
 	e.writer = flowstore.NewWriter(writerDB, flowstore.WriterConfig{Logger: cfg.Logger, Pipelines: cfg.WriterPipelines,
-		RemoteCommit: cfg.WriterRemoteCommit})
+		RemoteCommit: cfg.WriterRemoteCommit, AwaitedWait: cfg.WriterAwaitedWait})
 	// The composite step types run on the engine itself, unless the
 	// caller configured runtimes of its own for them.
 	for stepType, rt := range composite.Runtimes(composite.Config{DB: db, NodeID: cfg.NodeID, Logger: cfg.Logger, Local: localStarter{e},
@@ -448,9 +455,17 @@ func (e *Engine) startFlow(g *group, row flowstore.InstanceRow, paramErr error, 
 	return nil
 }
 
+// WriterStats counts what the node's writer did since the engine
+// started (flowstore.Stats): its transactions, and where the time of the
+// writes somebody waits for went, queued or in their transaction.
+type WriterStats = flowstore.Stats
+
+// WriterStats is what the node's writer did so far, for benchmarks.
+func (e *Engine) WriterStats() WriterStats { return e.writer.Stats() }
+
 // DefaultWriterPipelines is Config.WriterPipelines's default: a second
-// transaction for starts and runs' ends while one is in flight, with the
-// database a network away.
+// transaction for writes somebody waits for (a recorded intent, a run's
+// end) while one is in flight, with the database a network away.
 const DefaultWriterPipelines = 2
 
 // writerConns is the size of the writer's own pool: one connection per

@@ -57,6 +57,10 @@ import (
 // for a CPU) and answer (-> SUCCEEDED: the body read, the outputs, the
 // actor's turn); cpu-ms/step of
 // this process and pg-cpu-ms/step of PostgreSQL, and cores in use;
+// awaited-queued-ms and awaited-tx-ms, the engine writer's mean time of
+// a write somebody waits for queued, then in its transaction, tx-beside
+// the share of its transactions opened while another was in flight and
+// writer-tx/step its transactions per step;
 // commits/step, every transaction that wrote (the API's, the queue's, the
 // engine's writer's) per step, and commit-floor-ms, the cheapest durable
 // commit measured just before (dbtest.CommitFloor): the intent waits for
@@ -104,7 +108,7 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 		}
 	}(client.Transport))
 	rts[httpstep.Type] = httpstep.New(httpstep.Config{Client: client})
-	env.Engine(rts, flow.Config{
+	eng := env.Engine(rts, flow.Config{
 		Workers: 2 * runs,
 		Observer: func(ref run.Ref, _ string, _ int64, st instance.StepStatus, at time.Time) {
 			mu.Lock()
@@ -132,13 +136,14 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 	var overhead, start, commit, launch, connect, reply, answer []time.Duration
 	var cpu, pgCPU, wall time.Duration
 	var commits int64
+	var writer flow.WriterStats // summed over the rounds
 	b.ResetTimer()
 	for b.Loop() {
 		x0, err := dbtest.WriteXacts(ctx, env.Pool)
 		if err != nil {
 			b.Fatal(err)
 		}
-		cpu0, pg0, wall0 := cpuTime(), dbtest.ServerCPU(), time.Now()
+		cpu0, pg0, wall0, ws0 := cpuTime(), dbtest.ServerCPU(), time.Now(), eng.WriterStats()
 		insts := make([]*execution.Instance, runs)
 		var wg sync.WaitGroup
 		next := make(chan int)
@@ -171,6 +176,12 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 				b.Fatalf("run %d ended %s", inst.InstanceID, got.Status)
 			}
 		}
+		ws := eng.WriterStats()
+		writer.Transactions += ws.Transactions - ws0.Transactions
+		writer.Beside += ws.Beside - ws0.Beside
+		writer.Awaited += ws.Awaited - ws0.Awaited
+		writer.AwaitedQueued += ws.AwaitedQueued - ws0.AwaitedQueued
+		writer.AwaitedInTx += ws.AwaitedInTx - ws0.AwaitedInTx
 		cpu += cpuTime() - cpu0
 		pgCPU += dbtest.ServerCPU() - pg0
 		wall += time.Since(wall0)
@@ -213,6 +224,15 @@ func benchSteps(b *testing.B, step string, srv *benchServer) float64 {
 	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
 	b.ReportMetric(float64(commits)/steps, "commits/step")
 	b.ReportMetric(ms(floor), "commit-floor-ms")
+	if writer.Awaited > 0 && writer.Transactions > 0 {
+		// The engine's writer: the mean time of a write somebody waits for
+		// (a recorded intent, a run's end) queued, then in its transaction;
+		// the share of transactions opened beside another in flight.
+		b.ReportMetric(ms(writer.AwaitedQueued)/float64(writer.Awaited), "awaited-queued-ms")
+		b.ReportMetric(ms(writer.AwaitedInTx)/float64(writer.Awaited), "awaited-tx-ms")
+		b.ReportMetric(float64(writer.Beside)/float64(writer.Transactions), "tx-beside")
+		b.ReportMetric(float64(writer.Transactions)/steps, "writer-tx/step")
+	}
 	if srv != nil {
 		if len(overhead) < b.N*runs {
 			b.Fatalf("measured %d of %d steps", len(overhead), b.N*runs)

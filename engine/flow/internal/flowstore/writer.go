@@ -39,17 +39,29 @@ type WriterConfig struct {
 	// (default 1). Ops ordered after one another (Op.After) never share
 	// two concurrent transactions: an op goes out only once its
 	// predecessor has committed, or with it. A transaction beyond the
-	// first is started only while the database is far (RemoteCommit) and
-	// only for an op somebody waits for (not Behind): a start or a run's
-	// end then does not wait for a commit in flight before its own, while
-	// writes behind still ride in the next commit. Near the database,
-	// more transactions would only cost CPU: one batch at a time carries
-	// everything.
+	// first is started only for an op somebody waits for (not Behind),
+	// and only while the database is far (RemoteCommit) or, with
+	// AwaitedWait set, once the transaction in flight has taken that
+	// long: a recorded intent or a run's end then does not wait for a
+	// commit in flight before its own, while writes behind still ride in
+	// the next commit. Near the database, more transactions would only
+	// cost CPU: one batch at a time carries everything.
 	Pipelines int
 	// RemoteCommit is the fastest recent commit from which the writer
 	// takes the database to be a network away and opens its further
 	// pipelines (default DefaultRemoteCommit; negative: always).
 	RemoteCommit time.Duration
+	// AwaitedWait, when positive, is how long near the database the
+	// newest transaction in flight may hold back an op somebody waits for
+	// before a further pipeline takes it, with the writes of its run
+	// queued before it (a run's start written behind, then its first
+	// step's recorded intent). Zero or negative (the default): never,
+	// one transaction at a time near the database. On this project's
+	// loaded 2-core machine it added commits and no latency
+	// (docs/performance.md, "Awaited writes and a slow transaction"); it
+	// is there to be measured where a quiet database's burst holds an
+	// intent behind a long transaction.
+	AwaitedWait time.Duration
 	// Linger is how long an idle writer may hold back ops nobody waits
 	// for (Op.Behind), to send them with the writes that follow them: an
 	// attempt's terminal write, written behind, then shares its commit
@@ -86,6 +98,9 @@ type Writer struct {
 	// the previous one (0: none yet), for RemoteCommit.
 	fastest, fastestBefore time.Duration
 	commits                int
+	// lastSent is when the newest transaction went out, for AwaitedWait.
+	lastSent time.Time
+	stats    Stats
 	// awaited counts the ops queued that are not Behind.
 	awaited  int
 	wake     chan struct{}
@@ -183,6 +198,7 @@ type Op struct {
 	// Guarded by the writer's mu until done is closed.
 	queued time.Time
 	sent   bool
+	sentAt time.Time
 	err    error
 	done   chan struct{}
 	cbs    []func(error)
@@ -330,6 +346,11 @@ func (w *Writer) signal() {
 func (w *Writer) finish(op *Op, err error) {
 	w.mu.Lock()
 	op.err = err
+	if err == nil && !op.behind && op.sent {
+		w.stats.Awaited++
+		w.stats.AwaitedQueued += op.sentAt.Sub(op.queued)
+		w.stats.AwaitedInTx += time.Since(op.sentAt)
+	}
 	w.mu.Unlock()
 	close(op.done)
 	for _, f := range op.cbs {
@@ -356,7 +377,7 @@ func (w *Writer) loop() {
 				t.Stop()
 				continue
 			}
-			batch, failed := w.take()
+			batch, failed, retry := w.take()
 			for _, f := range failed {
 				w.finish(f.op, f.err)
 			}
@@ -364,6 +385,17 @@ func (w *Writer) loop() {
 				if len(failed) > 0 {
 					// Their successors still queued fail now too, not
 					// at the next op someone submits.
+					continue
+				}
+				if retry > 0 {
+					// An op somebody waits for, held back by the
+					// transaction in flight for up to AwaitedWait.
+					t := time.NewTimer(retry)
+					select {
+					case <-w.wake:
+					case <-t.C:
+					}
+					t.Stop()
 					continue
 				}
 				break
@@ -395,23 +427,41 @@ type failedOp struct {
 
 // take removes the next batch from the queue, in order: up to MaxBatch
 // ops whose predecessor (After) has committed or is in the batch, at most
-// one write per row. An op whose predecessor failed fails with it.
-func (w *Writer) take() (batch []*Op, failed []failedOp) {
+// one write per row. An op whose predecessor failed fails with it. retry,
+// when no batch is taken, is how long until an op somebody waits for may
+// go in a further transaction (AwaitedWait).
+func (w *Writer) take() (batch []*Op, failed []failedOp, retry time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.inflight >= w.cfg.Pipelines || len(w.queue) == 0 {
-		return nil, nil
+		return nil, nil, 0
 	}
-	if w.inflight > 0 && (!w.remote() || !w.awaitedReady()) {
-		// Another transaction while one is in flight is for a database a
-		// network away, and for a write somebody waits for (a start, a
-		// run's end, a recorded intent): writes behind wait for the next
-		// commit, where they cost no transaction of their own.
-		return nil, nil
+	if w.inflight > 0 {
+		// Another transaction while one is in flight is for a write
+		// somebody waits for (a recorded intent, a run's end), with the
+		// database a network away or the transaction in flight slow:
+		// writes behind wait for the next commit, where they cost no
+		// transaction of their own.
+		switch {
+		case w.remote():
+			if !w.awaitedReady(false) {
+				return nil, nil, 0
+			}
+		case w.cfg.AwaitedWait > 0:
+			if !w.awaitedReady(true) {
+				return nil, nil, 0
+			}
+			if d := time.Until(w.lastSent.Add(w.cfg.AwaitedWait)); d > 0 {
+				return nil, nil, d
+			}
+		default:
+			return nil, nil, 0
+		}
 	}
 	in := make(map[*Op]bool)
 	rows := make(map[rowKey]bool)
 	rest := w.queue[:0]
+	now := time.Now()
 	for _, op := range w.queue {
 		if p := op.after; p != nil && !in[p] {
 			select {
@@ -433,7 +483,7 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 		}
 		rows[k] = true
 		in[op] = true
-		op.sent = true
+		op.sent, op.sentAt = true, now
 		batch = append(batch, op)
 	}
 	clear(w.queue[len(rest):])
@@ -445,9 +495,35 @@ func (w *Writer) take() (batch []*Op, failed []failedOp) {
 		}
 	}
 	if len(batch) > 0 {
+		w.stats.Transactions++
+		if w.inflight > 0 {
+			w.stats.Beside++
+		}
 		w.inflight++
+		w.lastSent = now
 	}
-	return batch, failed
+	return batch, failed, 0
+}
+
+// Stats counts what a writer did since it started, for benchmarks: where
+// the time of the writes somebody waits for goes.
+type Stats struct {
+	// Transactions is how many transactions went out (a batch retried
+	// counts once), Beside how many of them while another was in flight.
+	Transactions, Beside int64
+	// Awaited is how many ops somebody waited for (not Behind) committed;
+	// AwaitedQueued their total time queued before their transaction
+	// went out, AwaitedInTx their total time from then to its commit
+	// (the ops' outcome known).
+	Awaited                    int64
+	AwaitedQueued, AwaitedInTx time.Duration
+}
+
+// Stats is what the writer did so far.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stats
 }
 
 // remote reports whether the fastest recent commit took RemoteCommit or
@@ -476,26 +552,38 @@ func (w *Writer) committed(d time.Duration) {
 }
 
 // awaitedReady reports whether the queue holds an op somebody waits for
-// (not Behind) that may go now: its predecessor (Op.After) committed. One
-// whose predecessor is in flight waits for it anyway. Called with mu held.
-func (w *Writer) awaitedReady() bool {
+// (not Behind) that may go now: its predecessor (Op.After) committed, or,
+// with chain, is queued and may go itself (a run's start written behind,
+// then its first step's recorded intent: both go, in order). One whose
+// predecessor is in flight waits for it anyway. A database a network away
+// opens a transaction only for the first kind: with chains too, on this
+// project's loaded machine, a burst of Http steps made 0.2 more commits
+// per step and waited no less. Called with mu held.
+func (w *Writer) awaitedReady(chain bool) bool {
 	if w.awaited == 0 {
 		// Only writes behind are queued: no scan of a long queue on
 		// every op submitted while a transaction is in flight.
 		return false
 	}
+	var goes map[*Op]bool // ops behind that may go now
 	for _, op := range w.queue {
-		if op.behind {
-			continue
-		}
-		if p := op.after; p != nil {
+		if p := op.after; p != nil && !goes[p] {
 			select {
 			case <-p.done:
 			default:
 				continue
 			}
 		}
-		return true
+		if !op.behind {
+			return true
+		}
+		if !chain {
+			continue
+		}
+		if goes == nil {
+			goes = make(map[*Op]bool)
+		}
+		goes[op] = true
 	}
 	return false
 }

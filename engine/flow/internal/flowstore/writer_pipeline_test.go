@@ -154,9 +154,9 @@ func TestWriterOpensPipelinesOnlyForARemoteDatabase(t *testing.T) {
 	}
 }
 
-// Near the database (no commit as slow as RemoteCommit), a second
-// pipeline stays closed: a write of another run waits for the transaction
-// in flight.
+// Near the database (no commit as slow as RemoteCommit) and without
+// AwaitedWait (the default), a second pipeline stays closed: a write of
+// another run waits for the transaction in flight, however long it takes.
 func TestWriterNearTheDatabaseKeepsOneTransaction(t *testing.T) {
 	t.Parallel()
 	h := holdFirstBatch(t, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour})
@@ -176,5 +176,89 @@ func TestWriterNearTheDatabaseKeepsOneTransaction(t *testing.T) {
 		if err := op.Wait(waitCtx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Near the database, a transaction in flight holds back a write somebody
+// waits for at most AwaitedWait: then a second transaction takes it, with
+// the writes of its run queued before it (a run's start written behind,
+// then its first step's recorded intent), in their order. A write behind
+// alone opens none, and the held run's writes stay where they are.
+func TestWriterAwaitedWriteDoesNotWaitForASlowTransaction(t *testing.T) {
+	t.Parallel()
+	const wait = 200 * time.Millisecond
+	h := holdFirstBatch(t, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour, AwaitedWait: wait})
+	ctx, db, w, ref1, ref2, lock, held := h.ctx, h.db, h.w, h.ref1, h.ref2, h.lock, h.held
+	w.mu.Lock()
+	heldSent := w.lastSent
+	w.mu.Unlock()
+	behind := InsertStepOp(ctx, ref2, 1, 7, "t", 1, "00000000-0000-0000-0000-0000000000b2", "NoOp",
+		StepWrite{Status: instance.StepSucceeded, Seq: 1, Start: true, End: true, Timeline: []instance.TimelineEvent{}}).Behind()
+	w.Submit(behind)
+	time.Sleep(2 * wait)
+	if isDone(behind) {
+		t.Fatal("a write behind alone went out in a second transaction")
+	}
+	intent := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, running(2)).After(behind)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.Write(waitCtx, intent); err != nil {
+		t.Fatalf("a write somebody waits for, while a transaction is held: %v", err)
+	}
+	if err := behind.Wait(waitCtx); err != nil {
+		t.Fatalf("the write behind it was ordered after: %v", err)
+	}
+	if isDone(held) {
+		t.Fatal("the held transaction committed while its row was locked")
+	}
+	if n := count(t, db, `SELECT count(DISTINCT xmin::text) FROM step_instance WHERE instance_id = $1 AND step_id IN ('s', 't')`, ref2.InstanceID); n != 1 {
+		t.Errorf("run 2's two writes in %d transactions, want 1", n)
+	}
+
+	// A write somebody waits for that arrives just after a transaction
+	// went out waits AwaitedWait for it before a second one opens.
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Wait(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	lock2, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock2.Rollback(ctx) }()
+	if _, err := lock2.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	held2 := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(3))
+	w.Submit(held2)
+	waitUntil(t, "the second held batch to be in flight", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.inflight == 1 && held2.sent
+	})
+	w.mu.Lock()
+	heldSent = w.lastSent
+	w.mu.Unlock()
+	end := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, StepWrite{Status: instance.StepSucceeded, Seq: 3, End: true,
+		Timeline: []instance.TimelineEvent{}})
+	if err := w.Write(waitCtx, end); err != nil {
+		t.Fatalf("a write somebody waits for, while the second batch is held: %v", err)
+	}
+	if waited := time.Since(heldSent); waited < wait {
+		t.Errorf("a second transaction opened %v after the first went out, before AwaitedWait (%v)", waited, wait)
+	}
+	if isDone(held2) {
+		t.Fatal("the second held transaction committed while its row was locked")
+	}
+	if err := lock2.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := held2.Wait(waitCtx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db, `SELECT seq FROM step_instance WHERE instance_id = $1 AND step_id = 's'`, ref1.InstanceID); n != 3 {
+		t.Errorf("run 1's attempt at seq %d, want 3", n)
 	}
 }
