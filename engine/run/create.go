@@ -473,7 +473,7 @@ type columns struct {
 	instanceIDs, runIDs, versions, gens  []int64
 	timeouts                             []int64
 	groups, groupCounts, defIdx, depths  []int32
-	uuids                                []pgtype.UUID // not uuid.UUID: pgx encodes it through driver.Valuer, as text
+	uuids                                [][16]byte // not uuid.UUID: pgx encodes it through driver.Valuer, as text
 	requestIDs, parentKeys, correlations []pgtype.Text // binary, where []*string goes through reflection
 	statuses                             []string
 	runParams, initiators, timelines     [][]byte
@@ -491,7 +491,7 @@ func (c *columns) init(n int) {
 	c.instanceIDs, c.runIDs, c.versions, c.gens = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	c.timeouts = make([]int64, 0, n)
 	c.groups, c.groupCounts, c.defIdx, c.depths = make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	c.uuids = make([]pgtype.UUID, 0, n)
+	c.uuids = make([][16]byte, 0, n)
 	c.requestIDs, c.parentKeys, c.correlations = make([]pgtype.Text, 0, n), make([]pgtype.Text, 0, n), make([]pgtype.Text, 0, n)
 	c.statuses = make([]string, 0, n)
 	c.runParams, c.initiators, c.timelines = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
@@ -528,7 +528,7 @@ func (c *columns) add(r *New, res *Created, id [16]byte, def int32, timeline []b
 	}
 	c.workflowIDs = append(c.workflowIDs, res.Ref.WorkflowID)
 	c.instanceIDs, c.runIDs, c.versions = append(c.instanceIDs, res.Ref.InstanceID), append(c.runIDs, res.Ref.RunID), append(c.versions, r.Version)
-	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, pgtype.UUID{Bytes: id, Valid: true}), append(c.requestIDs, textOrNull(r.RequestID))
+	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, id), append(c.requestIDs, textOrNull(r.RequestID))
 	c.groupCounts, c.statuses, c.defIdx = append(c.groupCounts, r.GroupCount), append(c.statuses, string(res.Status)), append(c.defIdx, def)
 	c.runParams, c.initiators, c.timelines = append(c.runParams, runParams), append(c.initiators, initiator), append(c.timelines, timeline)
 	c.timeouts, c.gens = append(c.timeouts, r.TimeoutSeconds), append(c.gens, gen)
