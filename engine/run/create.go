@@ -473,7 +473,7 @@ type columns struct {
 	instanceIDs, runIDs, versions, gens  []int64
 	timeouts                             []int64
 	groups, groupCounts, defIdx, depths  []int32
-	uuids                                [][16]byte // not uuid.UUID: pgx encodes it through driver.Valuer, as text
+	uuids                                [][16]byte    // not uuid.UUID: pgx encodes it through driver.Valuer, as text
 	requestIDs, parentKeys, correlations []pgtype.Text // binary, where []*string goes through reflection
 	statuses                             []string
 	runParams, initiators, timelines     [][]byte
