@@ -27,8 +27,8 @@ import (
 // statements cost more than one (docs/performance.md, "Starts, third
 // pass").
 
-// round is a round's runs (their indexes) and columns.
-type round struct {
+// preparedRound is a round's runs (their indexes), columns and dropped runs.
+type preparedRound struct {
 	idx     []int
 	c       columns
 	dropped []int
@@ -65,8 +65,8 @@ func createRound(ctx context.Context, tx Tx, runs []New, idx []int, props map[st
 // prepareRound builds the columns of the runs idx of a round: it gives
 // each run its group, uuid and status in out and decides which runs its
 // strategy drops (adm) or checks for room. It touches no connection.
-func prepareRound(runs []New, idx []int, adm admission, out []Created) (*round, error) {
-	rd := &round{idx: idx}
+func prepareRound(runs []New, idx []int, adm admission, out []Created) (*preparedRound, error) {
+	rd := &preparedRound{idx: idx}
 	c := &rd.c
 	c.init(len(idx))
 	defs := map[*byte]int32{}
@@ -160,7 +160,7 @@ type timelineKey struct {
 }
 
 // insertRound sends a round's INSERT and reads what it created into out.
-func insertRound(ctx context.Context, tx Tx, rd *round, opt Options, out []Created) error {
+func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out []Created) error {
 	c := &rd.c
 	node := ""
 	if c.anyLocal {
