@@ -499,8 +499,6 @@ func (c *columns) init(n int) {
 	c.limits, c.stricts, c.queuedEvents = make([]pgtype.Int8, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
 }
 
-var startRunConfig = []byte(`{"policy": "START"}`)
-
 // add appends run r, its result res (ref, group, status), its uuid id,
 // its definition's index (0: its version's), its timeline's JSON and its
 // admission check: limit (noLimit admits it at once, else its workflow's
@@ -508,10 +506,7 @@ var startRunConfig = []byte(`{"policy": "START"}`)
 func (c *columns) add(r *New, res *Created, id [16]byte, def int32, timeline []byte, limit int64, strict bool, queuedEvent []byte) {
 	lim := pgtype.Int8{Int64: limit, Valid: limit != noLimit}
 	c.limits, c.stricts, c.queuedEvents = append(c.limits, lim), append(c.stricts, strict), append(c.queuedEvents, queuedEvent)
-	cfg := r.RunConfig
-	if cfg == nil {
-		cfg = startRunConfig
-	}
+	cfg := r.RunConfig // nil: a start's ({"policy": "START"}, insertRunsSQL)
 	runParams := r.RunParams
 	if runParams == nil {
 		runParams = []byte(`{}`)

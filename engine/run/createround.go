@@ -70,10 +70,11 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 	c := &rd.c
 	c.init(len(idx))
 	defs := map[*byte]int32{}
-	// Runs that share their timeline (a batch's runs of one trigger) or
-	// their queued event (one per strategy) share its JSON.
+	// Runs that share their timeline (a batch's runs of one trigger)
+	// share its JSON; queuedFirst holds the workflows whose first run
+	// under a limit carries the queued event.
 	timelines := map[timelineKey][]byte{}
-	queuedEvents := map[Strategy][]byte{}
+	queuedFirst := map[string]struct{}{}
 	for _, i := range idx {
 		r := &runs[i]
 		res := &out[i]
@@ -101,14 +102,15 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 				rd.dropped = append(rd.dropped, i)
 			} else {
 				limit, strict = s.Concurrency, s.Rule == workflow.RunStrategyStrictSequential
-				var ok bool
-				if queuedEvent, ok = queuedEvents[s]; !ok {
+				// The statement gives every run of a workflow the event
+				// of its first (insertRunsSQL).
+				if _, seen := queuedFirst[r.Ref.WorkflowID]; !seen {
+					queuedFirst[r.Ref.WorkflowID] = struct{}{}
 					ev := instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule))
 					var err error
 					if queuedEvent, err = json.Marshal([]instance.TimelineEvent{ev}); err != nil {
 						return nil, fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
 					}
-					queuedEvents[s] = queuedEvent
 				}
 			}
 		}
