@@ -80,16 +80,6 @@ WITH owned AS (
     WHERE $1::text <> '' AND owner = $1
       AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
     FOR KEY SHARE),
-u AS MATERIALIZED (
-    SELECT u.*, row_number() OVER w - 1 AS k, first_value(u.queued_event) OVER w AS first_queued_event
-    FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
-        $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
-        $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
-        $25::text[], $29::boolean[], $30::jsonb[]) WITH ORDINALITY
-    AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
-        run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
-        correlation, strict, queued_event, ord)
-    WINDOW w AS (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord)),
 room AS MATERIALIZED (
     SELECT w.workflow_id, w.lim, w.strict,
         (SELECT count(*) FROM (SELECT 1 FROM workflow_instance
@@ -101,14 +91,24 @@ room AS MATERIALIZED (
                 WHERE f.workflow_id = w.workflow_id AND f.status = 'FAILED' AND NOT f.unblocked
                   AND NOT EXISTS (SELECT 1 FROM workflow_instance n
                       WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id)) AS blocked
-    FROM (SELECT DISTINCT workflow_id, lim, strict FROM u WHERE lim > 0) AS w),
+    FROM (SELECT DISTINCT workflow_id, lim, strict FROM unnest($4::text[], $18::bigint[], $29::boolean[]) AS x(workflow_id, lim, strict)
+          WHERE lim > 0) AS w),
 r AS MATERIALIZED (
     SELECT u.*, CASE
         WHEN u.lim IS NULL THEN false
         WHEN u.lim <= 0 THEN true
         ELSE m.live + u.k >= u.lim OR m.blocked
         END AS is_queued
-    FROM u LEFT JOIN room m ON m.workflow_id = u.workflow_id AND m.lim = u.lim AND m.strict = u.strict),
+    FROM (SELECT u.*, row_number() OVER w - 1 AS k, first_value(u.queued_event) OVER w AS first_queued_event
+        FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
+            $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
+            $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
+            $25::text[], $29::boolean[], $30::jsonb[]) WITH ORDINALITY
+        AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
+            run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
+            correlation, strict, queued_event, ord)
+        WINDOW w AS (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord)) AS u
+    LEFT JOIN room m ON m.workflow_id = u.workflow_id AND m.lim = u.lim AND m.strict = u.strict),
 ins AS (
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
     group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
