@@ -203,6 +203,7 @@ func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []B
 	runs := make([]run.New, 0, len(starts))
 	index := make([]int, 0, len(starts)) // start of each run
 	counts := map[string]int64{}
+	timelines := map[string][]instance.TimelineEvent{}
 	for i, st := range starts {
 		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
 		if !ok {
@@ -216,6 +217,16 @@ func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []B
 			}
 			out[i].Err = err
 			continue
+		}
+		if len(n.Timeline) == 2 {
+			// Starts with the same reason (a backfill's, one trigger's)
+			// share their CREATED events, which run.Create then encodes
+			// once.
+			if t, ok := timelines[n.Timeline[1].Message]; ok {
+				n.Timeline = t
+			} else {
+				timelines[n.Timeline[1].Message] = n.Timeline
+			}
 		}
 		runs, index = append(runs, n), append(index, i)
 		counts[st.WorkflowID]++

@@ -2,19 +2,16 @@ package run
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
-	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
@@ -456,105 +453,6 @@ func admit(ctx context.Context, tx Tx, runs []New, round []int, props map[string
 	return a, err
 }
 
-// createRound admits and inserts one round of runs.
-func createRound(ctx context.Context, tx Tx, runs []New, round []int, props map[string][]byte, opt Options, out []Created) error {
-	adm, err := admit(ctx, tx, runs, round, props)
-	if err != nil {
-		return err
-	}
-	var c columns
-	c.init(len(round))
-	defs := map[*byte]int32{}
-	var dropped []int
-	for _, i := range round {
-		r := &runs[i]
-		res := &out[i]
-		res.GroupID = instance.GroupFor(r.Ref.WorkflowID, r.Ref.InstanceID, r.GroupCount)
-		res.UUID = r.UUID
-		if res.UUID == "" {
-			res.UUID = uuid.NewString()
-		}
-		res.Status = instance.WorkflowCreated
-		timeline := slices.Clone(r.Timeline)
-		var room *roomCheck
-		if r.Admission == ByStrategy {
-			s := adm.strategies[r.Ref.WorkflowID]
-			if reason, drop := adm.drops[r.Ref.WorkflowID]; drop {
-				res.Status = instance.WorkflowStopped
-				timeline = append(timeline, instance.StatusChange(string(instance.WorkflowStopped), reason)...)
-				dropped = append(dropped, i)
-			} else {
-				room = &roomCheck{limit: s.Concurrency, strict: s.Rule == workflow.RunStrategyStrictSequential,
-					event: instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule))}
-			}
-		}
-		def := int32(0)
-		if len(r.Definition) > 0 {
-			if d, ok := defs[&r.Definition[0]]; ok {
-				def = d
-			} else {
-				c.defs = append(c.defs, r.Definition)
-				def = int32(len(c.defs))
-				defs[&r.Definition[0]] = def
-			}
-		}
-		if err := c.add(r, res, def, timeline, room); err != nil {
-			return err
-		}
-	}
-	node := ""
-	if c.anyLocal {
-		node = opt.Node
-	}
-	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting), node, c.defs, opt.PickedUp,
-		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
-		c.statuses, c.defIdx, c.runParams, c.initiators, c.timelines, c.timeouts, c.limits, c.gens, c.params,
-		c.runConfigs, c.parents, c.parentKeys, c.depths, c.correlations, c.events, InstanceStatusKind, tracing.Traceparent(ctx),
-		c.stricts, c.queuedEvents)
-	if err != nil {
-		return fmt.Errorf("insert %d runs: %w", len(round), err)
-	}
-	byRef := make(map[Ref]int, len(round))
-	for _, i := range round {
-		byRef[out[i].Ref] = i
-	}
-	n := 0
-	for rows.Next() {
-		var ref Ref
-		var status instance.WorkflowStatus
-		var start *time.Time
-		var queued bool
-		var notified int64
-		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &status, &start, &queued, &notified); err != nil {
-			rows.Close()
-			return fmt.Errorf("insert %d runs: %w", len(round), err)
-		}
-		i := byRef[ref]
-		out[i].Inserted, out[i].Status, out[i].StartTime, out[i].Queued = true, status, start, queued
-		n++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("insert %d runs: %w", len(round), err)
-	}
-	if n != len(round) && !opt.SkipExisting {
-		return fmt.Errorf("insert %d runs: %d inserted", len(round), n)
-	}
-	if len(dropped) > 0 {
-		// The dropped runs end as they are created: their events.
-		var evs []event.Record
-		for _, i := range dropped {
-			if out[i].Inserted {
-				evs = append(evs, droppedEvent(&runs[i], out[i]))
-			}
-		}
-		if err := event.Insert(ctx, tx, evs...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // droppedEvent is the CREATED -> STOPPED event of a run its strategy
 // dropped: it is an event like any other (docs/events.md).
 func droppedEvent(r *New, c Created) event.Record {
@@ -575,27 +473,17 @@ type columns struct {
 	instanceIDs, runIDs, versions, gens  []int64
 	timeouts                             []int64
 	groups, groupCounts, defIdx, depths  []int32
-	uuids                                []pgtype.UUID // not uuid.UUID: pgx encodes it through driver.Valuer, as text
+	uuids                                [][16]byte    // not uuid.UUID: pgx encodes it through driver.Valuer, as text
 	requestIDs, parentKeys, correlations []pgtype.Text // binary, where []*string goes through reflection
 	statuses                             []string
 	runParams, initiators, timelines     [][]byte
 	params, runConfigs, parents, events  [][]byte
 	queuedEvents                         [][]byte
-	// limits is each run's admission check (roomCheck): nil admits it
+	// limits is each run's admission check: NULL admits it
 	// at once, else its workflow's concurrency; stricts its strictness.
 	limits   []pgtype.Int8
 	stricts  []bool
 	anyLocal bool
-}
-
-// roomCheck is the admission a run created under its workflow's run
-// strategy goes through in the INSERT: admitted at once when fewer than
-// limit runs are live, none is queued and (strict) no failed run blocks;
-// else queued, with event on its timeline.
-type roomCheck struct {
-	limit  int64
-	strict bool
-	event  instance.TimelineEvent
 }
 
 func (c *columns) init(n int) {
@@ -603,7 +491,7 @@ func (c *columns) init(n int) {
 	c.instanceIDs, c.runIDs, c.versions, c.gens = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	c.timeouts = make([]int64, 0, n)
 	c.groups, c.groupCounts, c.defIdx, c.depths = make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n), make([]int32, 0, n)
-	c.uuids = make([]pgtype.UUID, 0, n)
+	c.uuids = make([][16]byte, 0, n)
 	c.requestIDs, c.parentKeys, c.correlations = make([]pgtype.Text, 0, n), make([]pgtype.Text, 0, n), make([]pgtype.Text, 0, n)
 	c.statuses = make([]string, 0, n)
 	c.runParams, c.initiators, c.timelines = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
@@ -611,31 +499,14 @@ func (c *columns) init(n int) {
 	c.limits, c.stricts, c.queuedEvents = make([]pgtype.Int8, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
 }
 
-var startRunConfig = []byte(`{"policy": "START"}`)
-
-func (c *columns) add(r *New, res *Created, def int32, timeline []instance.TimelineEvent, room *roomCheck) error {
-	tl, err := json.Marshal(timeline)
-	if err != nil {
-		return fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
-	}
-	var limit pgtype.Int8
-	var strict bool
-	var queuedEvent []byte
-	if room != nil {
-		limit, strict = pgtype.Int8{Int64: room.limit, Valid: true}, room.strict
-		if queuedEvent, err = json.Marshal([]instance.TimelineEvent{room.event}); err != nil {
-			return fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
-		}
-	}
-	c.limits, c.stricts, c.queuedEvents = append(c.limits, limit), append(c.stricts, strict), append(c.queuedEvents, queuedEvent)
-	id, err := uuid.Parse(res.UUID)
-	if err != nil {
-		return err
-	}
-	cfg := r.RunConfig
-	if cfg == nil {
-		cfg = startRunConfig
-	}
+// add appends run r, its result res (ref, group, status), its uuid id,
+// its definition's index (0: its version's), its timeline's JSON and its
+// admission check: limit (noLimit admits it at once, else its workflow's
+// concurrency), strict and the event a queued run gets.
+func (c *columns) add(r *New, res *Created, id [16]byte, def int32, timeline []byte, limit int64, strict bool, queuedEvent []byte) {
+	lim := pgtype.Int8{Int64: limit, Valid: limit != noLimit}
+	c.limits, c.stricts, c.queuedEvents = append(c.limits, lim), append(c.stricts, strict), append(c.queuedEvents, queuedEvent)
+	cfg := r.RunConfig // nil: a start's ({"policy": "START"}, insertRunsSQL)
 	runParams := r.RunParams
 	if runParams == nil {
 		runParams = []byte(`{}`)
@@ -652,14 +523,13 @@ func (c *columns) add(r *New, res *Created, def int32, timeline []instance.Timel
 	}
 	c.workflowIDs = append(c.workflowIDs, res.Ref.WorkflowID)
 	c.instanceIDs, c.runIDs, c.versions = append(c.instanceIDs, res.Ref.InstanceID), append(c.runIDs, res.Ref.RunID), append(c.versions, r.Version)
-	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, pgtype.UUID{Bytes: id, Valid: true}), append(c.requestIDs, textOrNull(r.RequestID))
+	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, id), append(c.requestIDs, textOrNull(r.RequestID))
 	c.groupCounts, c.statuses, c.defIdx = append(c.groupCounts, r.GroupCount), append(c.statuses, string(res.Status)), append(c.defIdx, def)
-	c.runParams, c.initiators, c.timelines = append(c.runParams, runParams), append(c.initiators, initiator), append(c.timelines, tl)
+	c.runParams, c.initiators, c.timelines = append(c.runParams, runParams), append(c.initiators, initiator), append(c.timelines, timeline)
 	c.timeouts, c.gens = append(c.timeouts, r.TimeoutSeconds), append(c.gens, gen)
 	c.params, c.runConfigs, c.parents = append(c.params, params), append(c.runConfigs, cfg), append(c.parents, r.Parent)
 	c.parentKeys, c.depths, c.correlations = append(c.parentKeys, textOrNull(r.ParentKey)), append(c.depths, int32(r.Depth)), append(c.correlations, textOrNull(r.Correlation))
 	c.events = append(c.events, ev)
-	return nil
 }
 
 // textOrNull is s, NULL when empty.

@@ -57,16 +57,21 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // status ($12: CREATED or, dropped, STOPPED).
 //
 // Admission (room): a run with a limit ($18, its workflow's concurrency;
-// NULL admits it at once) is queued, with the event $30 appended to its
-// timeline, when its workflow has limit live admitted runs, a queued run,
+// NULL admits it at once) is queued, with the event $30 of its
+// workflow's first run in the statement appended to its timeline (the
+// others send NULL: one event per workflow to parse, not one per run), when its workflow has limit live admitted runs, a queued run,
 // or ($29, STRICT_SEQUENTIAL) a failed run that blocks it; a limit of 0
 // (paused) always queues. The k-th run with a limit of one workflow in
 // the statement (k from 0, in the call's order) counts the k before it
 // as live: they were admitted unless one was queued, and then so is it,
-// as if each had been inserted by a statement of its own. The caller
+// as if each had been inserted by a statement of its own. The stored
+// runs are counted once per workflow (room), not once per new run: a
+// backfill's chunk of 250 runs of one workflow with 750 live would
+// otherwise count 250 × 750 index entries. The caller
 // holds the workflow locks, taken by an earlier statement, so this
 // statement's snapshot sees every run of the workflow another start
-// committed. The admitted CREATED runs get their start_workflow messages
+// committed. A run_config ($21) of NULL is a start's, {"policy": "START"}.
+// The admitted CREATED runs get their start_workflow messages
 // and notifications here too: one notification per flow group for up to
 // 300 messages (queue.NotifyManySQL), not one per message.
 const insertRunsSQL = `
@@ -75,28 +80,35 @@ WITH owned AS (
     WHERE $1::text <> '' AND owner = $1
       AND (group_id, generation) IN (SELECT * FROM unnest($8::integer[], $19::bigint[]))
     FOR KEY SHARE),
-r AS MATERIALIZED (
-    SELECT r.*, CASE
-        WHEN r.lim IS NULL THEN false
-        WHEN r.lim <= 0 THEN true
-        ELSE (SELECT count(*) FROM (SELECT 1 FROM workflow_instance
-                  WHERE workflow_id = r.workflow_id AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
-                  LIMIT r.lim) AS live) + r.k >= r.lim
-            OR EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = r.workflow_id AND queued)
-            OR r.strict AND EXISTS (
+room AS MATERIALIZED (
+    SELECT w.workflow_id, w.lim, w.strict,
+        (SELECT count(*) FROM (SELECT 1 FROM workflow_instance
+             WHERE workflow_id = w.workflow_id AND status IN ('CREATED', 'IN_PROGRESS', 'PAUSED') AND NOT queued
+             LIMIT w.lim) AS live) AS live,
+        EXISTS (SELECT 1 FROM workflow_instance WHERE workflow_id = w.workflow_id AND queued)
+            OR w.strict AND EXISTS (
                 SELECT 1 FROM workflow_instance f
-                WHERE f.workflow_id = r.workflow_id AND f.status = 'FAILED' AND NOT f.unblocked
+                WHERE f.workflow_id = w.workflow_id AND f.status = 'FAILED' AND NOT f.unblocked
                   AND NOT EXISTS (SELECT 1 FROM workflow_instance n
-                      WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id))
+                      WHERE n.workflow_id = f.workflow_id AND n.instance_id = f.instance_id AND n.run_id > f.run_id)) AS blocked
+    FROM (SELECT DISTINCT workflow_id, lim, strict FROM unnest($4::text[], $18::bigint[], $29::boolean[]) AS x(workflow_id, lim, strict)
+          WHERE lim > 0) AS w),
+r AS MATERIALIZED (
+    SELECT u.*, CASE
+        WHEN u.lim IS NULL THEN false
+        WHEN u.lim <= 0 THEN true
+        ELSE m.live + u.k >= u.lim OR m.blocked
         END AS is_queued
-    FROM (SELECT u.*, row_number() OVER (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord) - 1 AS k
+    FROM (SELECT u.*, row_number() OVER w - 1 AS k, first_value(u.queued_event) OVER w AS first_queued_event
         FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
             $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
             $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
             $25::text[], $29::boolean[], $30::jsonb[]) WITH ORDINALITY
         AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
             run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
-            correlation, strict, queued_event, ord)) AS r),
+            correlation, strict, queued_event, ord)
+        WINDOW w AS (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord)) AS u
+    LEFT JOIN room m ON m.workflow_id = u.workflow_id AND m.lim = u.lim AND m.strict = u.strict),
 ins AS (
 INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid, request_id, group_count,
     group_id, status, generation, seq, start_time, params, definition, run_params, initiator, timeline,
@@ -110,9 +122,9 @@ SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, 
     COALESCE(($2::jsonb[])[r.def], v.definition),
     r.run_params, r.initiator,
     CASE WHEN o.group_id IS NOT NULL THEN r.timeline || $3::jsonb
-         WHEN r.is_queued THEN r.timeline || r.queued_event
+         WHEN r.is_queued THEN r.timeline || r.first_queued_event
          ELSE r.timeline END,
-    r.timeout, r.is_queued, r.run_config, r.parent, r.parent_key, r.depth, r.correlation,
+    r.timeout, r.is_queued, COALESCE(r.run_config, '{"policy": "START"}'::jsonb), r.parent, r.parent_key, r.depth, r.correlation,
     CASE WHEN r.status = 'STOPPED' THEN now() END,
     NULLIF($28::text, '')
 FROM r
