@@ -110,6 +110,23 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// the first step's write. The message stays until the start is
 	// durable.
 	start := flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev).Behind()
+	// A fresh run (no steps to load, the usual case) hands its message
+	// off: the start's transaction deletes it (Acks, fenced like the
+	// start), and this worker goes on to the next message instead of
+	// waiting for the commit and then deleting it, two round trips of
+	// the database that serialized starts a network away. A run with
+	// steps to load keeps the message until the start is durable, so
+	// that a failed load is retried.
+	handOff := !pending.HasSteps
+	if handOff {
+		select {
+		case e.startSlots <- struct{}{}:
+		case <-ctx.Done():
+			e.mem.Release(held)
+			return ctx.Err()
+		}
+		start.Acks(m, e.cfg.NodeID).OnDone(func(err error) { e.startDone(g, m, ev, err) })
+	}
 	e.writer.Submit(start)
 	row := pending.Row
 	row.Status, row.Seq = instance.WorkflowInProgress, row.Seq+1
@@ -126,8 +143,13 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// A run that was CREATED when read and had no steps then has none now:
 	// only its flow writes steps, and it is starting here.
 	if err := e.runFlowWith(ctx, g, row, paramErr, pending.HasSteps, held, vals, start); err != nil {
+		// Only newFlow fails here for a fresh run (its stored JSON does
+		// not decode): a redelivery would fail the same way.
 		_ = start.Wait(ctx)
 		return err
+	}
+	if handOff {
+		return queue.ErrHandedOff
 	}
 	switch err := start.Wait(ctx); {
 	case err == nil:
@@ -148,6 +170,34 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 		return err
 	}
 }
+
+// startDone is the outcome of a start whose message was handed off with
+// it (queue.ErrHandedOff), on the writer's goroutine: committed, the
+// message went with it; refused by the run's guard (no longer CREATED)
+// with the group still held, it went too; otherwise (the group moved on,
+// or the write failed) the message is offered again, as a handler's error
+// would have it.
+func (e *Engine) startDone(g *group, m queue.Message, ev []byte, err error) {
+	<-e.startSlots
+	if err == nil {
+		e.wroteEvent(ev)
+		return
+	}
+	go func() {
+		if errors.Is(err, run.ErrFenced) {
+			held, herr := e.store.GroupHeld(e.ctx, g.id, g.gen, e.cfg.NodeID)
+			if herr == nil && held {
+				return // deleted with the refused start
+			}
+		}
+		e.worker.Failed(e.ctx, m, fmt.Errorf("start: %w", err))
+	}()
+}
+
+// startsInFlight is how many starts handed off to the writer may await
+// their commit at once; a start worker waits for a slot. With 8 start
+// workers that each waited for their start's commit, 8 was the bound.
+const startsInFlight = 64
 
 // startWorkers is how many start messages an engine handles at once. A
 // start waits for a commit of the writer, so more than the queue's default
