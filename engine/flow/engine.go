@@ -187,9 +187,9 @@ type Engine struct {
 	// startWaits counts, per run, the starts that waited for it.
 	mem        *memoryBudget
 	startWaits sync.Map
-	// startSlots bounds the starts handed off to the writer and not yet
+	// starts bounds the starts handed off to the writer and not yet
 	// committed (handleStart).
-	startSlots chan struct{}
+	starts startGate
 	// events is set when the engine records the events of its writes
 	// (always, but for benchmarks that measure their cost).
 	events bool
@@ -217,8 +217,7 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	mem := newMemoryBudget(cfg.MemoryBudget)
 	e := &Engine{cfg: cfg, db: db, store: flowstore.New(db, cfg.Logger), pool: newWorkerPool(cfg.Workers),
 		groups: map[int32]*group{}, readopt: make(chan struct{}, 1),
-		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem, events: true,
-		startSlots: make(chan struct{}, startsInFlight)}
+		breakpoints: newBreakpointCache(), defs: newDefinitionCache(mem), mem: mem, events: true}
 	members, err := membership.New(db, membership.Config{NodeID: cfg.NodeID, GroupCount: cfg.GroupCount,
 		MaxGroups: cfg.MaxGroups, Lease: cfg.Lease, HeartbeatInterval: cfg.HeartbeatInterval, Logger: cfg.Logger,
 		Metrics: cfg.Metrics}, groupHost{e})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -119,11 +120,9 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// that a failed load is retried.
 	handOff := !pending.HasSteps
 	if handOff {
-		select {
-		case e.startSlots <- struct{}{}:
-		case <-ctx.Done():
+		if err := e.starts.acquire(ctx, startsInFlight(e.writer.FastestCommit())); err != nil {
 			e.mem.Release(held)
-			return ctx.Err()
+			return err
 		}
 		start.Acks(m, e.cfg.NodeID).OnDone(func(err error) { e.startDone(g, m, ev, err) })
 	}
@@ -178,7 +177,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 // or the write failed) the message is offered again, as a handler's error
 // would have it.
 func (e *Engine) startDone(g *group, m queue.Message, ev []byte, err error) {
-	<-e.startSlots
+	e.starts.release()
 	if err == nil {
 		e.wroteEvent(ev)
 		return
@@ -195,9 +194,61 @@ func (e *Engine) startDone(g *group, m queue.Message, ev []byte, err error) {
 }
 
 // startsInFlight is how many starts handed off to the writer may await
-// their commit at once; a start worker waits for a slot. With 8 start
-// workers that each waited for their start's commit, 8 was the bound.
-const startsInFlight = 64
+// their commit at once, for a writer whose fastest recent commit took
+// commit; a start worker waits below it. Near the database, 8 (the bound
+// when 8 start workers each waited for their start's commit): more admit
+// a burst of runs faster than their steps' writes commit, and each of
+// those writes waits behind the burst (BenchmarkHttpSteps1000's p50 went
+// from 26-34 ms to 130-190 ms with 64, at load 10). A network away, a
+// commit takes longer, and the bound grows with it (8 more per half
+// millisecond, up to 64) so that runs are admitted about as fast as near
+// it (Little's law): with 8 at 1 ms each way, runs started at half the
+// rate.
+func startsInFlight(commit time.Duration) int {
+	const step, base, most = 500 * time.Microsecond, 8, 64
+	return min(most, base*max(1, int((commit+step-1)/step)))
+}
+
+// startGate counts the starts awaiting their commit.
+type startGate struct {
+	mu   sync.Mutex
+	n    int
+	wake chan struct{} // closed (and replaced) when a start is released
+}
+
+// acquire waits until fewer than limit starts are counted, then counts
+// one more.
+func (g *startGate) acquire(ctx context.Context, limit int) error {
+	for {
+		g.mu.Lock()
+		if g.n < limit {
+			g.n++
+			g.mu.Unlock()
+			return nil
+		}
+		if g.wake == nil {
+			g.wake = make(chan struct{})
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// release uncounts a start and wakes those waiting.
+func (g *startGate) release() {
+	g.mu.Lock()
+	g.n--
+	if g.wake != nil {
+		close(g.wake)
+		g.wake = nil
+	}
+	g.mu.Unlock()
+}
 
 // startWorkers is how many start messages an engine handles at once. A
 // start waits for a commit of the writer, so more than the queue's default
