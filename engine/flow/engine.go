@@ -188,8 +188,10 @@ type Engine struct {
 	mem        *memoryBudget
 	startWaits sync.Map
 	// starts bounds the starts handed off to the writer and not yet
-	// committed (handleStart).
-	starts startGate
+	// committed (handleStart), to startLimit (startsInFlight of the
+	// round trip to the database, measured by Start).
+	starts     startGate
+	startLimit int
 	// events is set when the engine records the events of its writes
 	// (always, but for benchmarks that measure their cost).
 	events bool
@@ -329,6 +331,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	e.stepToken = sign
+	e.startLimit = startsInFlight(roundTrip(ctx, e.db))
 	if err := e.writer.Start(e.ctx); err != nil {
 		return err
 	}

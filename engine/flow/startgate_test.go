@@ -7,17 +7,17 @@ import (
 )
 
 // The bound on starts awaiting their commit is 8 near the database and
-// grows with the writer's commit time a network away, up to 64.
-func TestStartsInFlightGrowWithTheCommitTime(t *testing.T) {
+// grows with the round trip to it, up to 64.
+func TestStartsInFlightGrowWithTheRoundTrip(t *testing.T) {
 	for _, c := range []struct {
-		commit time.Duration
-		want   int
+		rt   time.Duration
+		want int
 	}{
-		{0, 8}, {250 * time.Microsecond, 8}, {500 * time.Microsecond, 8}, {700 * time.Microsecond, 16},
-		{2700 * time.Microsecond, 48}, {5 * time.Millisecond, 64}, {time.Second, 64},
+		{0, 8}, {100 * time.Microsecond, 8}, {499 * time.Microsecond, 8}, {700 * time.Microsecond, 16},
+		{2100 * time.Microsecond, 40}, {4 * time.Millisecond, 64}, {time.Second, 64},
 	} {
-		if got := startsInFlight(c.commit); got != c.want {
-			t.Errorf("startsInFlight(%v) = %d, want %d", c.commit, got, c.want)
+		if got := startsInFlight(c.rt); got != c.want {
+			t.Errorf("startsInFlight(%v) = %d, want %d", c.rt, got, c.want)
 		}
 	}
 }

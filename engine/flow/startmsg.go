@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/params"
@@ -120,7 +122,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// that a failed load is retried.
 	handOff := !pending.HasSteps
 	if handOff {
-		if err := e.starts.acquire(ctx, startsInFlight(e.writer.FastestCommit())); err != nil {
+		if err := e.starts.acquire(ctx, e.startLimit); err != nil {
 			e.mem.Release(held)
 			return err
 		}
@@ -194,19 +196,36 @@ func (e *Engine) startDone(g *group, m queue.Message, ev []byte, err error) {
 }
 
 // startsInFlight is how many starts handed off to the writer may await
-// their commit at once, for a writer whose fastest recent commit took
-// commit; a start worker waits below it. Near the database, 8 (the bound
-// when 8 start workers each waited for their start's commit): more admit
-// a burst of runs faster than their steps' writes commit, and each of
-// those writes waits behind the burst (BenchmarkHttpSteps1000's p50 went
-// from 26-34 ms to 130-190 ms with 64, at load 10). A network away, a
-// commit takes longer, and the bound grows with it (8 more per half
+// their commit at once, rt being the round trip to the database; a start
+// worker waits below it. Near the database, 8 (the bound when 8 start
+// workers each waited for their start's commit): more admit a burst of
+// runs faster than their steps' writes commit, and each of those writes
+// waits behind the burst (BenchmarkHttpSteps1000's p50 went from 24-56 ms
+// to 130-250 ms with 64, at load 10-13). A network away each commit takes
+// longer, and the bound grows with the round trip (8 more per half
 // millisecond, up to 64) so that runs are admitted about as fast as near
-// it (Little's law): with 8 at 1 ms each way, runs started at half the
-// rate.
-func startsInFlight(commit time.Duration) int {
+// it (Little's law): with 8 at 1 ms each way, runs started at about half
+// the rate. The round trip is measured rather than the writer's commits:
+// a burst of large batches makes those slow near the database too.
+func startsInFlight(rt time.Duration) int {
 	const step, base, most = 500 * time.Microsecond, 8, 64
-	return min(most, base*max(1, int((commit+step-1)/step)))
+	return min(most, base+base*int(rt/step))
+}
+
+// roundTrip is the fastest of a few pings of db (0 if none answered):
+// the network's round trip to the database, without a commit.
+func roundTrip(ctx context.Context, db *pgxpool.Pool) time.Duration {
+	var fastest time.Duration
+	for range 4 { // the first may open the connection
+		start := time.Now()
+		if err := db.Ping(ctx); err != nil {
+			continue
+		}
+		if d := time.Since(start); fastest == 0 || d < fastest {
+			fastest = d
+		}
+	}
+	return fastest
 }
 
 // startGate counts the starts awaiting their commit.

@@ -477,25 +477,11 @@ func (w *Writer) remote() bool {
 	if w.cfg.RemoteCommit < 0 {
 		return true
 	}
-	return w.fastestCommit() >= w.cfg.RemoteCommit
-}
-
-// fastestCommit is the fastest of the recent commits (0: none yet).
-// Called with mu held.
-func (w *Writer) fastestCommit() time.Duration {
 	fastest := w.fastest
 	if w.fastestBefore > 0 && (fastest == 0 || w.fastestBefore < fastest) {
 		fastest = w.fastestBefore
 	}
-	return fastest
-}
-
-// FastestCommit is the fastest of the writer's recent commits (0: none
-// yet): about a round trip to the database and its flush.
-func (w *Writer) FastestCommit() time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.fastestCommit()
+	return fastest >= w.cfg.RemoteCommit
 }
 
 // committed records how long a transaction took, for remote.
