@@ -111,7 +111,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// were two): the start is written behind, so that an idle writer holds
 	// it for its linger rather than committing it alone a moment before
 	// the first step's write. The message stays until the start is
-	// durable.
+	// durable (it is deleted with it when handed off, below).
 	start := flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev).Behind()
 	// A fresh run (no steps to load, the usual case) hands its message
 	// off: the start's transaction deletes it (Acks, fenced like the
@@ -145,7 +145,9 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// only its flow writes steps, and it is starting here.
 	if err := e.runFlowWith(ctx, g, row, paramErr, pending.HasSteps, held, vals, start); err != nil {
 		// Only newFlow fails here for a fresh run (its stored JSON does
-		// not decode): a redelivery would fail the same way.
+		// not decode), and a redelivery would fail the same way: a
+		// handed-off message goes with the start all the same, and the
+		// worker's retry of it finds nothing.
 		_ = start.Wait(ctx)
 		return err
 	}
