@@ -287,8 +287,9 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
 	// A start message's claim reads its run in the same round trip.
 	qc.ClaimReads = map[queue.ID]*queue.ClaimRead{queue.StartWorkflow: flowstore.ClaimReadCreated}
-	// A start waits for the writer's next commit (handleStart) rather than
-	// working: more of them wait at once, so that starts share commits.
+	// A start may wait for room among the starts awaiting their commit
+	// (handleStart) rather than work: more of them at once, so that
+	// starts share commits.
 	qc.QueueWorkers = maps.Clone(cfg.Queue.QueueWorkers)
 	if qc.QueueWorkers == nil {
 		qc.QueueWorkers = map[queue.ID]int{}

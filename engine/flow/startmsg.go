@@ -272,8 +272,9 @@ func (g *startGate) release() {
 }
 
 // startWorkers is how many start messages an engine handles at once. A
-// start waits for a commit of the writer, so more than the queue's default
-// 4 are needed for starts to share commits; but each one admitted adds its
+// start waited for a commit of the writer (one handed off now waits only
+// for room below startsInFlight), so more than the queue's default 4 were
+// needed for starts to share commits; but each one admitted adds its
 // steps' writes to the same writer, and with 32, 1,000 Http runs started at
 // once waited 4x longer per step (BenchmarkHttpSteps1000 p50 75-90 ms against
 // 18-21 ms with 8) for a throughput 10 % higher (BenchmarkThroughput).
