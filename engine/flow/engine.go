@@ -194,6 +194,11 @@ type Engine struct {
 	// startWaits counts, per run, the starts that waited for it.
 	mem        *memoryBudget
 	startWaits sync.Map
+	// starts bounds the starts handed off to the writer and not yet
+	// committed (handleStart), to startLimit (startsInFlight of the
+	// round trip to the database, measured by Start).
+	starts     startGate
+	startLimit int
 	// events is set when the engine records the events of its writes
 	// (always, but for benchmarks that measure their cost).
 	events bool
@@ -289,8 +294,9 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
 	// A start message's claim reads its run in the same round trip.
 	qc.ClaimReads = map[queue.ID]*queue.ClaimRead{queue.StartWorkflow: flowstore.ClaimReadCreated}
-	// A start waits for the writer's next commit (handleStart) rather than
-	// working: more of them wait at once, so that starts share commits.
+	// A start may wait for room among the starts awaiting their commit
+	// (handleStart) rather than work: more of them at once, so that
+	// starts share commits.
 	qc.QueueWorkers = maps.Clone(cfg.Queue.QueueWorkers)
 	if qc.QueueWorkers == nil {
 		qc.QueueWorkers = map[queue.ID]int{}
@@ -333,6 +339,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("start engine: %w", err)
 	}
 	e.stepToken = sign
+	e.startLimit = startsInFlight(roundTrip(ctx, e.db))
 	if err := e.writer.Start(e.ctx); err != nil {
 		return err
 	}

@@ -14,7 +14,8 @@ import (
 // A start message's claim reads the run it starts in the same round trip
 // (queue.ClaimWith, flowstore.ClaimReadCreated): the engine side of a
 // start is the claim with its read, then the writer's commit; no read of
-// the run of its own (issue 28: start -> first step at 1 ms each way).
+// the run of its own (issue 28: start -> first step at 1 ms each way),
+// and no delete of the message of its own: the start's write deletes it.
 func TestStartMessageClaimReadsTheRun(t *testing.T) {
 	t.Parallel()
 	pool, stmts := dbtest.CountingPool(t)
@@ -35,6 +36,17 @@ func TestStartMessageClaimReadsTheRun(t *testing.T) {
 		if claims != 1 || withClaim != 1 || alone != 0 {
 			t.Errorf("start message: %d claims, %d reads with a claim, %d reads of its own; want 1, 1, 0: %v",
 				claims, withClaim, alone, stmts.BySQL())
+		}
+		// The message goes with the start's write (queue.AckSQL in the
+		// writer's batch), not in a statement of its own after it.
+		acked, _ := stmts.Count("DELETE FROM maestro_queue q")
+		deleted, _ := stmts.Count("DELETE FROM maestro_queue WHERE queue_id = $1 AND message_id = $2")
+		if acked != 1 || deleted != 0 {
+			t.Errorf("start message: deleted with the start %d times, on its own %d; want 1, 0: %v", acked, deleted, stmts.BySQL())
+		}
+		var left int
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) FROM maestro_queue`).Scan(&left); err != nil || left != 0 {
+			t.Errorf("%d messages left (%v), want 0", left, err)
 		}
 	}
 }

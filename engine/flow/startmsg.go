@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/instance"
@@ -108,8 +111,23 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// were two): the start is written behind, so that an idle writer holds
 	// it for its linger rather than committing it alone a moment before
 	// the first step's write. The message stays until the start is
-	// durable.
+	// durable (it is deleted with it when handed off, below).
 	start := flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev).Behind()
+	// A fresh run (no steps to load, the usual case) hands its message
+	// off: the start's transaction deletes it (Acks, fenced like the
+	// start), and this worker goes on to the next message instead of
+	// waiting for the commit and then deleting it, two round trips of
+	// the database that serialized starts a network away. A run with
+	// steps to load keeps the message until the start is durable, so
+	// that a failed load is retried.
+	handOff := !pending.HasSteps
+	if handOff {
+		if err := e.starts.acquire(ctx, e.startLimit); err != nil {
+			e.mem.Release(held)
+			return err
+		}
+		start.Acks(m, e.cfg.NodeID).OnDone(func(err error) { e.startDone(g, m, ev, err) })
+	}
 	e.writer.Submit(start)
 	row := pending.Row
 	row.Status, row.Seq = instance.WorkflowInProgress, row.Seq+1
@@ -126,8 +144,15 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// A run that was CREATED when read and had no steps then has none now:
 	// only its flow writes steps, and it is starting here.
 	if err := e.runFlowWith(ctx, g, row, paramErr, pending.HasSteps, held, vals, start); err != nil {
+		// Only newFlow fails here for a fresh run (its stored JSON does
+		// not decode), and a redelivery would fail the same way: a
+		// handed-off message goes with the start all the same, and the
+		// worker's retry of it finds nothing.
 		_ = start.Wait(ctx)
 		return err
+	}
+	if handOff {
+		return queue.ErrHandedOff
 	}
 	switch err := start.Wait(ctx); {
 	case err == nil:
@@ -149,9 +174,107 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	}
 }
 
+// startDone is the outcome of a start whose message was handed off with
+// it (queue.ErrHandedOff), on the writer's goroutine: committed, the
+// message went with it; refused by the run's guard (no longer CREATED)
+// with the group still held, it went too; otherwise (the group moved on,
+// or the write failed) the message is offered again, as a handler's error
+// would have it.
+func (e *Engine) startDone(g *group, m queue.Message, ev []byte, err error) {
+	e.starts.release()
+	if err == nil {
+		e.wroteEvent(ev)
+		return
+	}
+	go func() {
+		if errors.Is(err, run.ErrFenced) {
+			held, herr := e.store.GroupHeld(e.ctx, g.id, g.gen, e.cfg.NodeID)
+			if herr == nil && held {
+				return // deleted with the refused start
+			}
+		}
+		e.worker.Failed(e.ctx, m, fmt.Errorf("start: %w", err))
+	}()
+}
+
+// startsInFlight is how many starts handed off to the writer may await
+// their commit at once, rt being the round trip to the database; a start
+// worker waits below it. Near the database, 8 (the bound when 8 start
+// workers each waited for their start's commit): more admit a burst of
+// runs faster than their steps' writes commit, and each of those writes
+// waits behind the burst (BenchmarkHttpSteps1000's p50 went from 24-56 ms
+// to 130-250 ms with 64, at load 10-13). A network away each commit takes
+// longer, and the bound grows with the round trip (8 more per half
+// millisecond, up to 64) so that runs are admitted about as fast as near
+// it (Little's law): with 8 at 1 ms each way, runs started at about half
+// the rate. The round trip is measured rather than the writer's commits:
+// a burst of large batches makes those slow near the database too.
+func startsInFlight(rt time.Duration) int {
+	const step, base, most = 500 * time.Microsecond, 8, 64
+	return min(most, base+base*int(rt/step))
+}
+
+// roundTrip is the fastest of a few pings of db (0 if none answered):
+// the network's round trip to the database, without a commit.
+func roundTrip(ctx context.Context, db *pgxpool.Pool) time.Duration {
+	var fastest time.Duration
+	for range 4 { // the first may open the connection
+		start := time.Now()
+		if err := db.Ping(ctx); err != nil {
+			continue
+		}
+		if d := time.Since(start); fastest == 0 || d < fastest {
+			fastest = d
+		}
+	}
+	return fastest
+}
+
+// startGate counts the starts awaiting their commit.
+type startGate struct {
+	mu   sync.Mutex
+	n    int
+	wake chan struct{} // closed (and replaced) when a start is released
+}
+
+// acquire waits until fewer than limit starts are counted, then counts
+// one more.
+func (g *startGate) acquire(ctx context.Context, limit int) error {
+	for {
+		g.mu.Lock()
+		if g.n < limit {
+			g.n++
+			g.mu.Unlock()
+			return nil
+		}
+		if g.wake == nil {
+			g.wake = make(chan struct{})
+		}
+		wake := g.wake
+		g.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// release uncounts a start and wakes those waiting.
+func (g *startGate) release() {
+	g.mu.Lock()
+	g.n--
+	if g.wake != nil {
+		close(g.wake)
+		g.wake = nil
+	}
+	g.mu.Unlock()
+}
+
 // startWorkers is how many start messages an engine handles at once. A
-// start waits for a commit of the writer, so more than the queue's default
-// 4 are needed for starts to share commits; but each one admitted adds its
+// start waited for a commit of the writer (one handed off now waits only
+// for room below startsInFlight), so more than the queue's default 4 were
+// needed for starts to share commits; but each one admitted adds its
 // steps' writes to the same writer, and with 32, 1,000 Http runs started at
 // once waited 4x longer per step (BenchmarkHttpSteps1000 p50 75-90 ms against
 // 18-21 ms with 8) for a throughput 10 % higher (BenchmarkThroughput).

@@ -382,6 +382,20 @@ func (s *Store) Delete(ctx context.Context, m Message) error {
 	return nil
 }
 
+// AckSQL deletes claimed messages in the transaction of another store's
+// write, so that a message and the write that handles it commit (or fail)
+// together, in one round trip with it. $1 are the queue ids, $2 the
+// message ids, $3 the claiming nodes; a row is deleted only while its
+// claim is still the node's and its flow group ($4) is still at the
+// generation ($5) the write was fenced with: a fenced-off node deletes
+// nothing, and the message goes to the group's new owner. Its caller
+// reads no rows.
+const AckSQL = `
+DELETE FROM maestro_queue q
+USING unnest($1::smallint[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[]) AS a(queue_id, message_id, node, group_id, gen)
+WHERE q.queue_id = a.queue_id AND q.message_id = a.message_id AND q.owned_by = a.node
+  AND EXISTS (SELECT 1 FROM flow_group g WHERE g.group_id = a.group_id AND g.generation = a.gen)`
+
 // Release gives a claimed message back at once, for a worker that could not
 // process it now (for example because it lost the message's group).
 func (s *Store) Release(ctx context.Context, m Message) error {

@@ -523,3 +523,59 @@ func TestClaimWithReadsInTheClaimsRoundTrip(t *testing.T) {
 		t.Fatalf("claim without a read: %+v %v %v", got, ok, err)
 	}
 }
+
+// A message whose handler hands it off (ErrHandedOff) is neither deleted
+// nor deferred by the worker: it stays claimed by the node for the write
+// that deletes it, and no other delivery runs it meanwhile. If that write
+// fails, Failed offers it again after the retry delay.
+func TestHandedOffMessageStaysClaimedUntilItsWriteSettles(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	var calls atomic.Int64
+	handed := make(chan queue.Message, 2)
+	w, err := queue.NewWorker(queue.WorkerConfig{
+		Node: "n", Store: queue.NewStore(pool),
+		Listen: func(ctx context.Context) (*pgx.Conn, error) {
+			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+		},
+		Groups: func() []int32 { return []int32{1} },
+		Owns:   func(g int32) bool { return g == 1 },
+		Handlers: map[queue.ID]queue.Handler{queue.StartWorkflow: func(_ context.Context, m queue.Message) error {
+			if calls.Add(1) == 1 {
+				handed <- m
+				return queue.ErrHandedOff
+			}
+			return nil
+		}},
+		ClaimTTL: time.Minute, RetryDelay: 100 * time.Millisecond, SweepInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	enqueue(t, pool, queue.StartWorkflow, 1, map[string]int{"x": 1})
+	var m queue.Message
+	select {
+	case m = <-handed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the message never reached its handler")
+	}
+	// Several sweeps later it is still there, still this node's, and was
+	// handled once (a deferred message would be offered again after
+	// 100 ms, a deleted one gone).
+	time.Sleep(400 * time.Millisecond)
+	var owner string
+	if err := pool.QueryRow(context.Background(), `SELECT owned_by FROM maestro_queue WHERE message_id = $1 AND owned_until > now() + interval '30 seconds'`,
+		m.ID).Scan(&owner); err != nil || owner != "n" || calls.Load() != 1 {
+		t.Fatalf("handed-off message: owner %q (%v), %d calls; want still claimed by n, one call", owner, err, calls.Load())
+	}
+	w.Failed(context.Background(), m, errors.New("its write failed"))
+	waitEmpty(t, pool)
+	if calls.Load() != 2 {
+		t.Fatalf("handler called %d times, want 2 (handed off, then again after Failed)", calls.Load())
+	}
+}

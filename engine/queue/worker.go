@@ -16,9 +16,18 @@ import (
 )
 
 // Handler processes one claimed message. Returning nil deletes the message;
-// an error leaves it to be offered again after the retry delay. Handlers must
-// be idempotent: a message may be delivered more than once.
+// an error leaves it to be offered again after the retry delay; ErrHandedOff
+// says the handler has taken the message over. Handlers must be idempotent:
+// a message may be delivered more than once.
 type Handler func(ctx context.Context, m Message) error
+
+// ErrHandedOff, returned by a handler, says that the handler has handed
+// the message to a write still in flight which deletes it in its own
+// transaction (AckSQL): the worker neither deletes nor defers it, and goes
+// on to the next message without waiting for that commit. If the write
+// fails, its owner calls Worker.Failed. Until then the message stays
+// claimed by this node, so no other delivery handles it.
+var ErrHandedOff = errors.New("queue: message handed off to a write in flight")
 
 // WorkerConfig configures a Worker.
 type WorkerConfig struct {
@@ -299,7 +308,11 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 	ctx, span := tracing.Tracer().Start(tracing.WithTraceparent(ctx, m.TraceContext), "queue "+m.Queue.String(),
 		trace.WithSpanKind(trace.SpanKindConsumer))
 	defer span.End()
-	if err := w.run(ctx, h, m); err != nil {
+	err := w.run(ctx, h, m)
+	if errors.Is(err, ErrHandedOff) {
+		return
+	}
+	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		if ctx.Err() != nil {
 			return // shutting down; the claim expires and another node retries
@@ -312,6 +325,16 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 	}
 	if err := w.cfg.Store.Delete(ctx, m); err != nil && ctx.Err() == nil {
 		w.cfg.Logger.Warn("delete queue message", "queue", m.Queue.String(), "message_id", m.ID, "error", err.Error())
+	}
+}
+
+// Failed is what the worker does with a message whose handler failed,
+// for a message handed off (ErrHandedOff) whose write then failed: it is
+// logged and offered again after the retry delay.
+func (w *Worker) Failed(ctx context.Context, m Message, err error) {
+	w.cfg.Logger.Warn("queue message failed; will retry", "queue", m.Queue.String(), "message_id", m.ID, "error", err.Error())
+	if err := w.cfg.Store.Defer(ctx, m, w.cfg.RetryDelay); err != nil && ctx.Err() == nil {
+		w.cfg.Logger.Warn("defer queue message", "error", err.Error())
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
 )
 
@@ -192,6 +193,8 @@ type Op struct {
 	after *Op
 	// then runs in the op's transaction once its row is written.
 	then []func(context.Context, pgx.Tx) error
+	// ack is the queue message the op's transaction deletes (Acks).
+	ack *ack
 
 	// behind: nobody waits for the op (Behind).
 	behind bool
@@ -247,6 +250,24 @@ func (op *Op) IsBehind() bool { return op.behind }
 // it.
 func (op *Op) Then(f func(context.Context, pgx.Tx) error) *Op {
 	op.then = append(op.then, f)
+	return op
+}
+
+// ack is a claimed queue message and the node holding its claim.
+type ack struct {
+	queue queue.ID
+	id    int64
+	node  string
+}
+
+// Acks deletes the queue message m, claimed by node, in the op's
+// transaction (queue.AckSQL), fenced like the op by its group's
+// generation: the message is gone once the op's batch has committed with
+// the group still held (whether or not the op's own guard let its row be
+// written), and stays if the group has moved on or the batch failed. Set
+// before Submit.
+func (op *Op) Acks(m queue.Message, node string) *Op {
+	op.ack = &ack{queue: m.Queue, id: m.ID, node: node}
 	return op
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
 )
 
@@ -67,6 +68,15 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 			reads = append(reads, readInstanceKeys(w[slotEnd]))
 		}
 	}
+	if args := ackArgs(batch); args != nil {
+		// Last: the messages the batch's starts handle, deleted in its
+		// transaction.
+		b.Queue(queue.AckSQL, args...)
+		reads = append(reads, func(rows pgx.Rows, _ map[*Op]bool) error {
+			rows.Close()
+			return rows.Err()
+		})
+	}
 	written := make(map[*Op]bool, len(batch))
 	send := func(br pgx.BatchResults) error {
 		for _, read := range reads {
@@ -110,6 +120,25 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		return nil, err
 	}
 	return written, nil
+}
+
+// ackArgs are queue.AckSQL's arrays for the messages a batch's ops
+// acknowledge (Op.Acks); nil for none.
+func ackArgs(batch []*Op) []any {
+	var qs []int16
+	var ids, gens []int64
+	var nodes []string
+	var groups []int32
+	for _, op := range batch {
+		if a := op.ack; a != nil {
+			qs, ids, nodes = append(qs, int16(a.queue)), append(ids, a.id), append(nodes, a.node)
+			groups, gens = append(groups, op.group), append(gens, op.gen)
+		}
+	}
+	if qs == nil {
+		return nil
+	}
+	return []any{qs, ids, nodes, groups, gens}
 }
 
 // The statements of a wave, in the order they run.
