@@ -163,9 +163,12 @@ func (c *Config) defaults() error {
 // Engine is one engine node: its membership (the groups it holds) and the
 // actors of the flows in them.
 type Engine struct {
-	cfg     Config
-	db      *pgxpool.Pool
-	relaxed *pgxpool.Pool // queue bookkeeping, synchronous_commit off
+	cfg Config
+	// testHookLeaving, set by tests only, makes a starting flow find its
+	// group leaving this node while it reports true.
+	testHookLeaving func() bool
+	db              *pgxpool.Pool
+	relaxed         *pgxpool.Pool // queue bookkeeping, synchronous_commit off
 	// writerDB is the writer's own pool (writerConns connections).
 	writerDB *pgxpool.Pool
 	store    *flowstore.Store
@@ -412,10 +415,11 @@ func (e *Engine) runFlow(ctx context.Context, g *group, row flowstore.InstanceRo
 }
 
 // runFlowWith is runFlow with the run's params already decoded (vals, nil
-// to decode row.Params) and, for a run whose start is still being written,
-// that write (start, nil for none).
+// to decode row.Params) and, for a run being started here, its start's
+// write (start, nil for none), which it submits once the flow is
+// registered.
 func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.InstanceRow, paramErr error, loadSteps bool, held int64,
-	vals params.Values, start *flowstore.Op) error {
+	vals params.Values, start *startWrite) error {
 	g.mu.Lock()
 	if _, running := g.flows[row.Ref]; running {
 		g.mu.Unlock()
@@ -437,7 +441,7 @@ func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.Instan
 // startFlow is runFlowWith once the run's steps are loaded (steps, none
 // for a run just started).
 func (e *Engine) startFlow(g *group, row flowstore.InstanceRow, paramErr error, steps []flowstore.StepRow, held int64,
-	vals params.Values, start *flowstore.Op) error {
+	vals params.Values, start *startWrite) error {
 	if held == 0 {
 		held = runFootprint(len(row.Definition), len(row.Params))
 		e.mem.force(held)
@@ -445,18 +449,28 @@ func (e *Engine) startFlow(g *group, row flowstore.InstanceRow, paramErr error, 
 	f, err := newFlow(e, g, row, held, vals)
 	if err != nil {
 		e.mem.Release(held)
+		// The run's stored JSON does not decode: a redelivery would fail
+		// the same way, so the start is written all the same.
+		e.submitStart(start)
 		return err
 	}
-	f.start = start
+	if start != nil {
+		f.start = start.op
+	}
 	g.mu.Lock()
-	if _, running := g.flows[row.Ref]; running || g.ctx.Err() != nil || g.HandingOver() {
+	_, running := g.flows[row.Ref]
+	if running || g.ctx.Err() != nil || g.HandingOver() || (e.testHookLeaving != nil && e.testHookLeaving()) {
 		g.mu.Unlock()
 		f.cancel()
 		f.releaseMemory()
+		if start != nil && !running {
+			return fmt.Errorf("start %s: group %d is leaving this node: %w", row.Ref, g.id, errFlowNotStarted)
+		}
 		return nil
 	}
 	g.flows[row.Ref] = f
 	g.mu.Unlock()
+	e.submitStart(start)
 	e.wg.Add(1)
 	go f.run(paramErr, steps)
 	return nil

@@ -35,3 +35,9 @@ func (e *Engine) AgeLeases(d time.Duration) { e.members.AgeLeases(d) }
 // WithoutEvents makes the engine record no events, for benchmarks that
 // measure what recording them costs. Call it before Start.
 func (e *Engine) WithoutEvents() { e.events = false }
+
+// SetGroupsLeaving makes the flow of a run being started find its group
+// leaving this node (its lease ended, or it is being handed over, while
+// the run's params were evaluated) whenever leaving reports true. Call it
+// before Start.
+func (e *Engine) SetGroupsLeaving(leaving func() bool) { e.testHookLeaving = leaving }

@@ -112,7 +112,7 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	// it for its linger rather than committing it alone a moment before
 	// the first step's write. The message stays until the start is
 	// durable (it is deleted with it when handed off, below).
-	start := flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev).Behind()
+	start := &startWrite{op: flowstore.StartOp(ctx, msg.Ref, g.id, g.gen, e.cfg.NodeID, paramsJSON, ev).Behind()}
 	// A fresh run (no steps to load, the usual case) hands its message
 	// off: the start's transaction deletes it (Acks, fenced like the
 	// start), and this worker goes on to the next message instead of
@@ -126,9 +126,8 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			e.mem.Release(held)
 			return err
 		}
-		start.Acks(m, e.cfg.NodeID).OnDone(func(err error) { e.startDone(g, m, ev, err) })
+		start.op.Acks(m, e.cfg.NodeID).OnDone(func(err error) { e.startDone(g, m, ev, err) })
 	}
-	e.writer.Submit(start)
 	row := pending.Row
 	row.Status, row.Seq = instance.WorkflowInProgress, row.Seq+1
 	if paramsJSON != nil {
@@ -143,18 +142,29 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 	}
 	// A run that was CREATED when read and had no steps then has none now:
 	// only its flow writes steps, and it is starting here.
-	if err := e.runFlowWith(ctx, g, row, paramErr, pending.HasSteps, held, vals, start); err != nil {
-		// Only newFlow fails here for a fresh run (its stored JSON does
-		// not decode), and a redelivery would fail the same way: a
-		// handed-off message goes with the start all the same, and the
-		// worker's retry of it finds nothing.
-		_ = start.Wait(ctx)
+	err = e.runFlowWith(ctx, g, row, paramErr, pending.HasSteps, held, vals, start)
+	if !start.submitted {
+		// No flow began here (the group is leaving this node, the steps
+		// did not load, or the run's flow is running already) and nothing
+		// was written: the run is still CREATED and its message, unless
+		// the flow runs already, is offered again.
+		if handOff {
+			e.starts.release()
+		}
+		return err
+	}
+	if err != nil {
+		// Only newFlow fails here once the start is submitted (the run's
+		// stored JSON does not decode), and a redelivery would fail the
+		// same way: a handed-off message goes with the start all the
+		// same, and the worker's retry of it finds nothing.
+		_ = start.op.Wait(ctx)
 		return err
 	}
 	if handOff {
 		return queue.ErrHandedOff
 	}
-	switch err := start.Wait(ctx); {
+	switch err := start.op.Wait(ctx); {
 	case err == nil:
 		e.wroteEvent(ev)
 		return nil
@@ -171,6 +181,31 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 		return nil
 	default:
 		return err
+	}
+}
+
+// startWrite is a fresh run's CREATED -> IN_PROGRESS write. It is
+// submitted to the writer only once the run's flow is registered
+// (startFlow): a start whose flow does not begin here, because the group
+// is leaving this node, writes nothing, so the run stays CREATED and its
+// message goes to the group's next owner. Written IN_PROGRESS with no flow
+// to carry it on, the run would be resumed by that owner from its row
+// alone: a run whose params failed to evaluate (which its flow would have
+// ended FAILED) would go on without them.
+type startWrite struct {
+	op        *flowstore.Op
+	submitted bool
+}
+
+// errFlowNotStarted: the flow of a run being started did not begin on
+// this node, and its start was not written.
+var errFlowNotStarted = errors.New("the run's flow did not start here")
+
+// submitStart submits a start's write once.
+func (e *Engine) submitStart(s *startWrite) {
+	if s != nil && !s.submitted {
+		s.submitted = true
+		e.writer.Submit(s.op)
 	}
 }
 
