@@ -39,7 +39,15 @@ func enqueue(t *testing.T, pool *pgxpool.Pool, q queue.ID, group int32, payload 
 
 func worker(t *testing.T, pool *pgxpool.Pool, node string, groups []int32, h map[queue.ID]queue.Handler) *queue.Worker {
 	t.Helper()
-	w, err := queue.NewWorker(queue.WorkerConfig{
+	return workerWith(t, pool, node, groups, h, nil)
+}
+
+// workerWith is worker with its configuration changed by tune (nil for
+// none) before the worker is made.
+func workerWith(t *testing.T, pool *pgxpool.Pool, node string, groups []int32, h map[queue.ID]queue.Handler,
+	tune func(*queue.WorkerConfig)) *queue.Worker {
+	t.Helper()
+	cfg := queue.WorkerConfig{
 		Node: node, Store: queue.NewStore(pool),
 		Listen: func(ctx context.Context) (*pgx.Conn, error) {
 			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
@@ -55,7 +63,11 @@ func worker(t *testing.T, pool *pgxpool.Pool, node string, groups []int32, h map
 		},
 		Handlers: h, ClaimTTL: time.Second, RetryDelay: 100 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	w, err := queue.NewWorker(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,30 +545,15 @@ func TestHandedOffMessageStaysClaimedUntilItsWriteSettles(t *testing.T) {
 	pool := dbtest.Pool(t)
 	var calls atomic.Int64
 	handed := make(chan queue.Message, 2)
-	w, err := queue.NewWorker(queue.WorkerConfig{
-		Node: "n", Store: queue.NewStore(pool),
-		Listen: func(ctx context.Context) (*pgx.Conn, error) {
-			return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-		},
-		Groups: func() []int32 { return []int32{1} },
-		Owns:   func(g int32) bool { return g == 1 },
-		Handlers: map[queue.ID]queue.Handler{queue.StartWorkflow: func(_ context.Context, m queue.Message) error {
-			if calls.Add(1) == 1 {
-				handed <- m
-				return queue.ErrHandedOff
-			}
-			return nil
-		}},
-		ClaimTTL: time.Minute, RetryDelay: 100 * time.Millisecond, SweepInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	// A claim that outlives the test: the message must stay claimed by
+	// its hand-off, not by a sweep that has not come yet.
+	w := workerWith(t, pool, "n", []int32{1}, map[queue.ID]queue.Handler{queue.StartWorkflow: func(_ context.Context, m queue.Message) error {
+		if calls.Add(1) == 1 {
+			handed <- m
+			return queue.ErrHandedOff
+		}
+		return nil
+	}}, func(c *queue.WorkerConfig) { c.ClaimTTL, c.SweepInterval = time.Minute, 50*time.Millisecond })
 	enqueue(t, pool, queue.StartWorkflow, 1, map[string]int{"x": 1})
 	var m queue.Message
 	select {

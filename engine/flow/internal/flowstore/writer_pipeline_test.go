@@ -86,22 +86,31 @@ func holdFirstBatch(t *testing.T, cfg WriterConfig) heldBatch {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
+	held := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2))
+	lock := submitHeld(t, ctx, db, w, held, "the held batch")
+	return heldBatch{ctx: ctx, db: db, w: w, ref1: ref1, ref2: ref2, lock: lock, held: held}
+}
+
+// submitHeld locks the step rows op writes, in a transaction of its own
+// that the test ends (lock), submits op and waits until its batch is the
+// one in flight, held by that lock.
+func submitHeld(t *testing.T, ctx context.Context, db *pgxpool.Pool, w *Writer, op *Op, what string) (lock pgx.Tx) {
+	t.Helper()
 	lock, err := db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lock.Rollback(ctx) })
-	if _, err := lock.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
+	if _, err := lock.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, op.ref.InstanceID); err != nil {
 		t.Fatal(err)
 	}
-	held := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(2))
-	w.Submit(held)
-	waitUntil(t, "the held batch to be in flight", func() bool {
+	w.Submit(op)
+	waitUntil(t, what+" to be in flight", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.inflight == 1 && held.sent
+		return w.inflight == 1 && op.sent
 	})
-	return heldBatch{ctx: ctx, db: db, w: w, ref1: ref1, ref2: ref2, lock: lock, held: held}
+	return lock
 }
 
 // running is an attempt's RUNNING write at seq.
@@ -223,21 +232,8 @@ func TestWriterAwaitedWriteDoesNotWaitForASlowTransaction(t *testing.T) {
 	if err := held.Wait(waitCtx); err != nil {
 		t.Fatal(err)
 	}
-	lock2, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = lock2.Rollback(ctx) }()
-	if _, err := lock2.Exec(ctx, `SELECT 1 FROM step_instance WHERE instance_id = $1 FOR UPDATE`, ref1.InstanceID); err != nil {
-		t.Fatal(err)
-	}
 	held2 := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(3))
-	w.Submit(held2)
-	waitUntil(t, "the second held batch to be in flight", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.inflight == 1 && held2.sent
-	})
+	lock2 := submitHeld(t, ctx, db, w, held2, "the second held batch")
 	w.mu.Lock()
 	heldSent = w.lastSent
 	w.mu.Unlock()
