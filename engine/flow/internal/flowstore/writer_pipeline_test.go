@@ -198,9 +198,6 @@ func TestWriterAwaitedWriteDoesNotWaitForASlowTransaction(t *testing.T) {
 	const wait = 200 * time.Millisecond
 	h := holdFirstBatch(t, WriterConfig{Pipelines: 2, Linger: -1, RemoteCommit: time.Hour, AwaitedWait: wait})
 	ctx, db, w, ref1, ref2, lock, held := h.ctx, h.db, h.w, h.ref1, h.ref2, h.lock, h.held
-	w.mu.Lock()
-	heldSent := w.lastSent
-	w.mu.Unlock()
 	behind := InsertStepOp(ctx, ref2, 1, 7, "t", 1, "00000000-0000-0000-0000-0000000000b2", "NoOp",
 		StepWrite{Status: instance.StepSucceeded, Seq: 1, Start: true, End: true, Timeline: []instance.TimelineEvent{}}).Behind()
 	w.Submit(behind)
@@ -235,7 +232,7 @@ func TestWriterAwaitedWriteDoesNotWaitForASlowTransaction(t *testing.T) {
 	held2 := UpdateStepOp(ctx, ref1, 0, 5, "s", 1, running(3))
 	lock2 := submitHeld(t, ctx, db, w, held2, "the second held batch")
 	w.mu.Lock()
-	heldSent = w.lastSent
+	heldSent := w.lastSent
 	w.mu.Unlock()
 	end := UpdateStepOp(ctx, ref2, 1, 7, "s", 1, StepWrite{Status: instance.StepSucceeded, Seq: 3, End: true,
 		Timeline: []instance.TimelineEvent{}})
