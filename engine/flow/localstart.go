@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/composite"
@@ -71,10 +70,7 @@ func (s localStarter) batch(ctx context.Context, runs []composite.NewRun, varyin
 		return nil
 	}
 	defer s.e.defs.release(def)
-	var initiator map[string]any
-	if len(first.Initiator) > 2 {
-		_ = json.Unmarshal(first.Initiator, &initiator)
-	}
+	initiator := decodeInitiator(first.Initiator)
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
 	wf := def.wf // the batch keeps it; the cache may drop its entry

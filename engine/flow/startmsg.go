@@ -387,11 +387,7 @@ func (e *Engine) evaluateRunParams(ctx context.Context, ref run.Ref, definition 
 		return nil, nil, err
 	}
 	defer e.defs.release(def)
-	var initiator map[string]any
-	if len(initiatorJSON) > 2 {
-		// Only its type and time zone are read; a malformed one is manual.
-		_ = json.Unmarshal(initiatorJSON, &initiator)
-	}
+	initiator := decodeInitiator(initiatorJSON)
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
 	in := params.WorkflowInput{
@@ -409,6 +405,16 @@ func (e *Engine) evaluateRunParams(ctx context.Context, ref run.Ref, definition 
 	}
 	raw, err := json.Marshal(vals)
 	return vals, raw, err
+}
+
+// decodeInitiator decodes a run's initiator column for its params' evaluation.
+// Only its type and time zone are read; a malformed one is manual (nil).
+func decodeInitiator(raw []byte) map[string]any {
+	var initiator map[string]any
+	if len(raw) > 2 {
+		_ = json.Unmarshal(raw, &initiator)
+	}
+	return initiator
 }
 
 // paramEvaluationTimeout bounds one evaluation of a run's or a step's

@@ -35,8 +35,8 @@ type Starter interface {
 	// share their definition, owner, correlation, depth, run id, the type
 	// of their initiator and their RunParams; each has its Own params,
 	// named in varying (a foreach's loop params and loop_index): what the
-	// runs share is evaluated once. A run whose Prepared has an error is left to the queue, whose
-	// start reports it on the run.
+	// runs share is evaluated once. A run whose Prepared has an error is
+	// left to the queue, whose start reports it on the run.
 	Prepare(ctx context.Context, runs []NewRun, varying []string) []Prepared
 	// Run starts the flows of runs committed IN_PROGRESS under gen of
 	// their group. A run whose group the node no longer holds at that

@@ -383,6 +383,16 @@ func (w *Writer) finish(op *Op, err error) {
 	op.step, op.inst, op.then, op.cbs, op.after = StepWrite{}, InstanceUpdate{}, nil, nil, nil
 }
 
+// sleep waits d, or less if an op is submitted meanwhile (w.wake).
+func (w *Writer) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.wake:
+	case <-t.C:
+	}
+}
+
 func (w *Writer) loop() {
 	defer w.wg.Done()
 	var running sync.WaitGroup
@@ -390,12 +400,7 @@ func (w *Writer) loop() {
 	for {
 		for {
 			if d := w.lingerFor(); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-w.wake:
-				case <-t.C:
-				}
-				t.Stop()
+				w.sleep(d)
 				continue
 			}
 			batch, failed, retry := w.take()
@@ -411,12 +416,7 @@ func (w *Writer) loop() {
 				if retry > 0 {
 					// An op somebody waits for, held back by the
 					// transaction in flight for up to AwaitedWait.
-					t := time.NewTimer(retry)
-					select {
-					case <-w.wake:
-					case <-t.C:
-					}
-					t.Stop()
+					w.sleep(retry)
 					continue
 				}
 				break
