@@ -331,7 +331,7 @@ func TestArchiveWhileTheEngineRuns(t *testing.T) {
 	for time.Now().Before(deadline) {
 		res := e.run(a)
 		total.Runs += res.Runs
-		if e.count(`SELECT count(*) FROM workflow_instance WHERE workflow_id = 'done'`) == 0 && len(snapshot(&mu, started)) > 40 {
+		if e.count(`SELECT count(*) FROM workflow_instance WHERE workflow_id = 'done'`) == 0 && len(snapshot(&mu, &started)) > 40 {
 			break
 		}
 	}
@@ -340,7 +340,7 @@ func TestArchiveWhileTheEngineRuns(t *testing.T) {
 	if total.Runs != 20 {
 		t.Fatalf("archived %d runs, want the 20 of the deactivated workflow", total.Runs)
 	}
-	for _, inst := range snapshot(&mu, started) {
+	for _, inst := range snapshot(&mu, &started) {
 		got := e.Wait(inst, 2*time.Minute)
 		if got.Status != instance.WorkflowSucceeded || e.stepsOf("busy", inst.InstanceID, inst.RunID) != 2 {
 			t.Fatalf("run busy/%d in flight ended %s with %d steps", inst.InstanceID, got.Status,
@@ -352,10 +352,10 @@ func TestArchiveWhileTheEngineRuns(t *testing.T) {
 	}
 }
 
-func snapshot(mu *sync.Mutex, s []*execution.Instance) []*execution.Instance {
+func snapshot(mu *sync.Mutex, s *[]*execution.Instance) []*execution.Instance {
 	mu.Lock()
 	defer mu.Unlock()
-	return append([]*execution.Instance(nil), s...)
+	return append([]*execution.Instance(nil), *s...)
 }
 
 // TestConfig refuses a retention shorter than MinRetention.
