@@ -435,6 +435,13 @@ func (e *Engine) runFlowWith(ctx context.Context, g *group, row flowstore.Instan
 			return err
 		}
 	}
+	if paramsLostAtStart(row, steps, vals, paramErr, start) {
+		var err error
+		if vals, start, paramErr, err = e.reevaluateLostParams(ctx, g, &row); err != nil {
+			e.mem.Release(held)
+			return err
+		}
+	}
 	return e.startFlow(g, row, paramErr, steps, held, vals, start)
 }
 

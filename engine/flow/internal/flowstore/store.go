@@ -229,10 +229,27 @@ func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool,
 	return r, ok, nil
 }
 
+// ReadStartInputs reads what a run's params were evaluated from at its
+// start besides its row (InstanceRow has its definition and run params):
+// its initiator, its run config and its workflow's owner, as ReadCreated
+// reads them, whatever the run's status.
+func (s *Store) ReadStartInputs(ctx context.Context, ref run.Ref) (initiator, runConfig []byte, owner string, err error) {
+	err = s.db.QueryRow(ctx, `SELECT initiator, run_config, `+ownerColumn+`
+        FROM workflow_instance i WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+		ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&initiator, &runConfig, &owner)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("read the start inputs of run %s: %w", ref, err)
+	}
+	return initiator, runConfig, owner, nil
+}
+
+// ownerColumn is the owner of the pushed workflow a run of
+// workflow_instance i belongs to (its root workflow for an inline run).
+const ownerColumn = `COALESCE((SELECT w.owner FROM workflow w WHERE w.workflow_id = split_part(i.workflow_id, ':', 1)), '')`
+
 // createdColumns are what ReadCreated reads of workflow_instance i.
 const createdColumns = instanceColumns + `, initiator, EXISTS (SELECT 1 FROM step_instance s
-            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config,
-            COALESCE((SELECT w.owner FROM workflow w WHERE w.workflow_id = split_part(i.workflow_id, ':', 1)), '')`
+            WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config, ` + ownerColumn
 
 // scanCreated scans a row of createdColumns; ok is false for none.
 func scanCreated(row pgx.Row) (CreatedRow, bool, error) {
