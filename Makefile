@@ -190,13 +190,14 @@ upgrade: postgres
 
 ## bench: the hot-path benchmarks of this tree side by side with BENCH_BASE (run
 ## alternately, BENCH_ROUNDS rounds, benchstat: build/bench/summary.md), then every
-## benchmark of this tree (-count 5) and the heavy ones once (docs/performance.md),
+## benchmark of this tree (-count 5, one package at a time: -p 1, so that no two packages'
+## benchmarks share the cores and the cluster) and the heavy ones once (docs/performance.md),
 ## against a PostgreSQL with fsync and synchronous_commit on; last, bench-temporal
 bench: postgres
 	@status=0; \
 	bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench || status=$$?; \
 	for d in $(BENCH_DB_DELAYS); do BENCH_DB_DELAY=$$d bash .ci/bench-ab $(BENCH_BASE) $(BENCH_ROUNDS) '$(BENCH_AB)' $(BENCH_PGDIR) $(CURDIR)/$(BUILD)/bench-delay-$$d || status=$$?; done; \
-	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 60m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
+	MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -p 1 -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -timeout 60m ./sel/... ./engine/... ./functions/internal/signals/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_100K=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach100000$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_FOREACH_1M=1 MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkForeach1000000$$' -benchtime 1x -count 1 -timeout 60m ./engine/flow/ || status=$$?; \
 	MAESTRO_BENCH_PASSIVE_RUNS=$(BENCH_PASSIVE_RUNS) MAESTRO_TEST_DURABLE=1 MAESTRO_TEST_PGDIR=$(BENCH_PGDIR) $(GO) test -run '^$$' -bench '^BenchmarkTakeoverWaiting$$' -benchtime 1x -count 1 -timeout 30m ./engine/flow/ || status=$$?; \
