@@ -66,8 +66,13 @@ func TestLockAllocateUpdatesWorkflowsInPlace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if updated != workflows || hot != updated {
-			t.Errorf("round %d: %d workflow rows updated, %d of them HOT; want %d, all HOT", round, updated, hot, workflows)
+		// Every update is HOT here (measured); without the room, from the
+		// third batch on fewer than half are (49 and 52 of 120). A
+		// snapshot held for a moment in this database (autovacuum's
+		// ANALYZE) can keep a page from being pruned before a batch: a
+		// quarter of the rows is left for that.
+		if updated != workflows || hot < updated*3/4 {
+			t.Errorf("round %d: %d workflow rows updated, %d of them HOT; want %d, at least three quarters HOT", round, updated, hot, workflows)
 		}
 	}
 }
