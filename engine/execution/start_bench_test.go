@@ -112,16 +112,22 @@ func BenchmarkConcurrentStarts(b *testing.B) {
 // BenchmarkBatchStarts: the batch path (time triggers at the top of the
 // hour, a signal's fan-out, a backfill) through StartBatch: 1,000 starts
 // in one transaction, of 1,000 workflows (a trigger each) or of one
-// PARALLEL workflow (a backfill). Between iterations the runs are ended
-// and their messages removed, off the clock. Reports runs created per
-// second, statements per run and the CPU time per 1,000 runs of this
-// process and of PostgreSQL.
+// PARALLEL workflow (a backfill). The time triggers, signal triggers and
+// backfills give each start a request id (the trigger's fire, the
+// signal's, the backfill's partition), which takes the batch through
+// the deduplicating path (StartBatchTx's lockBatch and run.Create's
+// dedup and allocation): the -request-ids cases; the others have none
+// (startBatchAllocated). Between iterations the runs are ended and their
+// messages removed, off the clock. Reports runs created per second,
+// statements per run and the CPU time per 1,000 runs of this process and
+// of PostgreSQL.
 func BenchmarkBatchStarts(b *testing.B) {
 	const batch = 1000
 	for _, tc := range []struct {
-		name      string
-		workflows int
-	}{{"1000-workflows", batch}, {"one-workflow", 1}} {
+		name       string
+		workflows  int
+		requestIDs bool
+	}{{"1000-workflows", batch, false}, {"one-workflow", 1, false}, {"1000-workflows-request-ids", batch, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
 			pool, stmts := dbtest.CountingPool(b)
@@ -145,7 +151,14 @@ func BenchmarkBatchStarts(b *testing.B) {
 			var busy, clientCPU, serverCPU time.Duration
 			var stmtCount int64
 			b.ResetTimer()
-			for range b.N {
+			for n := range b.N {
+				if tc.requestIDs {
+					b.StopTimer()
+					for i := range starts {
+						starts[i].RequestID = fmt.Sprintf("fire-%d-%d", n, i)
+					}
+					b.StartTimer()
+				}
 				stmts.Reset()
 				// Reading PostgreSQL's CPU walks /proc (milliseconds on a
 				// busy machine): outside the time and this process's CPU.
