@@ -60,8 +60,9 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			return err
 		}
 	}
-	if created {
-		e.versionDefs.put(pending.Fingerprint, pending.Row.Definition)
+	if created && !pending.FromNote {
+		// Read: the next start of its version may come from its note.
+		e.versionDefs.put(pending.Row.Definition)
 	}
 	var paramsJSON, ev []byte
 	var vals params.Values

@@ -154,12 +154,14 @@ note AS (
         'run_config', COALESCE(r.run_config, '{"policy": "START"}'::jsonb), 'parent', r.parent, 'depth', r.depth,
         'correlation', COALESCE(r.correlation, r.workflow_id || ':' || r.instance_id || ':' || r.run_id),
         'trace', NULLIF($28::text, ''), 'backfill_id', COALESCE(r.initiator->>'backfill_id', ''),
-        'incremental', r.initiator->'incremental', 'fingerprint', encode(v.fingerprint, 'base64'),
+        'incremental', r.initiator->'incremental',
+        'definition_sha256', encode(sha256(convert_to(v.definition::text, 'UTF8')), 'base64'),
         'owner', COALESCE(w.owner, '')) AS run
     FROM r
     JOIN workflow_version v ON v.workflow_id = r.workflow_id AND v.version = r.version
     LEFT JOIN workflow w ON w.workflow_id = split_part(r.workflow_id, ':', 1)
-    WHERE r.def = 0 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1)
+    WHERE r.def = 0 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1
+      AND pg_column_size(v.definition) <= 262144)
 SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
 FROM ins CROSS JOIN (` + queue.NotifyNotedSQL + `) AS n`
 

@@ -26,7 +26,7 @@ type StartMessage struct {
 // StartNote is what the notification of a lone start carries of its run
 // (insertRunsSQL's note, queue.NotifyNotedSQL): its start message and
 // what starting it needs, but for its definition, which is its version's,
-// named by Fingerprint. The engine starts the run from it without
+// named by the sha256 of its JSON as stored (DefinitionSHA256). The engine starts the run from it without
 // reading the run (or claiming the message) when it has that definition.
 type StartNote struct {
 	StartMessage
@@ -43,8 +43,10 @@ type StartNote struct {
 	Trace       string          `json:"trace"`
 	BackfillID  string          `json:"backfill_id"`
 	Incremental json.RawMessage `json:"incremental"`
-	// Fingerprint is the version's definition fingerprint.
-	Fingerprint []byte `json:"fingerprint"`
+	// DefinitionSHA256 is the sha256 of the run's definition, its
+	// version's, as PostgreSQL renders the stored jsonb (what a read of
+	// the run returns).
+	DefinitionSHA256 []byte `json:"definition_sha256"`
 	// Owner is the owner of the workflow ("" when it is gone).
 	Owner string `json:"owner"`
 }

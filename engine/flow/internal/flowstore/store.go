@@ -215,16 +215,14 @@ type CreatedRow struct {
 	// "" when the workflow is gone. Read in the same statement: the start
 	// path pays one round trip for both.
 	Owner string
-	// Fingerprint is the fingerprint of the run's version's definition
-	// when the run's definition is that one (nil otherwise): the engine
-	// keeps it by fingerprint for the starts it makes from their
-	// notification (CreatedFromNote).
-	Fingerprint []byte
+	// FromNote: made from the run's notification (CreatedFromNote), not
+	// read.
+	FromNote bool
 }
 
 // CreatedFromNote is the CreatedRow of a lone start's notification
-// (run.StartNote), with definition, the definition its fingerprint
-// names, as a read of the run would have found it (CREATED, no steps).
+// (run.StartNote), with definition, the definition its sha256 names, as
+// a read of the run would have found it (CREATED, no steps).
 func CreatedFromNote(n run.StartNote, definition []byte) CreatedRow {
 	null := func(raw []byte) []byte {
 		if len(raw) == 0 || string(raw) == "null" {
@@ -237,7 +235,7 @@ func CreatedFromNote(n run.StartNote, definition []byte) CreatedRow {
 			Status: instance.WorkflowCreated, Definition: definition, RunParams: n.RunParams, Params: []byte("{}"),
 			TimeoutSeconds: n.Timeout, Parent: null(n.Parent), UUID: n.UUID, Correlation: n.Correlation, Depth: n.Depth,
 			TraceContext: n.Trace, BackfillID: n.BackfillID, Incremental: null(n.Incremental)},
-		Initiator: n.Initiator, RunConfig: n.RunConfig, Owner: n.Owner, Fingerprint: n.Fingerprint,
+		Initiator: n.Initiator, RunConfig: n.RunConfig, Owner: n.Owner, FromNote: true,
 	}
 }
 
@@ -256,9 +254,7 @@ func (s *Store) ReadCreated(ctx context.Context, ref run.Ref) (CreatedRow, bool,
 // createdColumns are what ReadCreated reads of workflow_instance i.
 const createdColumns = instanceColumns + `, initiator, EXISTS (SELECT 1 FROM step_instance s
             WHERE s.workflow_id = i.workflow_id AND s.instance_id = i.instance_id AND s.run_id = i.run_id), run_config,
-            COALESCE((SELECT w.owner FROM workflow w WHERE w.workflow_id = split_part(i.workflow_id, ':', 1)), ''),
-            (SELECT v.fingerprint FROM workflow_version v
-             WHERE v.workflow_id = i.workflow_id AND v.version = i.workflow_version AND v.definition = i.definition)`
+            COALESCE((SELECT w.owner FROM workflow w WHERE w.workflow_id = split_part(i.workflow_id, ':', 1)), '')`
 
 // scanCreated scans a row of createdColumns; ok is false for none.
 func scanCreated(row pgx.Row) (CreatedRow, bool, error) {
@@ -267,7 +263,7 @@ func scanCreated(row pgx.Row) (CreatedRow, bool, error) {
 	err := row.Scan(&i.WorkflowID, &i.InstanceID,
 		&i.RunID, &i.Version, &i.GroupCount, &i.GroupID, &i.Status, &i.Seq, &i.Definition, &i.RunParams, &i.Params,
 		&i.TimeoutSeconds, &i.StartTime, &i.Parent, &i.UUID, &i.Correlation, &i.Depth, &i.TraceContext, &i.BackfillID,
-		&i.Incremental, &r.Initiator, &r.HasSteps, &r.RunConfig, &r.Owner, &r.Fingerprint)
+		&i.Incremental, &r.Initiator, &r.HasSteps, &r.RunConfig, &r.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return CreatedRow{}, false, nil
 	}
