@@ -76,7 +76,9 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // 300 messages (queue.NotifyNotedSQL), not one per message. The
 // notification of a lone start admitted at once with its version's
 // definition carries its run (note, run.StartNote), so that the engine
-// can start it without a claim and a read, a round trip a network away.
+// can start it without a claim and a read, a round trip a network away;
+// only a first run (run_id 1): a restart's carried steps are inserted
+// after this statement, and its run must be read with them.
 const insertRunsSQL = `
 WITH owned AS (
     SELECT group_id, generation FROM flow_group
@@ -160,7 +162,7 @@ note AS (
     FROM r
     JOIN workflow_version v ON v.workflow_id = r.workflow_id AND v.version = r.version
     LEFT JOIN workflow w ON w.workflow_id = split_part(r.workflow_id, ':', 1)
-    WHERE r.def = 0 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1
+    WHERE r.def = 0 AND r.run_id = 1 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1
       AND pg_column_size(v.definition) <= 262144)
 SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
 FROM ins CROSS JOIN (` + queue.NotifyNotedSQL + `) AS n`
