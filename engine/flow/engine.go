@@ -193,8 +193,9 @@ type Engine struct {
 	breakpoints *breakpointCache
 	// defs holds decoded run definitions (defcache.go).
 	defs *definitionCache
-	// versionDefs are version definitions by fingerprint, for the starts
-	// made from their notification (notedstart.go).
+	// versionDefs are the definitions of the runs read, by the sha256 of
+	// their JSON, for the starts made from their notification
+	// (notedstart.go).
 	versionDefs versionDefinitions
 	// mem is the memory budget of the node's flows (memory.go);
 	// startWaits counts, per run, the starts that waited for it.

@@ -351,8 +351,7 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 }
 
 // Settled ends a message handed off (ErrHandedOff) once its write has
-// settled: with err nil the write deleted it (or left it to a group's new
-// owner); otherwise it is Failed. Either way it is no longer pending
+// settled: with err nil the write deleted it; otherwise it is Failed. Either way it is no longer pending
 // here, and a sweep may offer it again.
 func (w *Worker) Settled(ctx context.Context, m Message, err error) {
 	if err != nil {
