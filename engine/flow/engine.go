@@ -193,6 +193,10 @@ type Engine struct {
 	breakpoints *breakpointCache
 	// defs holds decoded run definitions (defcache.go).
 	defs *definitionCache
+	// versionDefs are the definitions of the runs read, by the sha256 of
+	// their JSON, for the starts made from their notification
+	// (notedstart.go).
+	versionDefs versionDefinitions
 	// mem is the memory budget of the node's flows (memory.go);
 	// startWaits counts, per run, the starts that waited for it.
 	mem        *memoryBudget
@@ -297,6 +301,9 @@ func New(db *pgxpool.Pool, cfg Config) (*Engine, error) {
 	qc.Handlers[queue.StartWorkflow] = e.handleStart
 	// A start message's claim reads its run in the same round trip.
 	qc.ClaimReads = map[queue.ID]*queue.ClaimRead{queue.StartWorkflow: flowstore.ClaimReadCreated}
+	// A lone start's notification carries its run: no claim, no read
+	// (notedstart.go).
+	qc.Noted = map[queue.ID]func(queue.Message) (queue.Message, bool){queue.StartWorkflow: e.notedStart}
 	// A start may wait for room among the starts awaiting their commit
 	// (handleStart) rather than work: more of them at once, so that
 	// starts share commits.

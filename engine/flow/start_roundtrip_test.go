@@ -16,6 +16,9 @@ import (
 // start is the claim with its read, then the writer's commit; no read of
 // the run of its own (issue 28: start -> first step at 1 ms each way),
 // and no delete of the message of its own: the start's write deletes it.
+// Once the engine has read the version's definition, a lone start's
+// notification carries its run (run.StartNote) and the engine starts it
+// from there: no claim and no read at all, only the writer's commit.
 func TestStartMessageClaimReadsTheRun(t *testing.T) {
 	t.Parallel()
 	pool, stmts := dbtest.CountingPool(t)
@@ -24,7 +27,7 @@ func TestStartMessageClaimReadsTheRun(t *testing.T) {
 	e := &env{Env: ft, t: t, pool: pool, defs: defs, runs: ft.Runs}
 	e.engine(flow.Config{})
 	e.push(chainJSON("one", 1))
-	for range 3 {
+	for i := range 3 {
 		stmts.Reset()
 		inst := e.wait(e.start("one", nil), time.Minute)
 		if inst.Status != "SUCCEEDED" {
@@ -33,9 +36,13 @@ func TestStartMessageClaimReadsTheRun(t *testing.T) {
 		claims, _ := stmts.Count("UPDATE maestro_queue SET owned_by = $3")
 		withClaim, _ := stmts.Count("FROM maestro_queue q WHERE q.queue_id = $1 AND q.message_id = $2 AND q.owned_by = $3")
 		alone, _ := stmts.Count("WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND status = 'CREATED' AND NOT queued")
-		if claims != 1 || withClaim != 1 || alone != 0 {
-			t.Errorf("start message: %d claims, %d reads with a claim, %d reads of its own; want 1, 1, 0: %v",
-				claims, withClaim, alone, stmts.BySQL())
+		want := int64(1) // the first start: the engine has not read the definition yet
+		if i > 0 {
+			want = 0 // started from its notification
+		}
+		if claims != want || withClaim != want || alone != 0 {
+			t.Errorf("start %d: %d claims, %d reads with a claim, %d reads of its own; want %d, %d, 0: %v",
+				i, claims, withClaim, alone, want, want, stmts.BySQL())
 		}
 		// The message goes with the start's write (queue.AckSQL in the
 		// writer's batch), not in a statement of its own after it.

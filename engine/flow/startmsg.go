@@ -60,6 +60,10 @@ func (e *Engine) handleStart(ctx context.Context, m queue.Message) error {
 			return err
 		}
 	}
+	if created && !pending.FromNote {
+		// Read: the next start of its version may come from its note.
+		e.versionDefs.put(pending.Row.Definition)
+	}
 	var paramsJSON, ev []byte
 	var vals params.Values
 	var paramErr error
@@ -223,21 +227,23 @@ func (e *Engine) submitStart(s *startWrite) {
 // message went with it; refused by the run's guard (no longer CREATED)
 // with the group still held, it went too; otherwise (the group moved on,
 // or the write failed) the message is offered again, as a handler's error
-// would have it.
+// would have it. Either way the worker is told the message has settled.
 func (e *Engine) startDone(g *group, m queue.Message, ev []byte, err error) {
 	e.starts.release()
 	if err == nil {
 		e.wroteEvent(ev)
+		e.worker.Settled(e.ctx, m, nil)
 		return
 	}
 	go func() {
 		if errors.Is(err, run.ErrFenced) {
 			held, herr := e.store.GroupHeld(e.ctx, g.id, g.gen, e.cfg.NodeID)
 			if herr == nil && held {
-				return // deleted with the refused start
+				e.worker.Settled(e.ctx, m, nil) // deleted with the refused start
+				return
 			}
 		}
-		e.worker.Failed(e.ctx, m, fmt.Errorf("start: %w", err))
+		e.worker.Settled(e.ctx, m, fmt.Errorf("start: %w", err))
 	}()
 }
 

@@ -66,6 +66,10 @@ type Message struct {
 	// message was claimed otherwise, or the read found nothing): the
 	// handler uses it instead of reading it again.
 	Read any `json:"-"`
+	// Note is what the message's notification carried of it
+	// (NotifyNotedSQL), nil for nothing: its queue's WorkerConfig.Noted
+	// may hand the message to its handler from it, without a claim.
+	Note json.RawMessage `json:"-"`
 }
 
 // AnyGroup marks a message that any engine node may process.
@@ -125,6 +129,26 @@ const NotifyManySQL = `
                     (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / 300 AS chunk FROM msg) AS m
           GROUP BY group_id, chunk) AS notes`
 
+// NotifyNotedSQL is NotifyManySQL whose notification also carries, as
+// "run", the one row (one json column named run) of a CTE named note,
+// null when it has none: a statement that enqueues one message sends what
+// its handler needs with it (ParseNotifications sets Message.Note). The
+// caller keeps the note small enough for the whole payload to stay under
+// pg_notify's 8,000 bytes (NoteLimit).
+const NotifyNotedSQL = `
+    SELECT count(pg_notify('` + Channel + `', json_build_object('q', %s, 'g', g, 'ids', ids,
+                'run', (SELECT note.run FROM note WHERE length(note.run::text) <= ` + noteLimit + `))::text)) AS notified
+    FROM (SELECT coalesce(group_id, -1) AS g, json_agg(message_id ORDER BY message_id) AS ids
+          FROM (SELECT message_id, group_id,
+                    (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / 300 AS chunk FROM msg) AS m
+          GROUP BY group_id, chunk) AS notes`
+
+// noteLimit is the longest note NotifyNotedSQL sends: with the queue,
+// group and ids of one message around it, the payload stays well under
+// pg_notify's limit of 8,000 bytes. A longer one is left out (the
+// handler claims and reads the message as it would without a note).
+const noteLimit = "7000"
+
 // enqueueBatchSQL inserts the messages and queues their notifications
 // (NotifyManySQL: $1 is the queue) in one statement.
 var enqueueBatchSQL = `
@@ -181,7 +205,8 @@ func ParseNotification(payload string) (Message, error) {
 func ParseNotifications(payload string) ([]Message, error) {
 	var n struct {
 		Message
-		IDs []int64 `json:"ids"`
+		IDs  []int64         `json:"ids"`
+		Note json.RawMessage `json:"run"`
 	}
 	if err := json.Unmarshal([]byte(payload), &n); err != nil {
 		return nil, fmt.Errorf("decode queue notification: %w", err)
@@ -202,6 +227,9 @@ func ParseNotifications(payload string) ([]Message, error) {
 			return nil, errors.New("decode queue notification: message id 0")
 		}
 		out[i] = Message{Queue: n.Queue, ID: id, Group: n.Group}
+	}
+	if len(out) == 1 && len(n.Note) > 0 && string(n.Note) != "null" {
+		out[0].Note = n.Note
 	}
 	return out, nil
 }
@@ -382,18 +410,21 @@ func (s *Store) Delete(ctx context.Context, m Message) error {
 	return nil
 }
 
-// AckSQL deletes claimed messages in the transaction of another store's
+// AckSQL deletes handled messages in the transaction of another store's
 // write, so that a message and the write that handles it commit (or fail)
 // together, in one round trip with it. $1 are the queue ids, $2 the
-// message ids, $3 the claiming nodes; a row is deleted only while its
-// claim is still the node's and its flow group ($4) is still at the
-// generation ($5) the write was fenced with: a fenced-off node deletes
-// nothing, and the message goes to the group's new owner. Its caller
-// reads no rows.
+// message ids, $3 the handling nodes; a row is deleted only while its
+// flow group ($4) is still at the generation ($5) the write was fenced
+// with (a fenced-off node deletes nothing, and the message goes to the
+// group's new owner) and no other node holds a live claim on it: the
+// message is claimed by the node, or it is handled from its notification
+// without a claim (WorkerConfig.Noted) and nobody has claimed it since.
+// Its caller reads no rows.
 const AckSQL = `
 DELETE FROM maestro_queue q
 USING unnest($1::smallint[], $2::bigint[], $3::text[], $4::integer[], $5::bigint[]) AS a(queue_id, message_id, node, group_id, gen)
-WHERE q.queue_id = a.queue_id AND q.message_id = a.message_id AND q.owned_by = a.node
+WHERE q.queue_id = a.queue_id AND q.message_id = a.message_id
+  AND (q.owned_by = a.node OR q.owned_by IS NULL AND (q.owned_until IS NULL OR q.owned_until < now()))
   AND EXISTS (SELECT 1 FROM flow_group g WHERE g.group_id = a.group_id AND g.generation = a.gen)`
 
 // Release gives a claimed message back at once, for a worker that could not

@@ -570,7 +570,7 @@ func TestHandedOffMessageStaysClaimedUntilItsWriteSettles(t *testing.T) {
 		m.ID).Scan(&owner); err != nil || owner != "n" || calls.Load() != 1 {
 		t.Fatalf("handed-off message: owner %q (%v), %d calls; want still claimed by n, one call", owner, err, calls.Load())
 	}
-	w.Failed(context.Background(), m, errors.New("its write failed"))
+	w.Settled(context.Background(), m, errors.New("its write failed"))
 	waitEmpty(t, pool)
 	if calls.Load() != 2 {
 		t.Fatalf("handler called %d times, want 2 (handed off, then again after Failed)", calls.Load())

@@ -24,9 +24,10 @@ type Handler func(ctx context.Context, m Message) error
 // ErrHandedOff, returned by a handler, says that the handler has handed
 // the message to a write still in flight which deletes it in its own
 // transaction (AckSQL): the worker neither deletes nor defers it, and goes
-// on to the next message without waiting for that commit. If the write
-// fails, its owner calls Worker.Failed. Until then the message stays
-// claimed by this node, so no other delivery handles it.
+// on to the next message without waiting for that commit. When the write
+// settles its owner calls Worker.Settled. Until then the message stays
+// claimed by this node (or, handled from its notification, pending here),
+// so no other delivery handles it.
 var ErrHandedOff = errors.New("queue: message handed off to a write in flight")
 
 // WorkerConfig configures a Worker.
@@ -46,6 +47,14 @@ type WorkerConfig struct {
 	// ClaimReads are reads sent with the claims of some queues' messages
 	// (Store.ClaimWith): their handler finds the result in Message.Read.
 	ClaimReads map[ID]*ClaimRead
+	// Noted hands a message of some queues to its handler from what its
+	// notification carried (Message.Note), without claiming it: ok false
+	// (the note is not enough) claims it as usual. The handler's write
+	// must then delete it with AckSQL, fenced like the write, and must
+	// let no other node's work through (a start's guard): until the
+	// handler is done the message is only pending on this node, and a
+	// failure leaves it for the sweep (or Defer) to offer again.
+	Noted map[ID]func(Message) (Message, bool)
 	// WorkersPerQueue is how many messages of one queue run at once
 	// (default 4).
 	WorkersPerQueue int
@@ -282,6 +291,13 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 			m, d.claimed = claimed, true
 		}
 	}
+	if !d.claimed && m.Note != nil {
+		if noted := w.cfg.Noted[m.Queue]; noted != nil {
+			if nm, ok := noted(m); ok {
+				m, d.claimed = nm, true // handled unclaimed: the handler's write deletes it
+			}
+		}
+	}
 	if !d.claimed {
 		claimed, ok, err := w.cfg.Store.ClaimWith(ctx, m.Queue, m.ID, w.cfg.Node, w.cfg.ClaimTTL, w.cfg.ClaimReads[m.Queue])
 		if err != nil {
@@ -301,7 +317,12 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 			m = claimed
 		}
 	}
-	defer w.done(k)
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			w.done(k)
+		}
+	}()
 	// Each message is a span, the child of the one that enqueued it: a
 	// run's start continues the API request's trace, and what its handler
 	// enqueues continues the run's.
@@ -310,6 +331,7 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 	defer span.End()
 	err := w.run(ctx, h, m)
 	if errors.Is(err, ErrHandedOff) {
+		handedOff = true // pending until Settled
 		return
 	}
 	if err != nil {
@@ -328,9 +350,18 @@ func (w *Worker) process(ctx context.Context, h Handler, d delivery) {
 	}
 }
 
-// Failed is what the worker does with a message whose handler failed,
-// for a message handed off (ErrHandedOff) whose write then failed: it is
-// logged and offered again after the retry delay.
+// Settled ends a message handed off (ErrHandedOff) once its write has
+// settled: with err nil the write deleted it; otherwise it is Failed. Either way it is no longer pending
+// here, and a sweep may offer it again.
+func (w *Worker) Settled(ctx context.Context, m Message, err error) {
+	if err != nil {
+		w.Failed(ctx, m, err)
+	}
+	w.done(msgKey{m.Queue, m.ID})
+}
+
+// Failed is what the worker does with a message whose handler failed:
+// it is logged and offered again after the retry delay.
 func (w *Worker) Failed(ctx context.Context, m Message, err error) {
 	w.cfg.Logger.Warn("queue message failed; will retry", "queue", m.Queue.String(), "message_id", m.ID, "error", err.Error())
 	if err := w.cfg.Store.Defer(ctx, m, w.cfg.RetryDelay); err != nil && ctx.Err() == nil {

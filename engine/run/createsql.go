@@ -73,7 +73,12 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // committed. A run_config ($21) of NULL is a start's, {"policy": "START"}.
 // The admitted CREATED runs get their start_workflow messages
 // and notifications here too: one notification per flow group for up to
-// 300 messages (queue.NotifyManySQL), not one per message.
+// 300 messages (queue.NotifyNotedSQL), not one per message. The
+// notification of a lone start admitted at once with its version's
+// definition carries its run (note, run.StartNote), so that the engine
+// can start it without a claim and a read, a round trip a network away;
+// only a first run (run_id 1): a restart's carried steps are inserted
+// after this statement, and its run must be read with them.
 const insertRunsSQL = `
 WITH owned AS (
     SELECT group_id, generation FROM flow_group
@@ -143,9 +148,24 @@ msg AS (
     SELECT %s, ins.group_id, json_build_object('workflow_id', ins.workflow_id, 'instance_id', ins.instance_id,
         'run_id', ins.run_id, 'group_id', ins.group_id), NULLIF($28::text, '')
     FROM ins WHERE ins.status = 'CREATED' AND NOT ins.queued
-    RETURNING message_id, group_id)
+    RETURNING message_id, group_id),
+note AS (
+    SELECT json_build_object('workflow_id', r.workflow_id, 'instance_id', r.instance_id, 'run_id', r.run_id,
+        'group_id', r.group_id, 'version', r.version, 'group_count', r.group_count, 'uuid', r.uuid,
+        'run_params', r.run_params, 'initiator', r.initiator, 'timeout', r.timeout,
+        'run_config', COALESCE(r.run_config, '{"policy": "START"}'::jsonb), 'parent', r.parent, 'depth', r.depth,
+        'correlation', COALESCE(r.correlation, r.workflow_id || ':' || r.instance_id || ':' || r.run_id),
+        'trace', NULLIF($28::text, ''), 'backfill_id', COALESCE(r.initiator->>'backfill_id', ''),
+        'incremental', r.initiator->'incremental',
+        'definition_sha256', encode(sha256(convert_to(v.definition::text, 'UTF8')), 'base64'),
+        'owner', COALESCE(w.owner, '')) AS run
+    FROM r
+    JOIN workflow_version v ON v.workflow_id = r.workflow_id AND v.version = r.version
+    LEFT JOIN workflow w ON w.workflow_id = split_part(r.workflow_id, ':', 1)
+    WHERE r.def = 0 AND r.run_id = 1 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1
+      AND pg_column_size(v.definition) <= 262144)
 SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
-FROM ins CROSS JOIN (` + queue.NotifyManySQL + `) AS n`
+FROM ins CROSS JOIN (` + queue.NotifyNotedSQL + `) AS n`
 
 // insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
 // exists already is left out rather than failing the statement.

@@ -1,6 +1,9 @@
 package run
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // The payloads of the queue messages that carry work to the engine
 // (engine/queue), and the identity a child run keeps of its parent.
@@ -18,6 +21,34 @@ const (
 type StartMessage struct {
 	Ref
 	Group int32 `json:"group_id"`
+}
+
+// StartNote is what the notification of a lone start carries of its run
+// (insertRunsSQL's note, queue.NotifyNotedSQL): its start message and
+// what starting it needs, but for its definition, which is its version's,
+// named by the sha256 of its JSON as stored (DefinitionSHA256). The engine starts the run from it without
+// reading the run (or claiming the message) when it has that definition.
+type StartNote struct {
+	StartMessage
+	Version     int64           `json:"version"`
+	GroupCount  int32           `json:"group_count"`
+	UUID        string          `json:"uuid"`
+	RunParams   json.RawMessage `json:"run_params"`
+	Initiator   json.RawMessage `json:"initiator"`
+	Timeout     int64           `json:"timeout"`
+	RunConfig   json.RawMessage `json:"run_config"`
+	Parent      json.RawMessage `json:"parent"`
+	Depth       int             `json:"depth"`
+	Correlation string          `json:"correlation"`
+	Trace       string          `json:"trace"`
+	BackfillID  string          `json:"backfill_id"`
+	Incremental json.RawMessage `json:"incremental"`
+	// DefinitionSHA256 is the sha256 of the run's definition, its
+	// version's, as PostgreSQL renders the stored jsonb (what a read of
+	// the run returns).
+	DefinitionSHA256 []byte `json:"definition_sha256"`
+	// Owner is the owner of the workflow ("" when it is gone).
+	Owner string `json:"owner"`
 }
 
 // ActionMessage is the payload of an instance_action queue message. With

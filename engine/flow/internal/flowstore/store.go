@@ -215,6 +215,28 @@ type CreatedRow struct {
 	// "" when the workflow is gone. Read in the same statement: the start
 	// path pays one round trip for both.
 	Owner string
+	// FromNote: made from the run's notification (CreatedFromNote), not
+	// read.
+	FromNote bool
+}
+
+// CreatedFromNote is the CreatedRow of a lone start's notification
+// (run.StartNote), with definition, the definition its sha256 names, as
+// a read of the run would have found it (CREATED, no steps).
+func CreatedFromNote(n run.StartNote, definition []byte) CreatedRow {
+	null := func(raw []byte) []byte {
+		if len(raw) == 0 || string(raw) == "null" {
+			return nil
+		}
+		return raw
+	}
+	return CreatedRow{
+		Row: InstanceRow{Ref: n.Ref, Version: n.Version, GroupCount: n.GroupCount, GroupID: n.Group,
+			Status: instance.WorkflowCreated, Definition: definition, RunParams: n.RunParams, Params: []byte("{}"),
+			TimeoutSeconds: n.Timeout, Parent: null(n.Parent), UUID: n.UUID, Correlation: n.Correlation, Depth: n.Depth,
+			TraceContext: n.Trace, BackfillID: n.BackfillID, Incremental: null(n.Incremental)},
+		Initiator: n.Initiator, RunConfig: n.RunConfig, Owner: n.Owner, FromNote: true,
+	}
 }
 
 // ReadCreated reads a run that is still CREATED; ok is false otherwise.

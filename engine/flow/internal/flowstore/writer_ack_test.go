@@ -20,7 +20,9 @@ func TestStartAcksItsMessageInItsTransaction(t *testing.T) {
 	db, s, inProgress, _ := writerFixture(t)
 	ctx := context.Background()
 	created := []run.Ref{{WorkflowID: "wf", InstanceID: 11, RunID: 1}, {WorkflowID: "wf", InstanceID: 12, RunID: 1},
-		{WorkflowID: "wf", InstanceID: 13, RunID: 1}}
+		{WorkflowID: "wf", InstanceID: 13, RunID: 1}, {WorkflowID: "wf", InstanceID: 14, RunID: 1},
+		{WorkflowID: "wf", InstanceID: 15, RunID: 1}, {WorkflowID: "wf", InstanceID: 16, RunID: 1},
+		{WorkflowID: "wf", InstanceID: 17, RunID: 1}}
 	for i, ref := range created {
 		if _, err := db.Exec(ctx, `INSERT INTO workflow_instance (workflow_id, instance_id, run_id, workflow_version, uuid,
                 group_count, group_id, status, definition, timeout_seconds)
@@ -89,5 +91,43 @@ func TestStartAcksItsMessageInItsTransaction(t *testing.T) {
 	}
 	if !left(m) {
 		t.Fatal("a message claimed by another node was deleted")
+	}
+
+	// Handled from its notification, unclaimed (queue.WorkerConfig.Noted):
+	// written, the run starts and its message goes with it; fenced off,
+	// both stay (created[5] is in group 1, at generation 7).
+	unclaimed := func(group int32) queue.Message {
+		t.Helper()
+		m, err := queue.Enqueue(ctx, db, queue.StartWorkflow, group, map[string]any{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m = unclaimed(0)
+	if err := s.Write(ctx, StartOp(ctx, created[4], 0, 5, "me", nil, nil).Acks(m, "me")); err != nil {
+		t.Fatal(err)
+	}
+	if status(created[4]) != "IN_PROGRESS" || left(m) {
+		t.Fatalf("unclaimed start: run %s, message left %v; want IN_PROGRESS and gone", status(created[4]), left(m))
+	}
+	m = unclaimed(1)
+	if err := s.Write(ctx, StartOp(ctx, created[5], 1, 6, "me", nil, nil).Acks(m, "me")); !errors.Is(err, run.ErrFenced) {
+		t.Fatalf("fenced unclaimed start: %v, want run.ErrFenced", err)
+	}
+	if status(created[5]) != "CREATED" || !left(m) {
+		t.Fatalf("fenced unclaimed start: run %s, message left %v; want CREATED and left", status(created[5]), left(m))
+	}
+	// Claimed by a sweep of another node meanwhile (its claim live): left
+	// to it, though the run's guard let this start through.
+	m = unclaimed(0)
+	if _, ok, err := qs.Claim(ctx, m.Queue, m.ID, "other", time.Minute); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if err := s.Write(ctx, StartOp(ctx, created[6], 0, 5, "me", nil, nil).Acks(queue.Message{Queue: m.Queue, ID: m.ID}, "me")); err != nil {
+		t.Fatal(err)
+	}
+	if !left(m) {
+		t.Fatal("an unclaimed start deleted a message another node has claimed since")
 	}
 }

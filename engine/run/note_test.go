@@ -1,0 +1,108 @@
+package run_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/dbtest"
+	"github.com/maestro-aws/maestro/engine/queue"
+	"github.com/maestro-aws/maestro/engine/run"
+)
+
+// A lone first run created with its version's definition is announced
+// with its run in the notification (run.StartNote): what the engine would
+// read of it, and the sha256 of its definition as a read returns it. Two
+// runs in one call, a restart (run 2, whose carried steps come after the
+// insert) and a run with a definition of its own are announced without.
+func TestCreateNotesALoneStartInItsNotification(t *testing.T) {
+	pool := dbtest.Pool(t)
+	ctx := context.Background()
+	push(t, pool, "n", `{"run_strategy":"PARALLEL"}`)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+queue.Channel); err != nil {
+		t.Fatal(err)
+	}
+	notified := func() []queue.Message {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := conn.Conn().WaitForNotification(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := queue.ParseNotifications(n.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+
+	out, _ := create(t, pool, []run.New{start("n", "")}, run.Options{})
+	ms := notified()
+	if len(ms) != 1 || ms[0].Note == nil {
+		t.Fatalf("lone start: %+v, want one message with a note", ms)
+	}
+	var note run.StartNote
+	if err := json.Unmarshal(ms[0].Note, &note); err != nil {
+		t.Fatal(err)
+	}
+	var def []byte
+	if err := pool.QueryRow(ctx, `SELECT definition FROM workflow_instance WHERE workflow_id = 'n' AND instance_id = $1`,
+		out[0].Ref.InstanceID).Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(def)
+	want := run.Ref{WorkflowID: "n", InstanceID: out[0].Ref.InstanceID, RunID: 1}
+	if note.Ref != want || note.Group != out[0].GroupID || note.Version != 1 || note.GroupCount != 4 || note.UUID != out[0].UUID ||
+		note.Timeout != 60 || note.Correlation != "n:1:1" || note.Owner != "tester" || !bytes.Equal(note.DefinitionSHA256, sum[:]) {
+		t.Errorf("note %+v; want %v in group %d, version 1, uuid %s, owner tester, the definition's sha256 %x",
+			note, want, out[0].GroupID, out[0].UUID, sum)
+	}
+	var rc map[string]string
+	if err := json.Unmarshal(note.RunConfig, &rc); err != nil || rc["policy"] != "START" {
+		t.Errorf("run config %s (%v), want a start's", note.RunConfig, err)
+	}
+
+	for what, runs := range map[string][]run.New{
+		"two runs":    {start("n", ""), start("n", "")},
+		"a restart":   {{Ref: run.Ref{WorkflowID: "n", InstanceID: out[0].Ref.InstanceID, RunID: 2}, Version: 1, GroupCount: 4, TimeoutSeconds: 60}},
+		"its own def": {{Ref: run.Ref{WorkflowID: "n"}, Version: 1, Definition: def, GroupCount: 4, TimeoutSeconds: 60}},
+	} {
+		create(t, pool, runs, run.Options{})
+		for _, m := range drain(t, conn, notified) {
+			if m.Note != nil {
+				t.Errorf("%s: message %d noted %s, want no note", what, m.ID, m.Note)
+			}
+		}
+	}
+}
+
+// drain returns the messages of the notifications waiting on conn (at
+// least one).
+func drain(t *testing.T, conn *pgxpool.Conn, notified func() []queue.Message) []queue.Message {
+	t.Helper()
+	ms := notified()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		n, err := conn.Conn().WaitForNotification(ctx)
+		cancel()
+		if err != nil {
+			return ms
+		}
+		more, err := queue.ParseNotifications(n.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, more...)
+	}
+}
