@@ -37,7 +37,7 @@ func (s localStarter) Prepare(ctx context.Context, runs []composite.NewRun, vary
 		p := &out[i]
 		if batch != nil {
 			rctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
-			p.Values, p.JSON, p.Err = batch.Evaluate(rctx, r.Ref.InstanceID, r.Own)
+			p.Values, p.Base, p.JSON, p.Err = batch.EvaluateSplit(rctx, r.Ref.InstanceID, r.Own)
 			cancel()
 		} else {
 			p.Values, p.JSON, p.Err = s.e.evaluateRunParams(ctx, r.Ref, r.Definition, runParams(r), r.Initiator, "START", r.Owner)
@@ -93,7 +93,11 @@ func (s localStarter) Run(ctx context.Context, runs []composite.StartedRun) {
 		if g == nil || g.gen != r.Generation {
 			continue // the group's next owner adopts it
 		}
-		if err := s.e.runFlowWith(ctx, g, r.Row, nil, false, 0, r.Values, nil); err != nil {
+		// Charged for its params whole, the shared part included, as a
+		// run started from the queue is.
+		held := runFootprint(len(r.Row.Definition), len(r.Row.Params)+len(r.ParamsBase))
+		s.e.mem.force(held)
+		if err := s.e.runFlowWith(ctx, g, r.Row, nil, false, held, r.Values, nil); err != nil {
 			s.e.cfg.Logger.Warn("start iteration", "flow", r.Row.Ref.String(), "error", err.Error())
 		}
 	}

@@ -133,13 +133,34 @@ func NewBatch(ctx context.Context, in WorkflowInput, varying []string) (*Batch, 
 // varying run params are runParams (the names given to NewBatch, no
 // others). It returns the values, all of them, and their JSON.
 func (b *Batch) Evaluate(ctx context.Context, instanceID int64, runParams workflow.Params) (Values, []byte, error) {
+	out, shared, own, err := b.EvaluateSplit(ctx, instanceID, runParams)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(shared) == 0 {
+		return out, own, nil
+	}
+	raw := make([]byte, 0, len(shared)+len(own))
+	raw = append(raw, shared[:len(shared)-1]...)
+	raw = append(raw, ',')
+	raw = append(raw, own[1:]...) // own has workflow_instance_id at least
+	return out, raw, nil
+}
+
+// EvaluateSplit is Evaluate with the run's params' JSON in two objects
+// that have no name in common: shared, the params the batch's runs share
+// (the same slice for every run of the batch; nil when they share none),
+// and own, the run's. The run's params are both objects' members, which
+// the database joins when it stores them (run.Local.ParamsBase), so that
+// a batch sends and parses what its runs share once.
+func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams workflow.Params) (vals Values, shared, own []byte, err error) {
 	for name := range runParams {
 		if !b.vary[name] || name == WorkflowInstanceID {
-			return nil, nil, fmt.Errorf("param %s is not one the batch's runs vary", name)
+			return nil, nil, nil, fmt.Errorf("param %s is not one the batch's runs vary", name)
 		}
 	}
 	if err := CheckOverrides(b.defs, runParams, b.in.Phase); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defs := maps.Clone(b.own)
 	override(defs, runParams)
@@ -147,27 +168,20 @@ func (b *Batch) Evaluate(ctx context.Context, instanceID int64, runParams workfl
 	in := b.in
 	in.InstanceID = instanceID
 	ctx = context.WithValue(ctx, instanceKey{}, &in)
-	vals, err := EvaluateIn(ctx, defs, Scope{Base: b.base, Funcs: b.funcs, used: b.used})
+	evaluated, err := EvaluateIn(ctx, defs, Scope{Base: b.base, Funcs: b.funcs, used: b.used})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	own, err := json.Marshal(vals)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode params: %w", err)
+	if own, err = json.Marshal(evaluated); err != nil {
+		return nil, nil, nil, fmt.Errorf("encode params: %w", err)
 	}
-	raw := make([]byte, 0, len(b.json)+len(own))
-	switch {
-	case len(b.shared) == 0:
-		raw = append(raw, own...)
-	default:
-		raw = append(raw, b.json[:len(b.json)-1]...)
-		raw = append(raw, ',')
-		raw = append(raw, own[1:]...) // vals has workflow_instance_id at least
+	if len(b.shared) > 0 {
+		shared = b.json
 	}
-	out := make(Values, len(b.shared)+len(vals))
-	maps.Copy(out, b.shared)
-	maps.Copy(out, vals)
-	return out, raw, nil
+	vals = make(Values, len(b.shared)+len(evaluated))
+	maps.Copy(vals, b.shared)
+	maps.Copy(vals, evaluated)
+	return vals, shared, own, nil
 }
 
 // evaluateWorkflowDefs evaluates a run's merged workflow defs, as

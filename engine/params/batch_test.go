@@ -44,6 +44,7 @@ func TestBatchEvaluatesAsEachRunAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var firstShared []byte
 	for i := int64(1); i <= 3; i++ {
 		rp := iter(i)
 		own := workflow.Params{"a": rp["a"], "b": rp["b"], "loop_index": rp["loop_index"]}
@@ -69,6 +70,32 @@ func TestBatchEvaluatesAsEachRunAlone(t *testing.T) {
 		_ = json.Unmarshal(wantJSON, &wantDecoded)
 		if !reflect.DeepEqual(decoded, wantDecoded) {
 			t.Fatalf("run %d: JSON\n%s\nwant\n%s", i, raw, wantJSON)
+		}
+		// The split form: the shared object, one slice for every run, and
+		// the run's own, with no name in both, are together the same values.
+		_, shared, ownJSON, err := b.EvaluateSplit(ctx, i, own)
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if i > 1 && (len(shared) == 0 || &shared[0] != &firstShared[0]) {
+			t.Fatalf("run %d: the shared object is not the batch's one slice", i)
+		}
+		firstShared = shared
+		var sharedVals, ownVals params.Values
+		if err := json.Unmarshal(shared, &sharedVals); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(ownJSON, &ownVals); err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range ownVals {
+			if _, both := sharedVals[name]; both {
+				t.Fatalf("run %d: %s is both shared and its own", i, name)
+			}
+			sharedVals[name] = v
+		}
+		if !reflect.DeepEqual(sharedVals, wantDecoded) {
+			t.Fatalf("run %d: split JSON\n%s + %s\nwant\n%s", i, shared, ownJSON, wantJSON)
 		}
 		if got["doubled"].Value != i*20 || got["chain"].Value != i*20+1 || got["which"].Value != i || got["owner"].Value != "alice" {
 			t.Fatalf("run %d: doubled %v chain %v which %v owner %v", i, got["doubled"].Value, got["chain"].Value, got["which"].Value, got["owner"].Value)

@@ -86,6 +86,11 @@ type New struct {
 	// nil decodes Definition (or names only the workflow).
 	Workflow  *workflow.Workflow
 	RunParams []byte
+	// RunParamsBase, when set, is a JSON object of run params that
+	// RunParams extends (no name in both; RunParams wins): the stored run
+	// params are both objects' members. Runs that share one slice (a
+	// foreach batch's inherited params) send and parse it once.
+	RunParamsBase []byte
 	// Initiator is the JSON of the initiator column.
 	Initiator []byte
 	// Timeline is the run's first timeline events (its CREATED event);
@@ -115,6 +120,9 @@ type Local struct {
 	// IN_PROGRESS event, nil for none.
 	Params []byte
 	Event  []byte
+	// ParamsBase, when set, is a JSON object of params that Params
+	// extends, as New.RunParamsBase is for the run params.
+	ParamsBase []byte
 }
 
 // Options are a Create call's settings.
@@ -479,6 +487,11 @@ type columns struct {
 	runParams, initiators, timelines     [][]byte
 	params, runConfigs, parents, events  [][]byte
 	queuedEvents                         [][]byte
+	// bases are the JSON objects runs' run params and params extend,
+	// sent once each; rpBase and pBase each run's (1-based, 0: none).
+	bases         [][]byte
+	rpBase, pBase []int32
+	baseIdx       map[*byte]int32
 	// limits is each run's admission check: NULL admits it
 	// at once, else its workflow's concurrency; stricts its strictness.
 	limits   []pgtype.Int8
@@ -497,6 +510,25 @@ func (c *columns) init(n int) {
 	c.runParams, c.initiators, c.timelines = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
 	c.params, c.runConfigs, c.parents, c.events = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
 	c.limits, c.stricts, c.queuedEvents = make([]pgtype.Int8, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
+	c.rpBase, c.pBase = make([]int32, 0, n), make([]int32, 0, n)
+}
+
+// base is the 1-based index of JSON object b in c.bases, added on its
+// first use (runs that share one slice share its entry); 0 for none.
+func (c *columns) base(b []byte) int32 {
+	if len(b) == 0 {
+		return 0
+	}
+	if i, ok := c.baseIdx[&b[0]]; ok {
+		return i
+	}
+	if c.baseIdx == nil {
+		c.baseIdx = make(map[*byte]int32)
+	}
+	c.bases = append(c.bases, b)
+	i := int32(len(c.bases))
+	c.baseIdx[&b[0]] = i
+	return i
 }
 
 // add appends run r, its result res (ref, group, status), its uuid id,
@@ -517,10 +549,13 @@ func (c *columns) add(r *New, res *Created, id [16]byte, def int32, timeline []b
 	}
 	var gen int64
 	var params, ev []byte
+	var pBase int32
 	if r.Local != nil {
 		gen, params, ev = r.Local.Generation, r.Local.Params, r.Local.Event
+		pBase = c.base(r.Local.ParamsBase)
 		c.anyLocal = true
 	}
+	c.rpBase, c.pBase = append(c.rpBase, c.base(r.RunParamsBase)), append(c.pBase, pBase)
 	c.workflowIDs = append(c.workflowIDs, res.Ref.WorkflowID)
 	c.instanceIDs, c.runIDs, c.versions = append(c.instanceIDs, res.Ref.InstanceID), append(c.runIDs, res.Ref.RunID), append(c.versions, r.Version)
 	c.groups, c.uuids, c.requestIDs = append(c.groups, res.GroupID), append(c.uuids, id), append(c.requestIDs, textOrNull(r.RequestID))

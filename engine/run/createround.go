@@ -175,7 +175,7 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
 		c.statuses, c.defIdx, j(c.runParams), j(c.initiators), j(c.timelines), c.timeouts, c.limits, c.gens, j(c.params),
 		j(c.runConfigs), j(c.parents), c.parentKeys, c.depths, c.correlations, j(c.events), InstanceStatusKind, tracing.Traceparent(ctx),
-		c.stricts, j(c.queuedEvents))
+		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase)
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(rd.idx), err)
 	}

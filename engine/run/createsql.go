@@ -44,7 +44,10 @@ WHERE w.workflow_id = c.id
 RETURNING w.workflow_id, w.latest_instance_id`
 
 // insertRunsSQL is the one statement of a round of Create: it admits,
-// inserts the runs and enqueues their start messages. $28 is the
+// inserts the runs and enqueues their start messages. A run's run params
+// are $31[rp_base] || its own ($32; 0: its own alone), its evaluated
+// params likewise with $33: the objects a foreach batch's runs share are
+// sent and parsed once (New.RunParamsBase, Local.ParamsBase). $28 is the
 // traceparent of the creating span (engine/tracing), shared by the runs
 // one call creates and their messages. A run's definition is $2[def]
 // (definitions shared by many runs are sent once), or, with def 0, copied
@@ -108,10 +111,10 @@ r AS MATERIALIZED (
         FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
             $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
             $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
-            $25::text[], $29::boolean[], $30::jsonb[]) WITH ORDINALITY
+            $25::text[], $29::boolean[], $30::jsonb[], $32::integer[], $33::integer[]) WITH ORDINALITY
         AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
             run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
-            correlation, strict, queued_event, ord)
+            correlation, strict, queued_event, rp_base, p_base, ord)
         WINDOW w AS (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord)) AS u
     LEFT JOIN room m ON m.workflow_id = u.workflow_id AND m.lim = u.lim AND m.strict = u.strict),
 ins AS (
@@ -123,9 +126,12 @@ SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, 
     COALESCE(o.generation, 0),
     CASE WHEN o.group_id IS NULL THEN 0 ELSE 1 END,
     CASE WHEN o.group_id IS NOT NULL THEN now() END,
-    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb ELSE r.params END,
+    CASE WHEN o.group_id IS NULL THEN '{}'::jsonb
+         WHEN r.p_base > 0 THEN ($31::jsonb[])[r.p_base] || r.params
+         ELSE r.params END,
     COALESCE(($2::jsonb[])[r.def], v.definition),
-    r.run_params, r.initiator,
+    CASE WHEN r.rp_base > 0 THEN ($31::jsonb[])[r.rp_base] || r.run_params ELSE r.run_params END,
+    r.initiator,
     CASE WHEN o.group_id IS NOT NULL THEN r.timeline || $3::jsonb
          WHEN r.is_queued THEN r.timeline || r.first_queued_event
          ELSE r.timeline END,

@@ -108,12 +108,13 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 	if err != nil {
 		return &childError{msg: fmt.Sprintf("params of iteration %d: %v", it, err)}
 	}
-	// The shared object and the iteration's own, which has loop_index at
-	// least, as one object: no name is in both.
-	runParams := ownJSON
+	// The run params are the shared object's members and the iteration's
+	// own (loop_index at least; no name is in both), joined by the
+	// insert: the shared object, one slice for the batch, is sent and
+	// parsed once (run.New.RunParamsBase).
+	var shared []byte
 	if len(b.sharedJSON) > 2 {
-		runParams = make([]byte, 0, len(b.sharedJSON)+len(ownJSON))
-		runParams = append(append(append(runParams, b.sharedJSON[:len(b.sharedJSON)-1]...), ','), ownJSON[1:]...)
+		shared = b.sharedJSON
 	}
 	// "/f": a foreach iteration, which the rollup finds through the
 	// iterations' workflow id rather than the attempt (docs/rollup.md).
@@ -123,7 +124,7 @@ func (b *iterationBatch) add(st foreachState, p run.Parent, base workflow.Params
 	initiator, _ := json.Marshal(foreachInitiator{Parent: p, Type: "FOREACH"})
 	b.runs = append(b.runs, run.New{
 		Ref: run.Ref{WorkflowID: st.workflowID, InstanceID: it, RunID: st.run}, UUID: uuid.NewString(),
-		Definition: b.def, RunParams: runParams, Initiator: initiator,
+		Definition: b.def, RunParams: ownJSON, RunParamsBase: shared, Initiator: initiator,
 		Timeline: instance.StatusChange(string(instance.WorkflowCreated),
 			fmt.Sprintf("iteration %d of foreach step %s of %s", it, p.StepID, p.Ref)),
 		TimeoutSeconds: iterationTimeout, GroupCount: b.groupCount, Parent: parent, ParentKey: parentKey,
@@ -160,7 +161,7 @@ func (b *iterationBatch) prepareLocal(ctx context.Context, s Starter, owner stri
 			continue
 		}
 		i := idx[k]
-		b.runs[i].Local = &run.Local{Generation: gens[k], Params: p.JSON, Event: p.Event}
+		b.runs[i].Local = &run.Local{Generation: gens[k], Params: p.JSON, ParamsBase: p.Base, Event: p.Event}
 		b.values[i] = p.Values
 	}
 }
@@ -171,9 +172,11 @@ func (b *iterationBatch) started(i int, c run.Created) StartedRun {
 	r := b.runs[i]
 	return StartedRun{
 		Row: flowstore.InstanceRow{Ref: c.Ref, GroupCount: r.GroupCount, GroupID: c.GroupID, Status: c.Status, Seq: 1,
+			// RunParams and Params are the run's own parts (its flow reads
+			// neither: Values are its params; Run charges its memory).
 			Definition: b.def, RunParams: r.RunParams, Params: r.Local.Params, TimeoutSeconds: r.TimeoutSeconds,
 			StartTime: c.StartTime, Parent: r.Parent, UUID: c.UUID, Correlation: b.correlation, Depth: b.depth,
 			TraceContext: b.traceContext},
-		Generation: r.Local.Generation, Values: b.values[i], Event: r.Local.Event,
+		Generation: r.Local.Generation, Values: b.values[i], Event: r.Local.Event, ParamsBase: r.Local.ParamsBase,
 	}
 }

@@ -66,9 +66,13 @@ type NewRun struct {
 // JSON for its row) and its start event, or why they could not be made.
 type Prepared struct {
 	Values params.Values
-	JSON   []byte
-	Event  []byte
-	Err    error
+	// JSON is the run's params; Base, when set, an object of params the
+	// batch's runs share (one slice for all) that JSON extends, with no
+	// name in both: the stored params are both (run.Local.ParamsBase).
+	JSON  []byte
+	Base  []byte
+	Event []byte
+	Err   error
 }
 
 // StartedRun is a run committed IN_PROGRESS by this node.
@@ -78,4 +82,7 @@ type StartedRun struct {
 	Values     params.Values
 	// Event is the start event written with the run, nil for none.
 	Event []byte
+	// ParamsBase is the shared part of the run's params that Row.Params
+	// (its own part) extends, nil for none (Prepared.Base).
+	ParamsBase []byte
 }
