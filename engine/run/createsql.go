@@ -168,7 +168,7 @@ note AS (
     FROM r
     JOIN workflow_version v ON v.workflow_id = r.workflow_id AND v.version = r.version
     LEFT JOIN workflow w ON w.workflow_id = split_part(r.workflow_id, ':', 1)
-    WHERE r.def = 0 AND r.run_id = 1 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1
+    WHERE r.def = 0 AND r.rp_base = 0 AND r.run_id = 1 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1
       AND pg_column_size(v.definition) <= 262144)
 SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
 FROM ins CROSS JOIN (` + queue.NotifyNotedSQL + `) AS n`
