@@ -355,14 +355,7 @@ func TestEnqueueNotifiesTheMessage(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
 	ctx := context.Background()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+queue.Channel); err != nil {
-		t.Fatal(err)
-	}
+	conn := dbtest.Listen(t, pool, queue.Channel)
 	want := []queue.Message{enqueue(t, pool, queue.StepUpdate, 7, "one"), enqueue(t, pool, queue.InstanceAction, queue.AnyGroup, "two")}
 	tx, err := pool.Begin(ctx)
 	if err != nil {

@@ -24,14 +24,7 @@ func TestCreateNotesALoneStartInItsNotification(t *testing.T) {
 	pool := dbtest.Pool(t)
 	ctx := context.Background()
 	push(t, pool, "n", `{"run_strategy":"PARALLEL"}`)
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+queue.Channel); err != nil {
-		t.Fatal(err)
-	}
+	conn := dbtest.Listen(t, pool, queue.Channel)
 	notified := func() []queue.Message {
 		t.Helper()
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
