@@ -290,15 +290,12 @@ WITH locked AS MATERIALIZED (
 UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
 FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
 WHERE w.workflow_id = c.id AND c.id IN (SELECT workflow_id FROM locked)
-RETURNING w.workflow_id, w.properties, w.owner, w.properties->'access_control'->'operators', w.latest_instance_id`
+RETURNING w.workflow_id, w.properties, w.latest_instance_id`
 
 // BatchLock is what LockAllocate read of one workflow.
 type BatchLock struct {
-	// Props are its properties; Owner and Operators (raw) who may act on
-	// it, as locked.
-	Props     []byte
-	Owner     string
-	Operators []byte
+	// Props are its properties, as locked.
+	Props []byte
 	// Last is its latest instance id once the ids were allocated: the
 	// caller's runs take the n ids up to it, in order.
 	Last int64
@@ -318,7 +315,7 @@ func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map
 	for rows.Next() {
 		var id string
 		var l BatchLock
-		if err := rows.Scan(&id, &l.Props, &l.Owner, &l.Operators, &l.Last); err != nil {
+		if err := rows.Scan(&id, &l.Props, &l.Last); err != nil {
 			return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
 		}
 		out[id] = l
