@@ -480,8 +480,12 @@ func TestBurstClaimsEachMessageOnce(t *testing.T) {
 	if claimed+swept != n {
 		t.Errorf("%d claims of %d messages (%d by notification, %d by the sweep), want one each", claimed+swept, n, claimed, swept)
 	}
-	if wasted := calls - claimed; wasted != 0 {
-		t.Errorf("%d claim statements claimed nothing, want none", wasted)
+	// A notification read after the sweep claimed its message (the sweep's
+	// grace ran out while the machine was busy) claims nothing: a few of
+	// those are a loaded machine's timing, not a message claimed twice
+	// (seen 1-3 of 600 with other packages' tests running).
+	if wasted := calls - claimed; wasted > n/100 {
+		t.Errorf("%d claim statements claimed nothing, want at most %d", wasted, n/100)
 	}
 }
 
