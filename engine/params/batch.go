@@ -129,30 +129,15 @@ func NewBatch(ctx context.Context, in WorkflowInput, varying []string) (*Batch, 
 	return b, nil
 }
 
-// Evaluate evaluates the params of the batch's run instanceID whose
+// EvaluateSplit evaluates the params of the batch's run instanceID whose
 // varying run params are runParams (the names given to NewBatch, no
-// others). It returns the values, all of them, and their JSON.
-func (b *Batch) Evaluate(ctx context.Context, instanceID int64, runParams workflow.Params) (Values, []byte, error) {
-	out, shared, own, err := b.EvaluateSplit(ctx, instanceID, runParams)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(shared) == 0 {
-		return out, own, nil
-	}
-	raw := make([]byte, 0, len(shared)+len(own))
-	raw = append(raw, shared[:len(shared)-1]...)
-	raw = append(raw, ',')
-	raw = append(raw, own[1:]...) // own has workflow_instance_id at least
-	return out, raw, nil
-}
-
-// EvaluateSplit is Evaluate with the run's params' JSON in two objects
-// that have no name in common: shared, the params the batch's runs share
-// (the same slice for every run of the batch; nil when they share none),
-// and own, the run's. The run's params are both objects' members, which
-// the database joins when it stores them (run.Local.ParamsBase), so that
-// a batch sends and parses what its runs share once.
+// others). It returns the values, all of them, and their JSON in two
+// objects that have no name in common: shared, the params the batch's
+// runs share (the same slice for every run of the batch; nil when they
+// share none), and own, the run's. The run's params are both objects'
+// members, which the database joins when it stores them
+// (run.Local.ParamsBase), so that a batch sends and parses what its runs
+// share once.
 func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams workflow.Params) (vals Values, shared, own []byte, err error) {
 	for name := range runParams {
 		if !b.vary[name] || name == WorkflowInstanceID {

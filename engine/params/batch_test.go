@@ -48,7 +48,7 @@ func TestBatchEvaluatesAsEachRunAlone(t *testing.T) {
 	for i := int64(1); i <= 3; i++ {
 		rp := iter(i)
 		own := workflow.Params{"a": rp["a"], "b": rp["b"], "loop_index": rp["loop_index"]}
-		got, raw, err := b.Evaluate(ctx, i, own)
+		got, raw, err := evaluateJoined(ctx, b, i, own)
 		if err != nil {
 			t.Fatalf("run %d: %v", i, err)
 		}
@@ -116,14 +116,14 @@ func TestBatchRefusesWhatARunWouldRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.Evaluate(ctx, 2, workflow.Params{"other": str("x")}); err == nil {
+	if _, _, err := evaluateJoined(ctx, b, 2, workflow.Params{"other": str("x")}); err == nil {
 		t.Fatal("a param the batch does not vary was accepted")
 	}
-	_, _, err = b.Evaluate(ctx, 2, workflow.Params{"fixed": lit(workflow.ParamTypeLong, int64(2))})
+	_, _, err = evaluateJoined(ctx, b, 2, workflow.Params{"fixed": lit(workflow.ParamTypeLong, int64(2))})
 	if !errors.Is(err, params.ErrNotOverridable) {
 		t.Fatalf("override of a constant: %v, want ErrNotOverridable", err)
 	}
-	got, _, err := b.Evaluate(ctx, 2, workflow.Params{"a": lit(workflow.ParamTypeLong, int64(7))})
+	got, _, err := evaluateJoined(ctx, b, 2, workflow.Params{"a": lit(workflow.ParamTypeLong, int64(7))})
 	if err != nil || got["a"].Value != int64(7) || got["fixed"].Value != int64(1) || got[params.WorkflowInstanceID].Value != int64(2) {
 		t.Fatalf("got %v, %v", got, err)
 	}
@@ -132,4 +132,15 @@ func TestBatchRefusesWhatARunWouldRefuse(t *testing.T) {
 	if _, err := params.NewBatch(ctx, params.WorkflowInput{Workflow: sig}, nil); err == nil {
 		t.Fatal("a batch whose params read signals was made")
 	}
+}
+
+// evaluateJoined is EvaluateSplit with the two objects joined into one, as
+// the database stores them (run.Local.ParamsBase): the run's whole params.
+func evaluateJoined(ctx context.Context, b *params.Batch, instanceID int64, runParams workflow.Params) (params.Values, []byte, error) {
+	vals, shared, own, err := b.EvaluateSplit(ctx, instanceID, runParams)
+	if err != nil || len(shared) == 0 {
+		return vals, own, err
+	}
+	raw := append(append(append([]byte{}, shared[:len(shared)-1]...), ','), own[1:]...) // own has workflow_instance_id at least
+	return vals, raw, nil
 }
