@@ -129,18 +129,26 @@ const NotifyManySQL = `
                     (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / 300 AS chunk FROM msg) AS m
           GROUP BY group_id, chunk) AS notes`
 
-// NotifyNotedSQL is NotifyManySQL whose notification also carries, as
-// "run", the one row (one json column named run) of a CTE named note,
-// null when it has none: a statement that enqueues one message sends what
-// its handler needs with it (ParseNotifications sets Message.Note). The
-// caller keeps the note small enough for the whole payload to stay under
-// pg_notify's 8,000 bytes (NoteLimit).
+// NotifyNotedSQL is NotifyManySQL whose messages may carry a note: a
+// CTE named note (columns message_id and run, one json object per
+// message it notes) names what the handler of a message needs, and each
+// message noted gets a notification of its own carrying it as "run"
+// (ParseNotifications sets Message.Note); the others are notified as
+// NotifyManySQL does. A note longer than noteLimit is left out: its
+// message is notified with the others (pg_notify's payload limit is
+// 8,000 bytes).
 const NotifyNotedSQL = `
-    SELECT count(pg_notify('` + Channel + `', json_build_object('q', %s, 'g', g, 'ids', ids,
-                'run', (SELECT note.run FROM note WHERE length(note.run::text) <= ` + noteLimit + `))::text)) AS notified
-    FROM (SELECT coalesce(group_id, -1) AS g, json_agg(message_id ORDER BY message_id) AS ids
+    SELECT count(pg_notify('` + Channel + `', json_build_object('q', %s, 'g', g, 'ids', ids, 'run', run)::text)) AS notified
+    FROM (SELECT coalesce(m.group_id, -1) AS g, json_build_array(m.message_id) AS ids, n.run
+          FROM msg m JOIN note n ON n.message_id = m.message_id
+          WHERE length(n.run::text) <= ` + noteLimit + `
+          UNION ALL
+          SELECT coalesce(group_id, -1), json_agg(message_id ORDER BY message_id), NULL
           FROM (SELECT message_id, group_id,
-                    (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / 300 AS chunk FROM msg) AS m
+                    (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / 300 AS chunk
+                FROM msg m
+                WHERE NOT EXISTS (SELECT 1 FROM note n WHERE n.message_id = m.message_id
+                    AND length(n.run::text) <= ` + noteLimit + `)) AS m
           GROUP BY group_id, chunk) AS notes`
 
 // noteLimit is the longest note NotifyNotedSQL sends: with the queue,

@@ -76,12 +76,16 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // committed. A run_config ($21) of NULL is a start's, {"policy": "START"}.
 // The admitted CREATED runs get their start_workflow messages
 // and notifications here too: one notification per flow group for up to
-// 300 messages (queue.NotifyNotedSQL), not one per message. The
-// notification of a lone start admitted at once with its version's
-// definition carries its run (note, run.StartNote), so that the engine
-// can start it without a claim and a read, a round trip a network away;
-// only a first run (run_id 1): a restart's carried steps are inserted
-// after this statement, and its run must be read with them.
+// 300 messages (queue.NotifyNotedSQL), not one per message. The start of
+// a first run (run_id 1) admitted at once with its version's definition,
+// in a statement of up to maxNotedStarts such starts (the API's starts
+// a burst gathers into one, not a trigger's or a backfill's batch), gets
+// a notification of its own carrying its run (note, run.StartNote), so
+// that the engine can start it without a claim and a read: a round trip
+// a network away, and a claim's commit and a read of the run's row for
+// PostgreSQL. The definition's sha256 is computed once per version
+// (noted). A restart is never noted: its carried steps are inserted after
+// this statement, and its run must be read with them.
 const insertRunsSQL = `
 WITH owned AS (
     SELECT group_id, generation FROM flow_group
@@ -154,24 +158,38 @@ msg AS (
     SELECT %s, ins.group_id, json_build_object('workflow_id', ins.workflow_id, 'instance_id', ins.instance_id,
         'run_id', ins.run_id, 'group_id', ins.group_id), NULLIF($28::text, '')
     FROM ins WHERE ins.status = 'CREATED' AND NOT ins.queued
-    RETURNING message_id, group_id),
+    RETURNING message_id, group_id, payload),
+noted AS MATERIALIZED (
+    SELECT v.workflow_id, v.version, encode(sha256(convert_to(v.definition::text, 'UTF8')), 'base64') AS sha
+    FROM workflow_version v
+    WHERE (SELECT count(*) FROM msg) <= ` + maxNotedStarts + `
+      AND (v.workflow_id, v.version) IN (SELECT workflow_id, version FROM r WHERE def = 0 AND rp_base = 0 AND run_id = 1)
+      AND pg_column_size(v.definition) <= 262144),
 note AS (
-    SELECT json_build_object('workflow_id', r.workflow_id, 'instance_id', r.instance_id, 'run_id', r.run_id,
+    SELECT m.message_id, json_build_object('workflow_id', r.workflow_id, 'instance_id', r.instance_id, 'run_id', r.run_id,
         'group_id', r.group_id, 'version', r.version, 'group_count', r.group_count, 'uuid', r.uuid,
         'run_params', r.run_params, 'initiator', r.initiator, 'timeout', r.timeout,
         'run_config', COALESCE(r.run_config, '{"policy": "START"}'::jsonb), 'parent', r.parent, 'depth', r.depth,
         'correlation', COALESCE(r.correlation, r.workflow_id || ':' || r.instance_id || ':' || r.run_id),
         'trace', NULLIF($28::text, ''), 'backfill_id', COALESCE(r.initiator->>'backfill_id', ''),
         'incremental', r.initiator->'incremental',
-        'definition_sha256', encode(sha256(convert_to(v.definition::text, 'UTF8')), 'base64'),
+        'definition_sha256', d.sha,
         'owner', COALESCE(w.owner, '')) AS run
-    FROM r
-    JOIN workflow_version v ON v.workflow_id = r.workflow_id AND v.version = r.version
+    FROM msg m
+    JOIN r ON r.workflow_id = m.payload->>'workflow_id' AND r.instance_id = (m.payload->>'instance_id')::bigint
+      AND r.run_id = (m.payload->>'run_id')::bigint
+    JOIN noted d ON d.workflow_id = r.workflow_id AND d.version = r.version
     LEFT JOIN workflow w ON w.workflow_id = split_part(r.workflow_id, ':', 1)
-    WHERE r.def = 0 AND r.rp_base = 0 AND r.run_id = 1 AND (SELECT count(*) FROM r) = 1 AND (SELECT count(*) FROM msg) = 1
-      AND pg_column_size(v.definition) <= 262144)
+    WHERE r.def = 0 AND r.rp_base = 0 AND r.run_id = 1)
 SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
 FROM ins CROSS JOIN (` + queue.NotifyNotedSQL + `) AS n`
+
+// maxNotedStarts is the most starts one insertRunsSQL notes (above, a
+// statement notes none): one notification each is a few microseconds of
+// its commit, against a claim and a read saved; the batches above it are
+// triggers', signals' and backfills' (hundreds of runs), whose creation
+// rate (BenchmarkBatchStarts) the notes would cost.
+const maxNotedStarts = "100"
 
 // insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
 // exists already is left out rather than failing the statement.

@@ -15,11 +15,13 @@ import (
 	"github.com/maestro-aws/maestro/engine/run"
 )
 
-// A lone first run created with its version's definition is announced
-// with its run in the notification (run.StartNote): what the engine would
-// read of it, and the sha256 of its definition as a read returns it. Two
-// runs in one call, a restart (run 2, whose carried steps come after the
-// insert) and a run with a definition of its own are announced without.
+// A first run created with its version's definition is announced with
+// its run in a notification of its own (run.StartNote): what the engine
+// would read of it, and the sha256 of its definition as a read returns
+// it; so is each of a few runs created in one call. A restart (run 2,
+// whose carried steps come after the insert), a run with a definition of
+// its own and the runs of a call creating more than 100 are announced
+// without.
 func TestCreateNotesALoneStartInItsNotification(t *testing.T) {
 	pool := dbtest.Pool(t)
 	ctx := context.Background()
@@ -66,8 +68,28 @@ func TestCreateNotesALoneStartInItsNotification(t *testing.T) {
 		t.Errorf("run config %s (%v), want a start's", note.RunConfig, err)
 	}
 
+	two, _ := create(t, pool, []run.New{start("n", ""), start("n", "")}, run.Options{})
+	ms = drain(t, conn, notified)
+	noted := map[int64]bool{}
+	for _, m := range ms {
+		var n run.StartNote
+		if err := json.Unmarshal(m.Note, &n); err != nil || !bytes.Equal(n.DefinitionSHA256, sum[:]) {
+			t.Fatalf("two runs: message %d noted %s (%v), want its run's note", m.ID, m.Note, err)
+		}
+		noted[n.InstanceID] = true
+	}
+	if len(ms) != 2 || !noted[two[0].Ref.InstanceID] || !noted[two[1].Ref.InstanceID] {
+		t.Errorf("two runs: %d messages noted %v, want one each for %d and %d", len(ms), noted,
+			two[0].Ref.InstanceID, two[1].Ref.InstanceID)
+	}
+
+	push(t, pool, "wide", `{"run_strategy":{"rule":"PARALLEL","workflow_concurrency":1000}}`)
+	many := make([]run.New, 101)
+	for i := range many {
+		many[i] = start("wide", "")
+	}
 	for what, runs := range map[string][]run.New{
-		"two runs":    {start("n", ""), start("n", "")},
+		"101 runs":    many,
 		"a restart":   {{Ref: run.Ref{WorkflowID: "n", InstanceID: out[0].Ref.InstanceID, RunID: 2}, Version: 1, GroupCount: 4, TimeoutSeconds: 60}},
 		"its own def": {{Ref: run.Ref{WorkflowID: "n"}, Version: 1, Definition: def, GroupCount: 4, TimeoutSeconds: 60}},
 	} {
