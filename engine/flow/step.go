@@ -121,7 +121,7 @@ func resumeAttempt(f *flowActor, node *workflow.StepNode, row flowstore.StepRow)
 	a := &stepActor{
 		f: f, node: node, id: row.StepID, attempt: row.AttemptID, uuid: row.UUID,
 		status: row.Status, retry: row.Retry, data: row.Runtime.Data,
-		w: stepWrites{durable: row.Status, seq: row.Seq, inserted: true,
+		w: stepWrites{durable: row.Status, seq: row.Seq, inserted: true, paramsStored: true,
 			runningDurable: row.Status == instance.StepRunning || row.Status == instance.StepFinishing},
 		inbox: newMailbox[stepMsg](), done: make(chan struct{}),
 	}

@@ -86,6 +86,7 @@ func (a *stepActor) evaluateParams(ctx context.Context) error {
 		return err
 	}
 	a.in.defs, a.params = defs, vals
+	a.w.paramsStored, a.w.paramsPatch = false, nil
 	return nil
 }
 
@@ -173,6 +174,13 @@ func (a *stepActor) mergeOutputs(ctx context.Context, fromRuntime map[string]any
 		return err
 	}
 	a.params, a.outputs = merged, outs.Plain()
+	if a.w.paramsStored {
+		// What MergeOutputs set on the params, for the next update.
+		if a.w.paramsPatch == nil {
+			a.w.paramsPatch = make(params.Values, len(outs))
+		}
+		maps.Copy(a.w.paramsPatch, outs)
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/flow/internal/flowstore"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/params"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/stepruntime"
 )
@@ -36,6 +37,12 @@ type stepWrites struct {
 	// outSignals are the output signals the attempt's terminal write
 	// announces (signals.go).
 	outSignals []byte
+	// paramsStored: the row's params, with paramsPatch set on them, are
+	// the attempt's (a.params), so that an update sends the patch (the
+	// output params merged in since) or nothing rather than all of them
+	// again: an Http step's end wrote its ~1.6 kB of params twice.
+	paramsStored bool
+	paramsPatch  params.Values
 }
 
 // transition records a status change in memory; persist writes it.
@@ -111,7 +118,12 @@ func (a *stepActor) nextWrite(start, end bool) flowstore.StepWrite {
 		Status: a.status, Seq: a.w.seq + 1, Retry: a.retry, Timeline: a.w.pending, Start: start, End: end,
 		Runtime: flowstore.RuntimeState{Data: a.data, RetryAt: a.retryAt, Message: a.message},
 	}
-	if a.params != nil {
+	switch {
+	case a.w.inserted && a.w.paramsStored:
+		if a.w.paramsPatch != nil {
+			w.ParamsPatch, _ = json.Marshal(a.w.paramsPatch)
+		}
+	case a.params != nil:
 		w.Params, _ = json.Marshal(a.params)
 	}
 	if a.outputs != nil {
@@ -136,6 +148,7 @@ func (a *stepActor) op(ctx context.Context, w flowstore.StepWrite) *flowstore.Op
 // handed to the writer behind, and returns the transitions it carried.
 func (a *stepActor) wrote(w flowstore.StepWrite) (pending []instance.TimelineEvent, pendingAt []time.Time) {
 	a.w.inserted, a.w.startUnwritten = true, false
+	a.w.paramsStored, a.w.paramsPatch = true, nil
 	a.w.durable = a.status
 	if w.Signals != nil {
 		a.w.outSignals = nil

@@ -57,6 +57,15 @@ func TestHttpStepOutputsFeedLaterSteps(t *testing.T) {
 	if keys[call.UUID] != 1 {
 		t.Errorf("keys %v, want %s once", keys, call.UUID)
 	}
+	// Its stored params are those it was called with and, set on them by
+	// its end's write, the response's outputs.
+	var stored map[string]struct{ Value any }
+	if err := json.Unmarshal(call.Params, &stored); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stored["http"]; !ok || stored["status_code"].Value != float64(200) || !strings.Contains(fmt.Sprint(stored["response_body"].Value), "nightly") {
+		t.Errorf("the call's stored params %s, want its http param and the response's outputs", call.Params)
+	}
 	after := env.Attempts(inst, "after")[0]
 	var p map[string]struct{ Value any }
 	if err := json.Unmarshal(after.Params, &p); err != nil {

@@ -14,20 +14,6 @@ import (
 // them. The API's side (engine/api outputs.go, permits.go, breakpoints.go)
 // writes the same tables.
 
-// ReadOutputData returns the output params an external job set for an
-// attempt through PUT /api/v3/output-data, nil when none.
-func (s *Store) ReadOutputData(ctx context.Context, uuid string) ([]byte, error) {
-	var b []byte
-	err := s.db.QueryRow(ctx, `SELECT params FROM step_output_data WHERE step_uuid = $1`, uuid).Scan(&b)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read output data of step attempt %s: %w", uuid, err)
-	}
-	return b, nil
-}
-
 // liveStepStatuses is the SQL list of terminal step statuses; an attempt
 // in one of them holds no permit.
 const terminalStepStatuses = `'SUCCEEDED', 'COMPLETED_WITH_ERROR', 'UNSATISFIED', 'SKIPPED', 'DISABLED',

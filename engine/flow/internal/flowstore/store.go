@@ -25,8 +25,9 @@ import (
 // Store holds the engine's SQL. Every write that touches a flow is fenced
 // by the flow's generation.
 type Store struct {
-	db  *pgxpool.Pool
-	log *slog.Logger
+	db      *pgxpool.Pool
+	log     *slog.Logger
+	outputs outputReads
 }
 
 // New builds the store over db; log receives what a caller does not wait
@@ -412,15 +413,20 @@ func (s *Store) LoadLatestAttempts(ctx context.Context, ref run.Ref) ([]StepRow,
 // StepWrite is one write-through of a step attempt: its new status and the
 // timeline events of every transition since the last write.
 type StepWrite struct {
-	Status   instance.StepStatus
-	Seq      int64 // the new seq; the stored one must be Seq-1 (0 for an insert)
-	Params   []byte
-	Outputs  []byte
-	Runtime  RuntimeState
-	Retry    instance.RetryInfo
-	Timeline []instance.TimelineEvent
-	Start    bool // set start_time now
-	End      bool // set end_time now
+	Status instance.StepStatus
+	Seq    int64 // the new seq; the stored one must be Seq-1 (0 for an insert)
+	// Params are the attempt's params, all of them; nil on an update
+	// leaves the stored ones, with ParamsPatch set on them: a JSON
+	// object whose keys replace theirs (output params merged in,
+	// params.MergeOutputs), nil for none.
+	Params      []byte
+	ParamsPatch []byte
+	Outputs     []byte
+	Runtime     RuntimeState
+	Retry       instance.RetryInfo
+	Timeline    []instance.TimelineEvent
+	Start       bool // set start_time now
+	End         bool // set end_time now
 	// Event is the event of the status changes the write makes; nil when
 	// it makes none.
 	Event []byte

@@ -235,8 +235,11 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	start, fin := make([]bool, n), make([]bool, n)
 	ev, sig := make([][]byte, n), make([][]byte, n)
 	var uuids, types []string
+	var patch [][]byte
 	if insert {
 		uuids, types = make([]string, n), make([]string, n)
+	} else {
+		patch = make([][]byte, n)
 	}
 	for i, op := range ops {
 		s := &op.step
@@ -246,6 +249,8 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 		if insert {
 			params[i], outputs[i] = jsonOr(s.Params), jsonOr(s.Outputs)
 			uuids[i], types[i] = op.uuid, op.typ
+		} else if s.Params == nil {
+			patch[i] = s.ParamsPatch
 		}
 		rt[i], _ = json.Marshal(s.Runtime)
 		retry[i], _ = json.Marshal(s.Retry)
@@ -258,6 +263,8 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
 	if insert {
 		args = append(args, uuids, types)
+	} else {
+		args = append(args, patch)
 	}
 	if afterStart {
 		args = append(args, live)

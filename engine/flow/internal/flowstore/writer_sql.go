@@ -27,8 +27,10 @@ import (
 
 // stepSource unnests the column arrays of step writes ($2 ... $19; $1 is
 // the event kind; $19 the output signals a row announces, NULL for none);
-// an insert adds its uuids and step types ($20, $21), and a statement
-// with startedFence the live flags (the next parameter). Each row carries
+// an insert adds its uuids and step types ($20, $21), an update the
+// patches of its params ($20: with params NULL, the keys to set on the
+// stored ones), and a statement with startedFence the live flags (the
+// next parameter). Each row carries
 // its place in the arrays (ord): a statement may write several writes of
 // one run (a chain of steps each written once, SUCCEEDED), given in the
 // run's order, and records their events in that order.
@@ -44,6 +46,9 @@ func stepSource(insert, live bool) string {
 	if insert {
 		cols, arrays, names = cols+", u.uuid, u.step_type", arrays+", $20::uuid[], $21::text[]", names+", uuid, step_type"
 		next = 22
+	} else {
+		cols, arrays, names = cols+", u.patch", arrays+", $20::jsonb[]", names+", patch"
+		next = 21
 	}
 	if live {
 		cols, arrays, names = cols+", u.live", arrays+fmt.Sprintf(", $%d::boolean[]", next), names+", live"
@@ -121,7 +126,7 @@ WITH u AS (` + cols + `),
 ws AS (
     UPDATE step_instance s SET
         status = u.status, seq = u.seq,
-        params = COALESCE(u.params, s.params),
+        params = COALESCE(u.params, s.params || u.patch, s.params),
         outputs = COALESCE(u.outputs, s.outputs),
         runtime_state = u.runtime_state, retry = u.retry,
         timeline = s.timeline || u.timeline,
