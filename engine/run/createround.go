@@ -171,7 +171,7 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 	// The JSON columns go as FlatArrays: pgx encodes a [][]byte by
 	// reflection, element by element.
 	j := func(v [][]byte) pgtype.FlatArray[[]byte] { return v }
-	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting), node, j(c.defs), opt.PickedUp,
+	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting, len(rd.idx) <= maxNotedStarts), node, j(c.defs), opt.PickedUp,
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
 		c.statuses, c.defIdx, j(c.runParams), j(c.initiators), j(c.timelines), c.timeouts, c.limits, c.gens, j(c.params),
 		j(c.runConfigs), j(c.parents), c.parentKeys, c.depths, c.correlations, j(c.events), InstanceStatusKind, tracing.Traceparent(ctx),

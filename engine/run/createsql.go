@@ -76,16 +76,17 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // committed. A run_config ($21) of NULL is a start's, {"policy": "START"}.
 // The admitted CREATED runs get their start_workflow messages
 // and notifications here too: one notification per flow group for up to
-// 300 messages (queue.NotifyNotedSQL), not one per message. The start of
-// a first run (run_id 1) admitted at once with its version's definition,
-// in a statement of up to maxNotedStarts such starts (the API's starts
-// a burst gathers into one, not a trigger's or a backfill's batch), gets
-// a notification of its own carrying its run (note, run.StartNote), so
-// that the engine can start it without a claim and a read: a round trip
-// a network away, and a claim's commit and a read of the run's row for
-// PostgreSQL. The definition's sha256 is computed once per version
-// (noted). A restart is never noted: its carried steps are inserted after
-// this statement, and its run must be read with them.
+// 300 messages, not one per message (its end, the last %s:
+// insertRunsPlainSQL, or insertRunsNotedSQL with the messages' payloads
+// returned). In a round of up to maxNotedStarts runs (a lone
+// start, or the starts the API gathers from a burst; not a trigger's or
+// a backfill's batch), the start of a first run (run_id 1) admitted at
+// once with its version's definition gets a notification of its own
+// carrying its run (note, run.StartNote), so that the engine can start
+// it without a claim and a read: a round trip a network away, and a
+// claim's commit and a read of the run's row for PostgreSQL. A restart
+// is never noted: its carried steps are inserted after this statement,
+// and its run must be read with them.
 const insertRunsSQL = `
 WITH owned AS (
     SELECT group_id, generation FROM flow_group
@@ -158,12 +159,18 @@ msg AS (
     SELECT %s, ins.group_id, json_build_object('workflow_id', ins.workflow_id, 'instance_id', ins.instance_id,
         'run_id', ins.run_id, 'group_id', ins.group_id), NULLIF($28::text, '')
     FROM ins WHERE ins.status = 'CREATED' AND NOT ins.queued
-    RETURNING message_id, group_id, payload),
+    RETURNING message_id, group_id%s)%s`
+
+// insertRunsNotedSQL ends insertRunsSQL for a round of up to
+// maxNotedStarts runs: each first run admitted at once with its version's
+// definition is noted (note: its run.StartNote, with the sha256 of the
+// definition computed once per version, noted), its message notified on
+// its own with it, the others together (queue.NotifyNotedSQL).
+const insertRunsNotedSQL = `,
 noted AS MATERIALIZED (
     SELECT v.workflow_id, v.version, encode(sha256(convert_to(v.definition::text, 'UTF8')), 'base64') AS sha
     FROM workflow_version v
-    WHERE (SELECT count(*) FROM msg) <= ` + maxNotedStarts + `
-      AND (v.workflow_id, v.version) IN (SELECT workflow_id, version FROM r WHERE def = 0 AND rp_base = 0 AND run_id = 1)
+    WHERE (v.workflow_id, v.version) IN (SELECT workflow_id, version FROM r WHERE def = 0 AND rp_base = 0 AND run_id = 1)
       AND pg_column_size(v.definition) <= 262144),
 note AS (
     SELECT m.message_id, json_build_object('workflow_id', r.workflow_id, 'instance_id', r.instance_id, 'run_id', r.run_id,
@@ -184,26 +191,42 @@ note AS (
 SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
 FROM ins CROSS JOIN (` + queue.NotifyNotedSQL + `) AS n`
 
-// maxNotedStarts is the most starts one insertRunsSQL notes (above, a
-// statement notes none): one notification each is a few microseconds of
-// its commit, against a claim and a read saved; the batches above it are
-// triggers', signals' and backfills' (hundreds of runs), whose creation
-// rate (BenchmarkBatchStarts) the notes would cost.
-const maxNotedStarts = "100"
+// insertRunsPlainSQL ends insertRunsSQL for a larger round: its messages
+// are notified together (queue.NotifyManySQL), none noted.
+const insertRunsPlainSQL = `
+SELECT ins.workflow_id, ins.instance_id, ins.run_id, ins.status, ins.start_time, ins.queued, n.notified
+FROM ins CROSS JOIN (` + queue.NotifyManySQL + `) AS n`
+
+// maxNotedStarts is the most runs a round of Create may have for its
+// starts to be noted: one notification each is a few microseconds of its
+// commit, against a claim and a read saved; the larger rounds are
+// triggers', signals' and backfills' batches (hundreds of runs), whose
+// creation rate (BenchmarkBatchStarts) the notes would cost.
+const maxNotedStarts = 100
 
 // insertRunsStatement is insertRunsSQL; with skipExisting a run whose row
-// exists already is left out rather than failing the statement.
-func insertRunsStatement(skipExisting bool) string {
-	if skipExisting {
+// exists already is left out rather than failing the statement; with
+// noted (a round of up to maxNotedStarts runs) the starts are noted.
+func insertRunsStatement(skipExisting, noted bool) string {
+	switch {
+	case skipExisting && noted:
+		return insertRunsSkipNotedSQL
+	case skipExisting:
 		return insertRunsSkipSQL
+	case noted:
+		return insertRunsFailNotedSQL
 	}
 	return insertRunsFailSQL
 }
 
 var (
-	startQueue        = strconv.Itoa(int(queue.StartWorkflow))
-	insertRunsFailSQL = fmt.Sprintf(insertRunsSQL, "", startQueue, startQueue)
-	insertRunsSkipSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING", startQueue, startQueue)
+	startQueue             = strconv.Itoa(int(queue.StartWorkflow))
+	plainEnd               = fmt.Sprintf(insertRunsPlainSQL, startQueue)
+	notedEnd               = fmt.Sprintf(insertRunsNotedSQL, startQueue)
+	insertRunsFailSQL      = fmt.Sprintf(insertRunsSQL, "", startQueue, "", plainEnd)
+	insertRunsSkipSQL      = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING", startQueue, "", plainEnd)
+	insertRunsFailNotedSQL = fmt.Sprintf(insertRunsSQL, "", startQueue, ", payload", notedEnd)
+	insertRunsSkipNotedSQL = fmt.Sprintf(insertRunsSQL, "ON CONFLICT DO NOTHING", startQueue, ", payload", notedEnd)
 )
 
 // The first statement of a single start (execution.Start): under the
