@@ -141,8 +141,9 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	}
 	// The workflow and version of each start exist; run.Create does the
 	// rest of what Start does (dedup, param checks, admission).
-	var runs []run.New
-	var index []int // start of each run
+	runs := make([]run.New, 0, len(starts))
+	index := make([]int, 0, len(starts)) // start of each run
+	timelines := map[string][]instance.TimelineEvent{}
 	for i, st := range starts {
 		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
 		if _, exists := props[st.WorkflowID]; !ok || !exists {
@@ -159,7 +160,13 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 		runParams, initiator := st.RunParams, st.Initiator
 		runs = append(runs, run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
 			Workflow: v.wf, GroupCount: s.groupCount,
-			Check: func(n *run.New) error { return startInputs(n, runParams, initiator) }})
+			Check: func(n *run.New) error {
+				if err := startInputs(n, runParams, initiator); err != nil {
+					return err
+				}
+				shareTimeline(n, timelines)
+				return nil
+			}})
 		index = append(index, i)
 	}
 	created, err := run.Create(ctx, tx, runs, run.Options{Props: props})
@@ -218,16 +225,7 @@ func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []B
 			out[i].Err = err
 			continue
 		}
-		if len(n.Timeline) == 2 {
-			// Starts with the same reason (a backfill's, one trigger's)
-			// share their CREATED events, which run.Create then encodes
-			// once.
-			if t, ok := timelines[n.Timeline[1].Message]; ok {
-				n.Timeline = t
-			} else {
-				timelines[n.Timeline[1].Message] = n.Timeline
-			}
-		}
+		shareTimeline(&n, timelines)
 		runs, index = append(runs, n), append(index, i)
 		counts[st.WorkflowID]++
 	}
@@ -271,6 +269,20 @@ func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []B
 			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
 	}
 	return out, nil
+}
+
+// shareTimeline gives a start the CREATED events of an earlier start of
+// the batch with the same reason (a backfill's, one trigger's), which
+// run.Create then encodes and sends once; timelines holds them by reason.
+func shareTimeline(n *run.New, timelines map[string][]instance.TimelineEvent) {
+	if len(n.Timeline) != 2 {
+		return
+	}
+	if t, ok := timelines[n.Timeline[1].Message]; ok {
+		n.Timeline = t
+	} else {
+		timelines[n.Timeline[1].Message] = n.Timeline
+	}
 }
 
 type batchKey struct {

@@ -59,6 +59,7 @@ func newBatchWorld(t *testing.T) *batchWorld {
 	start("last", "")
 	start("last", "")
 	start("seq", "r-old")
+	start("consts", "c-old")
 	for _, q := range []string{
 		`UPDATE workflow_instance SET status = 'FAILED', seq = seq + 1, end_time = now() WHERE workflow_id = 'strict'`,
 		`UPDATE workflow_instance SET status = 'IN_PROGRESS', seq = seq + 1 WHERE workflow_id IN ('first', 'last') AND instance_id = 1`,
@@ -102,6 +103,12 @@ var batchStarts = []BatchStart{
 	{WorkflowID: "consts", Version: 1, Initiator: map[string]any{"type": "MANUAL", "user": "u"}},
 	timeStart("nope", "", 1),
 	{WorkflowID: "seq", Version: 9},
+	// A request id whose first start is refused: the next start with it
+	// is created; a refused start repeating a stored run is its duplicate.
+	{WorkflowID: "consts", Version: 1, RequestID: "c1", RunParams: workflow.Params{"locked": {Type: workflow.ParamTypeString, Value: "b"}}},
+	{WorkflowID: "consts", Version: 1, RequestID: "c1"},
+	{WorkflowID: "consts", Version: 1, RequestID: "c1"},
+	{WorkflowID: "consts", Version: 1, RequestID: "c-old", RunParams: workflow.Params{"locked": {Type: workflow.ParamTypeString, Value: "b"}}},
 }
 
 // The batch path and Start, given the same starts in the same order over
@@ -131,6 +138,10 @@ func TestBatchStartMatchesSingleStarts(t *testing.T) {
 		{14, "constant param refused", got[14].Err == "invalid"},
 		{16, "missing workflow", got[16].Err == "not found"},
 		{17, "missing version", got[17].Err == "not found"},
+		{18, "refused with a request id", got[18].Err == "invalid"},
+		{19, "created with the request id a refused start had", got[19].Err == "" && !got[19].Duplicated},
+		{20, "duplicate of a start created after a refused one", got[20].Duplicated && got[20].InstanceID == got[19].InstanceID},
+		{21, "duplicate of a stored run though its params are refused", got[21].Duplicated && got[21].InstanceID == 1},
 	} {
 		if !w.ok {
 			t.Errorf("start %d was not %s: %+v", w.i, w.what, got[w.i])

@@ -172,13 +172,24 @@ func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, err
 		}
 		out[i].Ref = runs[i].Ref
 	}
-	fresh, err := dedup(ctx, tx, runs, out, opt.Deduplicated)
-	if err != nil {
-		return nil, err
-	}
-	props, err := lockAndAllocate(ctx, tx, runs, fresh, opt.Props, out)
-	if err != nil {
-		return nil, err
+	var fresh []int
+	var props map[string][]byte
+	var err error
+	if !opt.Deduplicated && callerLocked(runs, opt.Props) {
+		// The caller holds every lock the call needs (a batch of starts
+		// with request ids): one statement looks for the stored runs and
+		// allocates the ids of the others.
+		if fresh, err = dedupAllocate(ctx, tx, runs, out); err != nil {
+			return nil, err
+		}
+		props = opt.Props
+	} else {
+		if fresh, err = dedup(ctx, tx, runs, out, opt.Deduplicated); err != nil {
+			return nil, err
+		}
+		if props, err = lockAndAllocate(ctx, tx, runs, fresh, opt.Props, out); err != nil {
+			return nil, err
+		}
 	}
 	for _, round := range rounds(runs, fresh, props) {
 		if err := createRound(ctx, tx, runs, round, props, opt, out); err != nil {
@@ -487,11 +498,12 @@ type columns struct {
 	runParams, initiators, timelines     [][]byte
 	params, runConfigs, parents, events  [][]byte
 	queuedEvents                         [][]byte
-	// bases are the JSON objects runs' run params and params extend,
-	// sent once each; rpBase and pBase each run's (1-based, 0: none).
-	bases         [][]byte
-	rpBase, pBase []int32
-	baseIdx       map[*byte]int32
+	// bases are the JSON objects runs' run params and params extend and
+	// the timelines runs share, sent once each; rpBase, pBase and tlBase
+	// each run's (1-based, 0: none).
+	bases                 [][]byte
+	rpBase, pBase, tlBase []int32
+	baseIdx               map[*byte]int32
 	// limits is each run's admission check: NULL admits it
 	// at once, else its workflow's concurrency; stricts its strictness.
 	limits   []pgtype.Int8
@@ -513,7 +525,7 @@ func (c *columns) init(n int) {
 	c.rpBase, c.pBase = make([]int32, 0, n), make([]int32, 0, n)
 }
 
-// base is the 1-based index of JSON object b in c.bases, added on its
+// base is the 1-based index of JSON value b in c.bases, added on its
 // first use (runs that share one slice share its entry); 0 for none.
 func (c *columns) base(b []byte) int32 {
 	if len(b) == 0 {

@@ -130,6 +130,7 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 		}
 		c.add(r, res, id, def, tl, limit, strict, queuedEvent)
 	}
+	c.shareTimelines()
 	return rd, nil
 }
 
@@ -155,6 +156,25 @@ func timelineJSON(timeline []instance.TimelineEvent, own bool, seen map[timeline
 	return b, nil
 }
 
+// shareTimelines moves the timelines two or more runs share (the same
+// JSON slice, timelineJSON) into c.bases, each run naming its entry in
+// c.tlBase, so that the statement carries and parses each once; the
+// others stay the runs' own (tlBase 0).
+func (c *columns) shareTimelines() {
+	c.tlBase = make([]int32, len(c.timelines))
+	uses := make(map[*byte]int, 4)
+	for _, t := range c.timelines {
+		if len(t) > 0 {
+			uses[&t[0]]++
+		}
+	}
+	for i, t := range c.timelines {
+		if len(t) > 0 && uses[&t[0]] > 1 {
+			c.tlBase[i], c.timelines[i] = c.base(t), nil
+		}
+	}
+}
+
 // timelineKey names a timeline slice by its first element and length.
 type timelineKey struct {
 	first *instance.TimelineEvent
@@ -175,7 +195,7 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
 		c.statuses, c.defIdx, j(c.runParams), j(c.initiators), j(c.timelines), c.timeouts, c.limits, c.gens, j(c.params),
 		j(c.runConfigs), j(c.parents), c.parentKeys, c.depths, c.correlations, j(c.events), InstanceStatusKind, tracing.Traceparent(ctx),
-		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase)
+		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase, c.tlBase)
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(rd.idx), err)
 	}

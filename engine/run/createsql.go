@@ -47,7 +47,10 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // inserts the runs and enqueues their start messages. A run's run params
 // are $31[rp_base] || its own ($32; 0: its own alone), its evaluated
 // params likewise with $33: the objects a foreach batch's runs share are
-// sent and parsed once (New.RunParamsBase, Local.ParamsBase). $28 is the
+// sent and parsed once (New.RunParamsBase, Local.ParamsBase). A run's
+// first timeline events are $31[tl_base] ($34) when other runs of the
+// statement share them (a trigger's or a backfill's batch: 200 bytes of
+// JSON parsed once, not once per run), else its own ($16). $28 is the
 // traceparent of the creating span (engine/tracing), shared by the runs
 // one call creates and their messages. A run's definition is $2[def]
 // (definitions shared by many runs are sent once), or, with def 0, copied
@@ -111,10 +114,10 @@ r AS MATERIALIZED (
         FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
             $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
             $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
-            $25::text[], $29::boolean[], $30::jsonb[], $32::integer[], $33::integer[]) WITH ORDINALITY
+            $25::text[], $29::boolean[], $30::jsonb[], $32::integer[], $33::integer[], $34::integer[]) WITH ORDINALITY
         AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
             run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
-            correlation, strict, queued_event, rp_base, p_base, ord)
+            correlation, strict, queued_event, rp_base, p_base, tl_base, ord)
         WINDOW w AS (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord)) AS u
     LEFT JOIN room m ON m.workflow_id = u.workflow_id AND m.lim = u.lim AND m.strict = u.strict),
 ins AS (
@@ -132,9 +135,9 @@ SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, 
     COALESCE(($2::jsonb[])[r.def], v.definition),
     CASE WHEN r.rp_base > 0 THEN ($31::jsonb[])[r.rp_base] || r.run_params ELSE r.run_params END,
     r.initiator,
-    CASE WHEN o.group_id IS NOT NULL THEN r.timeline || $3::jsonb
-         WHEN r.is_queued THEN r.timeline || r.first_queued_event
-         ELSE r.timeline END,
+    CASE WHEN o.group_id IS NOT NULL THEN COALESCE(($31::jsonb[])[r.tl_base], r.timeline) || $3::jsonb
+         WHEN r.is_queued THEN COALESCE(($31::jsonb[])[r.tl_base], r.timeline) || r.first_queued_event
+         ELSE COALESCE(($31::jsonb[])[r.tl_base], r.timeline) END,
     r.timeout, r.is_queued, COALESCE(r.run_config, '{"policy": "START"}'::jsonb), r.parent, r.parent_key, r.depth, r.correlation,
     CASE WHEN r.status = 'STOPPED' THEN now() END,
     NULLIF($28::text, '')
