@@ -204,12 +204,17 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 		byRef[out[i].Ref] = i
 	}
 	n := 0
+	// Declared once: Scan's pointers would move per-row variables to the
+	// heap, five allocations per run.
+	var (
+		ref      Ref
+		status   instance.WorkflowStatus
+		start    *time.Time
+		queued   bool
+		notified int64
+	)
 	for rows.Next() {
-		var ref Ref
-		var status instance.WorkflowStatus
-		var start *time.Time
-		var queued bool
-		var notified int64
+		start = nil
 		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &status, &start, &queued, &notified); err != nil {
 			rows.Close()
 			return fmt.Errorf("insert %d runs: %w", len(rd.idx), err)

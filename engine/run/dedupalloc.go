@@ -30,8 +30,9 @@ import (
 // dedupAllocateSQL takes one row per run to look up or allocate for:
 // $1 workflow, $2 request id (NULL: none to look up), $3 whether it gets an
 // id allocated unless a stored run has its request id. It returns the
-// stored first runs with the request ids (kind 'd') and, per workflow that
-// allocated ids, how many and its latest instance id after them (kind 'a').
+// stored first runs with the request ids (first column false) and, per
+// workflow that allocated ids, how many (in the group column) and its latest
+// instance id after them (first column true).
 // The workflows are locked already, so the UPDATE's order does not matter.
 const dedupAllocateSQL = `
 WITH k AS (
@@ -48,9 +49,9 @@ a AS (
     UPDATE workflow w SET latest_instance_id = w.latest_instance_id + n.n
     FROM n WHERE w.workflow_id = n.id
     RETURNING w.workflow_id, n.n, w.latest_instance_id)
-SELECT 'd', workflow_id, request_id, instance_id, uuid, group_id, status, queued FROM d
+SELECT false, workflow_id, request_id, instance_id, uuid, group_id, status, queued FROM d
 UNION ALL
-SELECT 'a', workflow_id, NULL, latest_instance_id, NULL, n::integer, NULL, NULL FROM a`
+SELECT true, workflow_id, NULL, latest_instance_id, NULL, n::integer, NULL, NULL FROM a`
 
 // callerLocked reports whether opt's caller holds the lock of every
 // workflow runs needs locked (admitted under its strategy or allocating an
@@ -123,18 +124,23 @@ func dedupAllocate(ctx context.Context, tx Tx, runs []New, out []Created) ([]int
 		if err != nil {
 			return nil, fmt.Errorf("find duplicate starts and allocate instance ids: %w", err)
 		}
+		// Declared once: Scan's pointers would move per-row variables to
+		// the heap, a few allocations per row.
+		var (
+			allocRow   bool
+			id         string
+			rid, uuid  pgtype.Text
+			instanceID int64
+			group      pgtype.Int4
+			status     pgtype.Text
+			queued     pgtype.Bool
+		)
 		for rows.Next() {
-			var kind, id string
-			var rid, uuid pgtype.Text
-			var instanceID int64
-			var group pgtype.Int4
-			var status pgtype.Text
-			var queued pgtype.Bool
-			if err := rows.Scan(&kind, &id, &rid, &instanceID, &uuid, &group, &status, &queued); err != nil {
+			if err := rows.Scan(&allocRow, &id, &rid, &instanceID, &uuid, &group, &status, &queued); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("find duplicate starts and allocate instance ids: %w", err)
 			}
-			if kind == "a" {
+			if allocRow {
 				last[id], allocated[id] = instanceID, int64(group.Int32)
 				continue
 			}
