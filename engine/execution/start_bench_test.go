@@ -114,10 +114,9 @@ func BenchmarkConcurrentStarts(b *testing.B) {
 // in one transaction, of 1,000 workflows (a trigger each) or of one
 // PARALLEL workflow (a backfill). The time triggers, signal triggers and
 // backfills give each start a request id (the trigger's fire, the
-// signal's, the backfill's partition), which takes the batch through
-// the deduplicating path (StartBatchTx's lockBatch and run.Create's
-// dedup and allocation): the -request-ids cases; the others have none
-// (startBatchAllocated). Between iterations the runs are ended and their
+// signal's, the backfill's partition), which adds the lookup of stored
+// runs with those request ids (run.FindStarted) and an index entry per
+// run: the -request-ids cases; the others have none. Between iterations the runs are ended and their
 // messages removed, off the clock. Reports runs created per second,
 // statements per run and the CPU time per 1,000 runs of this process and
 // of PostgreSQL.

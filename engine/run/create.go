@@ -172,24 +172,13 @@ func Create(ctx context.Context, tx Tx, runs []New, opt Options) ([]Created, err
 		}
 		out[i].Ref = runs[i].Ref
 	}
-	var fresh []int
-	var props map[string][]byte
-	var err error
-	if !opt.Deduplicated && callerLocked(runs, opt.Props) {
-		// The caller holds every lock the call needs (a batch of starts
-		// with request ids): one statement looks for the stored runs and
-		// allocates the ids of the others.
-		if fresh, err = dedupAllocate(ctx, tx, runs, out); err != nil {
-			return nil, err
-		}
-		props = opt.Props
-	} else {
-		if fresh, err = dedup(ctx, tx, runs, out, opt.Deduplicated); err != nil {
-			return nil, err
-		}
-		if props, err = lockAndAllocate(ctx, tx, runs, fresh, opt.Props, out); err != nil {
-			return nil, err
-		}
+	fresh, err := dedup(ctx, tx, runs, out, opt.Deduplicated)
+	if err != nil {
+		return nil, err
+	}
+	props, err := lockAndAllocate(ctx, tx, runs, fresh, opt.Props, out)
+	if err != nil {
+		return nil, err
 	}
 	for _, round := range rounds(runs, fresh, props) {
 		if err := createRound(ctx, tx, runs, round, props, opt, out); err != nil {
@@ -314,33 +303,16 @@ func lockWorkflows(ctx context.Context, tx Tx, ids []string, props map[string][]
 // an earlier run of the call keeps that run's index in GroupID until the
 // run is created (Create resolves it).
 func dedup(ctx context.Context, tx Tx, runs []New, out []Created, looked bool) ([]int, error) {
-	type key struct{ workflowID, requestID string }
+	type key = StartKey
 	var ids, rids []string
 	for _, r := range runs {
 		if r.RequestID != "" && r.Ref.RunID == 1 && !looked {
 			ids, rids = append(ids, r.Ref.WorkflowID), append(rids, r.RequestID)
 		}
 	}
-	stored := map[key]Created{}
-	if len(ids) > 0 {
-		rows, err := tx.Query(ctx, dedupSQL, ids, rids)
-		if err != nil {
-			return nil, fmt.Errorf("find duplicate starts: %w", err)
-		}
-		for rows.Next() {
-			var k key
-			c := Created{Duplicated: true, Ref: Ref{RunID: 1}}
-			if err := rows.Scan(&k.workflowID, &k.requestID, &c.Ref.InstanceID, &c.UUID, &c.GroupID, &c.Status, &c.Queued); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("find duplicate starts: %w", err)
-			}
-			c.Ref.WorkflowID = k.workflowID
-			stored[k] = c
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("find duplicate starts: %w", err)
-		}
+	stored, err := FindStarted(ctx, tx, ids, rids)
+	if err != nil {
+		return nil, err
 	}
 	earlier := map[key]int{}
 	fresh := make([]int, 0, len(runs))

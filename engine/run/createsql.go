@@ -293,7 +293,7 @@ WITH locked AS MATERIALIZED (
 UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
 FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
 WHERE w.workflow_id = c.id AND c.id IN (SELECT workflow_id FROM locked)
-RETURNING w.workflow_id, w.properties, w.latest_instance_id`
+RETURNING w.workflow_id, w.properties, w.latest_instance_id, w.owner, w.properties->'access_control'->'operators'`
 
 // BatchLock is what LockAllocate read of one workflow.
 type BatchLock struct {
@@ -302,6 +302,10 @@ type BatchLock struct {
 	// Last is its latest instance id once the ids were allocated: the
 	// caller's runs take the n ids up to it, in order.
 	Last int64
+	// Owner and Operators (the raw properties.access_control.operators)
+	// are who may act on the workflow, as locked.
+	Owner     string
+	Operators []byte
 }
 
 // LockAllocate locks the workflows ids (sorted, distinct) in id order and
@@ -318,7 +322,7 @@ func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map
 	for rows.Next() {
 		var id string
 		var l BatchLock
-		if err := rows.Scan(&id, &l.Props, &l.Last); err != nil {
+		if err := rows.Scan(&id, &l.Props, &l.Last, &l.Owner, &l.Operators); err != nil {
 			return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
 		}
 		out[id] = l
@@ -327,4 +331,65 @@ func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map
 		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
 	}
 	return out, nil
+}
+
+// giveBackSQL returns the last $2 instance ids of each workflow $1 that
+// LockAllocate allocated and no run took (a start found a duplicate or
+// refused once the workflows were locked); the caller holds the locks.
+const giveBackSQL = `
+UPDATE workflow w SET latest_instance_id = w.latest_instance_id - c.n
+FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
+WHERE w.workflow_id = c.id`
+
+// GiveBack returns the counts[i] highest instance ids of ids[i], which
+// LockAllocate allocated in tx and no run took: a caller that allocates
+// for every start it may create before it knows which it will (the
+// duplicates of stored runs, the refusals are known only under the lock)
+// gives the rest back, so that the workflow's ids stay dense. The runs
+// created took the lowest of the allocated ids, and the workflows are
+// still locked, so no other transaction allocated above them.
+func GiveBack(ctx context.Context, tx Tx, ids []string, counts []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, giveBackSQL, ids, counts)
+	if err != nil {
+		return fmt.Errorf("give back the unused instance ids of %d workflows: %w", len(ids), err)
+	}
+	if tag.RowsAffected() != int64(len(ids)) {
+		return fmt.Errorf("give back the unused instance ids of %d workflows: %d updated: %w", len(ids), tag.RowsAffected(), ErrWorkflowGone)
+	}
+	return nil
+}
+
+// StartKey names a first run by its workflow and request id.
+type StartKey struct{ WorkflowID, RequestID string }
+
+// FindStarted finds the first runs (run_id 1) already started with the
+// request ids requestIDs[i] of the workflows workflowIDs[i], as Created
+// duplicates. Under the workflows' locks (taken by an earlier statement
+// of tx) it sees every such run another transaction committed.
+func FindStarted(ctx context.Context, tx Tx, workflowIDs, requestIDs []string) (map[StartKey]Created, error) {
+	stored := map[StartKey]Created{}
+	if len(workflowIDs) == 0 {
+		return stored, nil
+	}
+	rows, err := tx.Query(ctx, dedupSQL, workflowIDs, requestIDs)
+	if err != nil {
+		return nil, fmt.Errorf("find duplicate starts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k StartKey
+		c := Created{Duplicated: true, Ref: Ref{RunID: 1}}
+		if err := rows.Scan(&k.WorkflowID, &k.RequestID, &c.Ref.InstanceID, &c.UUID, &c.GroupID, &c.Status, &c.Queued); err != nil {
+			return nil, fmt.Errorf("find duplicate starts: %w", err)
+		}
+		c.Ref.WorkflowID = k.WorkflowID
+		stored[k] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find duplicate starts: %w", err)
+	}
+	return stored, nil
 }
