@@ -318,3 +318,46 @@ func snapshot(t *testing.T, pool *pgxpool.Pool) map[string]string {
 	}
 	return out
 }
+
+// A start its Authorize refuses under the lock, or that repeats a stored
+// run, was counted when the ids were allocated (before the lock); its id
+// goes back, and the runs created take the ids in order without a gap.
+func TestBatchStartGivesBackTheIDsOfStartsLeftOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newBatchWorld(t)
+	refuse := func(owner string, _ []string) error {
+		if owner != "o" {
+			t.Errorf("Authorize saw owner %q, want the locked row's o", owner)
+		}
+		return errors.New("not an operator")
+	}
+	starts := []BatchStart{
+		timeStart("seq", "g1", 1),
+		timeStart("seq", "g2", 2),
+		timeStart("seq", "r-old", 3), // a stored run's duplicate
+		timeStart("seq", "g4", 4),
+		timeStart("par", "", 5),
+	}
+	starts[1].Authorize = refuse
+	starts[4].Authorize = refuse
+	res, err := w.svc.StartBatch(ctx, starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var denied *DeniedError
+	if res[0].InstanceID != 2 || res[0].Err != nil || !errors.As(res[1].Err, &denied) || !res[2].Duplicated || res[2].InstanceID != 1 ||
+		res[3].InstanceID != 3 || res[3].Err != nil || !errors.As(res[4].Err, &denied) {
+		t.Fatalf("results: %+v", res)
+	}
+	for id, want := range map[string]int64{"seq": 3, "par": 0} {
+		var latest, runs int64
+		if err := w.pool.QueryRow(ctx, `SELECT latest_instance_id, (SELECT count(*) FROM workflow_instance WHERE workflow_id = $1)
+            FROM workflow WHERE workflow_id = $1`, id).Scan(&latest, &runs); err != nil {
+			t.Fatal(err)
+		}
+		if latest != want || runs != want {
+			t.Errorf("%s: latest_instance_id %d and %d runs, want %d of each", id, latest, runs, want)
+		}
+	}
+}
