@@ -495,6 +495,7 @@ func (c *columns) init(n int) {
 	c.params, c.runConfigs, c.parents, c.events = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
 	c.limits, c.stricts, c.queuedEvents = make([]pgtype.Int8, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
 	c.rpBase, c.pBase = make([]int32, 0, n), make([]int32, 0, n)
+	c.tlBase = make([]int32, n) // 0: each run's own timeline (shareTimelines)
 }
 
 // base is the 1-based index of JSON value b in c.bases, added on its

@@ -74,6 +74,7 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 	// share its JSON; queuedFirst holds the workflows whose first run
 	// under a limit carries the queued event.
 	timelines := map[timelineKey][]byte{}
+	sharable := 0 // runs whose timeline may be another's: more than len(timelines) when one is
 	queuedFirst := map[string]struct{}{}
 	for _, i := range idx {
 		r := &runs[i]
@@ -114,6 +115,9 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 				}
 			}
 		}
+		if own := res.Status == instance.WorkflowStopped; !own && len(timeline) > 0 {
+			sharable++
+		}
 		tl, err := timelineJSON(timeline, res.Status == instance.WorkflowStopped, timelines)
 		if err != nil {
 			return nil, fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
@@ -130,7 +134,9 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 		}
 		c.add(r, res, id, def, tl, limit, strict, queuedEvent)
 	}
-	c.shareTimelines()
+	if sharable > len(timelines) {
+		c.shareTimelines()
+	}
 	return rd, nil
 }
 
@@ -161,7 +167,6 @@ func timelineJSON(timeline []instance.TimelineEvent, own bool, seen map[timeline
 // c.tlBase, so that the statement carries and parses each once; the
 // others stay the runs' own (tlBase 0).
 func (c *columns) shareTimelines() {
-	c.tlBase = make([]int32, len(c.timelines))
 	uses := make(map[*byte]int, 4)
 	for _, t := range c.timelines {
 		if len(t) > 0 {
