@@ -16,7 +16,7 @@ import (
 // in its own order (the triggers of several engines firing the same
 // schedule, a signal delivered twice): every request id starts exactly
 // one run, every batch commits (no deadlock, no unique violation: the
-// duplicates are found under the workflow locks, run.dedupAllocateSQL),
+// duplicates are found under the workflow locks, run.FindStarted),
 // each duplicate names the run its request id started, and each
 // workflow's instance ids are 1..n without a gap.
 func TestConcurrentBatchesStartEachRequestIDOnce(t *testing.T) {

@@ -138,8 +138,8 @@ type Options struct {
 	// batch created again after a crash) instead of failing.
 	SkipExisting bool
 	// Deduplicated: the caller has looked for stored runs with the runs'
-	// request ids in tx (LockForStart) and found none; Create does not look
-	// again (it still finds repeats within the call).
+	// request ids in tx (LockForStart, FindStarted) and found none; Create
+	// does not look again (it still finds repeats within the call).
 	Deduplicated bool
 }
 
