@@ -109,17 +109,26 @@ SELECT v.workflow_id, v.version, v.fingerprint, CASE WHEN v.fingerprint = k.know
 FROM unnest($1::text[], $2::bigint[], $3::bytea[]) AS k(id, version, known)
 JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 
-// batchLockSQL locks the workflows of a batch, in id order so that batches
-// of overlapping workflows cannot deadlock, and reads their properties.
-const batchLockSQL = `
-SELECT workflow_id, properties, owner, properties->'access_control'->'operators'
-FROM workflow WHERE workflow_id = ANY($1::text[])
-ORDER BY workflow_id FOR NO KEY UPDATE`
-
 // StartBatchTx applies starts in order inside tx, as if each were a Start,
 // and returns one result per start. The caller commits tx and then calls
 // AfterBatch. It takes the lock of every workflow of the batch (in id
 // order), so the caller may hold some of them already.
+//
+// Its statements: the versions' read, one statement that locks the
+// workflows and allocates instance ids for every start that may be
+// created (run.LockAllocate), the lookup of stored runs with the starts'
+// request ids (run.FindStarted, only when a start has one), the give-back
+// of the ids no start took (run.GiveBack, only when a start turned out a
+// duplicate of a stored run or was refused under the lock), and
+// run.Create's INSERT. What can be decided before the lock is: a start's
+// inputs (param modes, initiator) and its repeating an earlier start of
+// the batch. What only the lock can decide (a stored run with the request
+// id, committed by a transaction that held the lock before this one; the
+// caller's authorization against the owner and operators as locked) is
+// decided after it, and the ids allocated for the starts it leaves out
+// are given back, the highest first, before any other transaction can
+// allocate (the locks are held): the created runs take the lowest ids in
+// order, so a workflow's ids stay dense.
 func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchStart) ([]BatchResult, error) {
 	out := make([]BatchResult, len(starts))
 	if len(starts) == 0 {
@@ -132,103 +141,34 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	if err != nil {
 		return nil, err
 	}
-	if lockAllocatable(starts) {
-		return s.startBatchAllocated(ctx, tx, starts, versions, out)
-	}
-	props, access, err := lockBatch(ctx, tx, starts)
-	if err != nil {
-		return nil, err
-	}
-	// The workflow and version of each start exist; run.Create does the
-	// rest of what Start does (dedup, param checks, admission).
-	var runs []run.New
-	var index []int // start of each run
-	for i, st := range starts {
-		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
-		if _, exists := props[st.WorkflowID]; !ok || !exists {
-			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
-			continue
-		}
-		if st.Authorize != nil {
-			a := access[st.WorkflowID]
-			if err := st.Authorize(a.owner, workflow.Operators(a.operators)); err != nil {
-				out[i].Err = &DeniedError{Err: err}
-				continue
-			}
-		}
-		runParams, initiator := st.RunParams, st.Initiator
-		runs = append(runs, run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
-			Workflow: v.wf, GroupCount: s.groupCount,
-			Check: func(n *run.New) error { return startInputs(n, runParams, initiator) }})
-		index = append(index, i)
-	}
-	created, err := run.Create(ctx, tx, runs, run.Options{Props: props})
-	if err != nil {
-		return nil, err
-	}
-	for k, c := range created {
-		i := index[k]
-		if c.Err != nil {
-			if !errors.Is(c.Err, ErrInvalid) {
-				return nil, c.Err
-			}
-			out[i].Err = c.Err
-			continue
-		}
-		out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
-			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
-	}
-	return out, nil
-}
-
-// lockAllocatable reports whether a batch may allocate its instance ids
-// when it locks its workflows (startBatchAllocated): no start may then
-// turn out not to be created, which a request id (a duplicate) or an
-// authorization (a refusal) could do.
-func lockAllocatable(starts []BatchStart) bool {
-	for _, st := range starts {
-		if st.RequestID != "" || st.Authorize != nil {
-			return false
-		}
-	}
-	return true
-}
-
-// startBatchAllocated is StartBatchTx for a batch without request ids or
-// authorizations: each start's inputs are checked first, and then one
-// statement locks the workflows and allocates the ids of the starts that
-// will be created (run.LockAllocate), where the general path locks in one
-// statement and allocates in another, in Create.
-func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []BatchStart, versions map[batchKey]*batchVersion, out []BatchResult) ([]BatchResult, error) {
-	runs := make([]run.New, 0, len(starts))
-	index := make([]int, 0, len(starts)) // start of each run
+	// Before the lock: each start's inputs; the ids to allocate, one per
+	// start that may be created.
+	runs := make([]run.New, len(starts))
+	checkErr := make([]error, len(starts))
 	counts := map[string]int64{}
 	timelines := map[string][]instance.TimelineEvent{}
+	keyed := false
 	for i, st := range starts {
 		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
 		if !ok {
 			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
 			continue
 		}
-		n := run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, Workflow: v.wf, GroupCount: s.groupCount}
-		if err := startInputs(&n, st.RunParams, st.Initiator); err != nil {
+		n := &runs[i]
+		*n = run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
+			Workflow: v.wf, GroupCount: s.groupCount}
+		if _, ok := counts[st.WorkflowID]; !ok {
+			counts[st.WorkflowID] = 0 // locked even when no start of it may be created
+		}
+		keyed = keyed || st.RequestID != ""
+		if err := startInputs(n, st.RunParams, st.Initiator); err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				return nil, err
 			}
-			out[i].Err = err
+			checkErr[i] = err // unless a stored run has its request id
 			continue
 		}
-		if len(n.Timeline) == 2 {
-			// Starts with the same reason (a backfill's, one trigger's)
-			// share their CREATED events, which run.Create then encodes
-			// once.
-			if t, ok := timelines[n.Timeline[1].Message]; ok {
-				n.Timeline = t
-			} else {
-				timelines[n.Timeline[1].Message] = n.Timeline
-			}
-		}
-		runs, index = append(runs, n), append(index, i)
+		shareTimeline(n, timelines)
 		counts[st.WorkflowID]++
 	}
 	ids := make([]string, 0, len(counts))
@@ -244,20 +184,87 @@ func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []B
 	if err != nil {
 		return nil, err
 	}
-	props := make(map[string][]byte, len(locks))
+	// Under the lock: the authorizations, the stored runs with the
+	// request ids.
+	var lookIDs, lookRIDs []string
+	for i, st := range starts {
+		if out[i].Err != nil {
+			continue
+		}
+		l, ok := locks[st.WorkflowID]
+		if !ok { // deleted since its version was read
+			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
+			continue
+		}
+		if st.Authorize != nil {
+			if err := st.Authorize(l.Owner, workflow.Operators(l.Operators)); err != nil {
+				out[i].Err = &DeniedError{Err: err}
+				continue
+			}
+		}
+		if st.RequestID != "" {
+			lookIDs, lookRIDs = append(lookIDs, st.WorkflowID), append(lookRIDs, st.RequestID)
+		}
+	}
+	var stored map[run.StartKey]run.Created
+	if keyed {
+		if stored, err = run.FindStarted(ctx, tx, lookIDs, lookRIDs); err != nil {
+			return nil, err
+		}
+	}
+	// In order, as Start would: a stored run's duplicate, an earlier
+	// start's duplicate, refused inputs, or a run with the next id.
 	next := make(map[string]int64, len(locks))
+	props := make(map[string][]byte, len(locks))
 	for id, l := range locks {
 		props[id], next[id] = l.Props, l.Last-counts[id]+1
 	}
-	kept, keptIndex := runs[:0], index[:0]
-	for k, n := range runs {
-		first, ok := next[n.Ref.WorkflowID]
-		if !ok { // deleted since its version was read
-			out[index[k]].Err = fmt.Errorf("workflow %s version %d: %w", n.Ref.WorkflowID, n.Version, ErrNotFound)
+	earlier := map[run.StartKey]int{}
+	dupOf := map[int]int{}
+	kept := make([]run.New, 0, len(starts))
+	keptIndex := make([]int, 0, len(starts)) // start of each run
+	for i, st := range starts {
+		if out[i].Err != nil {
 			continue
 		}
-		n.Ref.InstanceID, next[n.Ref.WorkflowID] = first, first+1
-		kept, keptIndex = append(kept, n), append(keptIndex, index[k])
+		k := run.StartKey{WorkflowID: st.WorkflowID, RequestID: st.RequestID}
+		if st.RequestID != "" {
+			if c, ok := stored[k]; ok {
+				out[i] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
+					GroupID: c.GroupID, Status: c.Status, Queued: c.Queued, Duplicated: true}
+				continue
+			}
+			if j, ok := earlier[k]; ok {
+				dupOf[i] = j
+				continue
+			}
+		}
+		if checkErr[i] != nil {
+			out[i].Err = checkErr[i]
+			continue
+		}
+		if st.RequestID != "" {
+			earlier[k] = i
+		}
+		n := runs[i]
+		n.Ref.InstanceID = next[st.WorkflowID]
+		next[st.WorkflowID]++
+		kept, keptIndex = append(kept, n), append(keptIndex, i)
+	}
+	// The ids allocated for starts that were not created go back.
+	var backIDs []string
+	var backNs []int64
+	for _, id := range ids {
+		l, ok := locks[id]
+		if !ok {
+			continue
+		}
+		if unused := l.Last + 1 - next[id]; unused > 0 {
+			backIDs, backNs = append(backIDs, id), append(backNs, unused)
+		}
+	}
+	if err := run.GiveBack(ctx, tx, backIDs, backNs); err != nil {
+		return nil, err
 	}
 	created, err := run.Create(ctx, tx, kept, run.Options{Props: props, Deduplicated: true})
 	if err != nil {
@@ -270,7 +277,26 @@ func (s *Service) startBatchAllocated(ctx context.Context, tx pgx.Tx, starts []B
 		out[keptIndex[k]] = BatchResult{WorkflowID: c.Ref.WorkflowID, InstanceID: c.Ref.InstanceID, RunID: c.Ref.RunID, UUID: c.UUID,
 			GroupID: c.GroupID, StartTime: c.StartTime, Status: c.Status, Queued: c.Queued, Duplicated: c.Duplicated}
 	}
+	for i, j := range dupOf {
+		f := out[j]
+		out[i] = BatchResult{WorkflowID: f.WorkflowID, InstanceID: f.InstanceID, RunID: f.RunID, UUID: f.UUID,
+			GroupID: f.GroupID, Status: f.Status, Queued: f.Queued, Duplicated: true}
+	}
 	return out, nil
+}
+
+// shareTimeline gives a start the CREATED events of an earlier start of
+// the batch with the same reason (a backfill's, one trigger's), which
+// run.Create then encodes and sends once; timelines holds them by reason.
+func shareTimeline(n *run.New, timelines map[string][]instance.TimelineEvent) {
+	if len(n.Timeline) != 2 {
+		return
+	}
+	if t, ok := timelines[n.Timeline[1].Message]; ok {
+		n.Timeline = t
+	} else {
+		timelines[n.Timeline[1].Message] = n.Timeline
+	}
 }
 
 type batchKey struct {
@@ -331,41 +357,4 @@ func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchSt
 		out[r.k] = &batchVersion{wf: def.wf}
 	}
 	return out, nil
-}
-
-// workflowAccess is who may act on a workflow, as lockBatch read it.
-type workflowAccess struct {
-	owner     string
-	operators []byte
-}
-
-// lockBatch locks the batch's workflows and returns their properties and
-// who may act on them; a workflow that does not exist is absent.
-func lockBatch(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[string][]byte, map[string]workflowAccess, error) {
-	ids := make([]string, 0, len(starts))
-	for _, st := range starts {
-		ids = append(ids, st.WorkflowID)
-	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	rows, err := tx.Query(ctx, batchLockSQL, ids)
-	if err != nil {
-		return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
-	}
-	defer rows.Close()
-	out := make(map[string][]byte, len(ids))
-	access := make(map[string]workflowAccess, len(ids))
-	for rows.Next() {
-		var id string
-		var props []byte
-		var a workflowAccess
-		if err := rows.Scan(&id, &props, &a.owner, &a.operators); err != nil {
-			return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
-		}
-		out[id], access[id] = props, a
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("lock %d workflows: %w", len(ids), err)
-	}
-	return out, access, nil
 }

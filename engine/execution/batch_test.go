@@ -59,6 +59,7 @@ func newBatchWorld(t *testing.T) *batchWorld {
 	start("last", "")
 	start("last", "")
 	start("seq", "r-old")
+	start("consts", "c-old")
 	for _, q := range []string{
 		`UPDATE workflow_instance SET status = 'FAILED', seq = seq + 1, end_time = now() WHERE workflow_id = 'strict'`,
 		`UPDATE workflow_instance SET status = 'IN_PROGRESS', seq = seq + 1 WHERE workflow_id IN ('first', 'last') AND instance_id = 1`,
@@ -102,6 +103,12 @@ var batchStarts = []BatchStart{
 	{WorkflowID: "consts", Version: 1, Initiator: map[string]any{"type": "MANUAL", "user": "u"}},
 	timeStart("nope", "", 1),
 	{WorkflowID: "seq", Version: 9},
+	// A request id whose first start is refused: the next start with it
+	// is created; a refused start repeating a stored run is its duplicate.
+	{WorkflowID: "consts", Version: 1, RequestID: "c1", RunParams: workflow.Params{"locked": {Type: workflow.ParamTypeString, Value: "b"}}},
+	{WorkflowID: "consts", Version: 1, RequestID: "c1"},
+	{WorkflowID: "consts", Version: 1, RequestID: "c1"},
+	{WorkflowID: "consts", Version: 1, RequestID: "c-old", RunParams: workflow.Params{"locked": {Type: workflow.ParamTypeString, Value: "b"}}},
 }
 
 // The batch path and Start, given the same starts in the same order over
@@ -110,9 +117,6 @@ var batchStarts = []BatchStart{
 func TestBatchStartMatchesSingleStarts(t *testing.T) {
 	t.Parallel()
 	got := matchSingleStarts(t, batchStarts)
-	if lockAllocatable(batchStarts) {
-		t.Fatal("the scenario with request ids took the path without them")
-	}
 	// The scenario exercises what it means to.
 	for _, w := range []struct {
 		i    int
@@ -131,6 +135,10 @@ func TestBatchStartMatchesSingleStarts(t *testing.T) {
 		{14, "constant param refused", got[14].Err == "invalid"},
 		{16, "missing workflow", got[16].Err == "not found"},
 		{17, "missing version", got[17].Err == "not found"},
+		{18, "refused with a request id", got[18].Err == "invalid"},
+		{19, "created with the request id a refused start had", got[19].Err == "" && !got[19].Duplicated},
+		{20, "duplicate of a start created after a refused one", got[20].Duplicated && got[20].InstanceID == got[19].InstanceID},
+		{21, "duplicate of a stored run though its params are refused", got[21].Duplicated && got[21].InstanceID == 1},
 	} {
 		if !w.ok {
 			t.Errorf("start %d was not %s: %+v", w.i, w.what, got[w.i])
@@ -138,10 +146,10 @@ func TestBatchStartMatchesSingleStarts(t *testing.T) {
 	}
 }
 
-// Without request ids a batch locks its workflows and allocates their
-// instance ids in one statement (startBatchAllocated); it still leaves what
-// single starts leave: instance ids without gaps where a start is refused
-// or its workflow or version is missing.
+// Without request ids a batch needs no lookup of stored runs (no
+// run.FindStarted statement); it still leaves what single starts leave:
+// instance ids without gaps where a start is refused or its workflow or
+// version is missing.
 func TestBatchStartWithoutRequestIDsMatchesSingleStarts(t *testing.T) {
 	t.Parallel()
 	var starts []BatchStart
@@ -149,9 +157,6 @@ func TestBatchStartWithoutRequestIDsMatchesSingleStarts(t *testing.T) {
 		if st.RequestID == "" {
 			starts = append(starts, st)
 		}
-	}
-	if !lockAllocatable(starts) {
-		t.Fatal("the scenario without request ids took the general path")
 	}
 	got := matchSingleStarts(t, starts)
 	var created, refused int
@@ -312,4 +317,47 @@ func snapshot(t *testing.T, pool *pgxpool.Pool) map[string]string {
 		out["latest instance id of "+id] = strconv.FormatInt(n, 10)
 	}
 	return out
+}
+
+// A start its Authorize refuses under the lock, or that repeats a stored
+// run, was counted when the ids were allocated (before the lock); its id
+// goes back, and the runs created take the ids in order without a gap.
+func TestBatchStartGivesBackTheIDsOfStartsLeftOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	w := newBatchWorld(t)
+	refuse := func(owner string, _ []string) error {
+		if owner != "o" {
+			t.Errorf("Authorize saw owner %q, want the locked row's o", owner)
+		}
+		return errors.New("not an operator")
+	}
+	starts := []BatchStart{
+		timeStart("seq", "g1", 1),
+		timeStart("seq", "g2", 2),
+		timeStart("seq", "r-old", 3), // a stored run's duplicate
+		timeStart("seq", "g4", 4),
+		timeStart("par", "", 5),
+	}
+	starts[1].Authorize = refuse
+	starts[4].Authorize = refuse
+	res, err := w.svc.StartBatch(ctx, starts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var denied *DeniedError
+	if res[0].InstanceID != 2 || res[0].Err != nil || !errors.As(res[1].Err, &denied) || !res[2].Duplicated || res[2].InstanceID != 1 ||
+		res[3].InstanceID != 3 || res[3].Err != nil || !errors.As(res[4].Err, &denied) {
+		t.Fatalf("results: %+v", res)
+	}
+	for id, want := range map[string]int64{"seq": 3, "par": 0} {
+		var latest, runs int64
+		if err := w.pool.QueryRow(ctx, `SELECT latest_instance_id, (SELECT count(*) FROM workflow_instance WHERE workflow_id = $1)
+            FROM workflow WHERE workflow_id = $1`, id).Scan(&latest, &runs); err != nil {
+			t.Fatal(err)
+		}
+		if latest != want || runs != want {
+			t.Errorf("%s: latest_instance_id %d and %d runs, want %d of each", id, latest, runs, want)
+		}
+	}
 }

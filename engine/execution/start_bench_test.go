@@ -114,10 +114,9 @@ func BenchmarkConcurrentStarts(b *testing.B) {
 // in one transaction, of 1,000 workflows (a trigger each) or of one
 // PARALLEL workflow (a backfill). The time triggers, signal triggers and
 // backfills give each start a request id (the trigger's fire, the
-// signal's, the backfill's partition), which takes the batch through
-// the deduplicating path (StartBatchTx's lockBatch and run.Create's
-// dedup and allocation): the -request-ids cases; the others have none
-// (startBatchAllocated). Between iterations the runs are ended and their
+// signal's, the backfill's partition), which adds the lookup of stored
+// runs with those request ids (run.FindStarted) and an index entry per
+// run: the -request-ids cases; the others have none. Between iterations the runs are ended and their
 // messages removed, off the clock. Reports runs created per second,
 // statements per run and the CPU time per 1,000 runs of this process and
 // of PostgreSQL.
@@ -149,7 +148,7 @@ func BenchmarkBatchStarts(b *testing.B) {
 					Initiator: map[string]any{"type": "TIME"}}
 			}
 			var busy, clientCPU, serverCPU time.Duration
-			var stmtCount int64
+			var stmtCount, wal int64
 			b.ResetTimer()
 			for n := range b.N {
 				if tc.requestIDs {
@@ -158,6 +157,12 @@ func BenchmarkBatchStarts(b *testing.B) {
 						starts[i].RequestID = fmt.Sprintf("fire-%d-%d", n, i)
 					}
 					b.StartTimer()
+				}
+				// The WAL the batch writes (a steadier figure than the
+				// CPU on a shared machine), read off the clock.
+				var lsn0 int64
+				if err := pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'`).Scan(&lsn0); err != nil {
+					b.Fatal(err)
 				}
 				stmts.Reset()
 				// Reading PostgreSQL's CPU walks /proc (milliseconds on a
@@ -172,6 +177,11 @@ func BenchmarkBatchStarts(b *testing.B) {
 				clientCPU += dbtest.ProcessCPU() - c0
 				serverCPU += dbtest.ServerCPU() - s0
 				stmtCount += stmts.Total()
+				var lsn1 int64
+				if err := pool.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn() - '0/0'`).Scan(&lsn1); err != nil {
+					b.Fatal(err)
+				}
+				wal += lsn1 - lsn0
 				if testing.Verbose() {
 					for sql, d := range stmts.Spent() {
 						b.Logf("%8.2f ms  %.100s", float64(d.Microseconds())/1000, sql)
@@ -193,6 +203,7 @@ func BenchmarkBatchStarts(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N*batch)/busy.Seconds(), "runs/s")
 			b.ReportMetric(float64(stmtCount)/float64(b.N*batch), "stmts/run")
+			b.ReportMetric(float64(wal)/float64(b.N*batch), "wal-bytes/run")
 			// CPU per 1,000 runs, of this process (the batch path's Go
 			// side) and of PostgreSQL: less sensitive to a loaded machine
 			// than the rate.

@@ -138,8 +138,8 @@ type Options struct {
 	// batch created again after a crash) instead of failing.
 	SkipExisting bool
 	// Deduplicated: the caller has looked for stored runs with the runs'
-	// request ids in tx (LockForStart) and found none; Create does not look
-	// again (it still finds repeats within the call).
+	// request ids in tx (LockForStart, FindStarted) and found none; Create
+	// does not look again (it still finds repeats within the call).
 	Deduplicated bool
 }
 
@@ -303,33 +303,16 @@ func lockWorkflows(ctx context.Context, tx Tx, ids []string, props map[string][]
 // an earlier run of the call keeps that run's index in GroupID until the
 // run is created (Create resolves it).
 func dedup(ctx context.Context, tx Tx, runs []New, out []Created, looked bool) ([]int, error) {
-	type key struct{ workflowID, requestID string }
+	type key = StartKey
 	var ids, rids []string
 	for _, r := range runs {
 		if r.RequestID != "" && r.Ref.RunID == 1 && !looked {
 			ids, rids = append(ids, r.Ref.WorkflowID), append(rids, r.RequestID)
 		}
 	}
-	stored := map[key]Created{}
-	if len(ids) > 0 {
-		rows, err := tx.Query(ctx, dedupSQL, ids, rids)
-		if err != nil {
-			return nil, fmt.Errorf("find duplicate starts: %w", err)
-		}
-		for rows.Next() {
-			var k key
-			c := Created{Duplicated: true, Ref: Ref{RunID: 1}}
-			if err := rows.Scan(&k.workflowID, &k.requestID, &c.Ref.InstanceID, &c.UUID, &c.GroupID, &c.Status, &c.Queued); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("find duplicate starts: %w", err)
-			}
-			c.Ref.WorkflowID = k.workflowID
-			stored[k] = c
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("find duplicate starts: %w", err)
-		}
+	stored, err := FindStarted(ctx, tx, ids, rids)
+	if err != nil {
+		return nil, err
 	}
 	earlier := map[key]int{}
 	fresh := make([]int, 0, len(runs))
@@ -487,11 +470,12 @@ type columns struct {
 	runParams, initiators, timelines     [][]byte
 	params, runConfigs, parents, events  [][]byte
 	queuedEvents                         [][]byte
-	// bases are the JSON objects runs' run params and params extend,
-	// sent once each; rpBase and pBase each run's (1-based, 0: none).
-	bases         [][]byte
-	rpBase, pBase []int32
-	baseIdx       map[*byte]int32
+	// bases are the JSON objects runs' run params and params extend and
+	// the timelines runs share, sent once each; rpBase, pBase and tlBase
+	// each run's (1-based, 0: none).
+	bases                 [][]byte
+	rpBase, pBase, tlBase []int32
+	baseIdx               map[*byte]int32
 	// limits is each run's admission check: NULL admits it
 	// at once, else its workflow's concurrency; stricts its strictness.
 	limits   []pgtype.Int8
@@ -511,9 +495,10 @@ func (c *columns) init(n int) {
 	c.params, c.runConfigs, c.parents, c.events = make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n), make([][]byte, 0, n)
 	c.limits, c.stricts, c.queuedEvents = make([]pgtype.Int8, 0, n), make([]bool, 0, n), make([][]byte, 0, n)
 	c.rpBase, c.pBase = make([]int32, 0, n), make([]int32, 0, n)
+	c.tlBase = make([]int32, n) // 0: each run's own timeline (shareTimelines)
 }
 
-// base is the 1-based index of JSON object b in c.bases, added on its
+// base is the 1-based index of JSON value b in c.bases, added on its
 // first use (runs that share one slice share its entry); 0 for none.
 func (c *columns) base(b []byte) int32 {
 	if len(b) == 0 {

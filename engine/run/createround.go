@@ -74,6 +74,7 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 	// share its JSON; queuedFirst holds the workflows whose first run
 	// under a limit carries the queued event.
 	timelines := map[timelineKey][]byte{}
+	sharable := 0 // runs whose timeline may be another's: more than len(timelines) when one is
 	queuedFirst := map[string]struct{}{}
 	for _, i := range idx {
 		r := &runs[i]
@@ -114,6 +115,9 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 				}
 			}
 		}
+		if own := res.Status == instance.WorkflowStopped; !own && len(timeline) > 0 {
+			sharable++
+		}
 		tl, err := timelineJSON(timeline, res.Status == instance.WorkflowStopped, timelines)
 		if err != nil {
 			return nil, fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
@@ -129,6 +133,9 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 			}
 		}
 		c.add(r, res, id, def, tl, limit, strict, queuedEvent)
+	}
+	if sharable > len(timelines) {
+		c.shareTimelines()
 	}
 	return rd, nil
 }
@@ -155,6 +162,24 @@ func timelineJSON(timeline []instance.TimelineEvent, own bool, seen map[timeline
 	return b, nil
 }
 
+// shareTimelines moves the timelines two or more runs share (the same
+// JSON slice, timelineJSON) into c.bases, each run naming its entry in
+// c.tlBase, so that the statement carries and parses each once; the
+// others stay the runs' own (tlBase 0).
+func (c *columns) shareTimelines() {
+	uses := make(map[*byte]int, 4)
+	for _, t := range c.timelines {
+		if len(t) > 0 {
+			uses[&t[0]]++
+		}
+	}
+	for i, t := range c.timelines {
+		if len(t) > 0 && uses[&t[0]] > 1 {
+			c.tlBase[i], c.timelines[i] = c.base(t), nil
+		}
+	}
+}
+
 // timelineKey names a timeline slice by its first element and length.
 type timelineKey struct {
 	first *instance.TimelineEvent
@@ -175,7 +200,7 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
 		c.statuses, c.defIdx, j(c.runParams), j(c.initiators), j(c.timelines), c.timeouts, c.limits, c.gens, j(c.params),
 		j(c.runConfigs), j(c.parents), c.parentKeys, c.depths, c.correlations, j(c.events), InstanceStatusKind, tracing.Traceparent(ctx),
-		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase)
+		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase, c.tlBase)
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(rd.idx), err)
 	}
@@ -184,12 +209,17 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 		byRef[out[i].Ref] = i
 	}
 	n := 0
+	// Declared once: Scan's pointers would move per-row variables to the
+	// heap, five allocations per run.
+	var (
+		ref      Ref
+		status   instance.WorkflowStatus
+		start    *time.Time
+		queued   bool
+		notified int64
+	)
 	for rows.Next() {
-		var ref Ref
-		var status instance.WorkflowStatus
-		var start *time.Time
-		var queued bool
-		var notified int64
+		start = nil
 		if err := rows.Scan(&ref.WorkflowID, &ref.InstanceID, &ref.RunID, &status, &start, &queued, &notified); err != nil {
 			rows.Close()
 			return fmt.Errorf("insert %d runs: %w", len(rd.idx), err)

@@ -47,7 +47,10 @@ RETURNING w.workflow_id, w.latest_instance_id`
 // inserts the runs and enqueues their start messages. A run's run params
 // are $31[rp_base] || its own ($32; 0: its own alone), its evaluated
 // params likewise with $33: the objects a foreach batch's runs share are
-// sent and parsed once (New.RunParamsBase, Local.ParamsBase). $28 is the
+// sent and parsed once (New.RunParamsBase, Local.ParamsBase). A run's
+// first timeline events are $31[tl_base] ($34) when other runs of the
+// statement share them (a trigger's or a backfill's batch: 200 bytes of
+// JSON parsed once, not once per run), else its own ($16). $28 is the
 // traceparent of the creating span (engine/tracing), shared by the runs
 // one call creates and their messages. A run's definition is $2[def]
 // (definitions shared by many runs are sent once), or, with def 0, copied
@@ -116,10 +119,10 @@ r AS MATERIALIZED (
         FROM unnest($4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], $9::uuid[], $10::text[],
             $11::integer[], $12::text[], $13::integer[], $14::jsonb[], $15::jsonb[], $16::jsonb[], $17::bigint[],
             $18::bigint[], $19::bigint[], $20::jsonb[], $21::jsonb[], $22::jsonb[], $23::text[], $24::integer[],
-            $25::text[], $29::boolean[], $30::jsonb[], $32::integer[], $33::integer[]) WITH ORDINALITY
+            $25::text[], $29::boolean[], $30::jsonb[], $32::integer[], $33::integer[], $34::integer[]) WITH ORDINALITY
         AS u(workflow_id, instance_id, run_id, version, group_id, uuid, request_id, group_count, status, def,
             run_params, initiator, timeline, timeout, lim, gen, params, run_config, parent, parent_key, depth,
-            correlation, strict, queued_event, rp_base, p_base, ord)
+            correlation, strict, queued_event, rp_base, p_base, tl_base, ord)
         WINDOW w AS (PARTITION BY u.workflow_id, u.lim IS NULL ORDER BY u.ord)) AS u
     LEFT JOIN room m ON m.workflow_id = u.workflow_id AND m.lim = u.lim AND m.strict = u.strict),
 ins AS (
@@ -137,9 +140,9 @@ SELECT r.workflow_id, r.instance_id, r.run_id, r.version, r.uuid, r.request_id, 
     COALESCE(($2::jsonb[])[r.def], v.definition),
     CASE WHEN r.rp_base > 0 THEN ($31::jsonb[])[r.rp_base] || r.run_params ELSE r.run_params END,
     r.initiator,
-    CASE WHEN o.group_id IS NOT NULL THEN r.timeline || $3::jsonb
-         WHEN r.is_queued THEN r.timeline || r.first_queued_event
-         ELSE r.timeline END,
+    CASE WHEN o.group_id IS NOT NULL THEN COALESCE(($31::jsonb[])[r.tl_base], r.timeline) || $3::jsonb
+         WHEN r.is_queued THEN COALESCE(($31::jsonb[])[r.tl_base], r.timeline) || r.first_queued_event
+         ELSE COALESCE(($31::jsonb[])[r.tl_base], r.timeline) END,
     r.timeout, r.is_queued, COALESCE(r.run_config, '{"policy": "START"}'::jsonb), r.parent, r.parent_key, r.depth, r.correlation,
     CASE WHEN r.status = 'STOPPED' THEN now() END,
     NULLIF($28::text, '')
@@ -331,7 +334,7 @@ WITH locked AS MATERIALIZED (
 UPDATE workflow w SET latest_instance_id = w.latest_instance_id + c.n
 FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
 WHERE w.workflow_id = c.id AND c.id IN (SELECT workflow_id FROM locked)
-RETURNING w.workflow_id, w.properties, w.latest_instance_id`
+RETURNING w.workflow_id, w.properties, w.latest_instance_id, w.owner, w.properties->'access_control'->'operators'`
 
 // BatchLock is what LockAllocate read of one workflow.
 type BatchLock struct {
@@ -340,6 +343,10 @@ type BatchLock struct {
 	// Last is its latest instance id once the ids were allocated: the
 	// caller's runs take the n ids up to it, in order.
 	Last int64
+	// Owner and Operators (the raw properties.access_control.operators)
+	// are who may act on the workflow, as locked.
+	Owner     string
+	Operators []byte
 }
 
 // LockAllocate locks the workflows ids (sorted, distinct) in id order and
@@ -356,7 +363,7 @@ func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map
 	for rows.Next() {
 		var id string
 		var l BatchLock
-		if err := rows.Scan(&id, &l.Props, &l.Last); err != nil {
+		if err := rows.Scan(&id, &l.Props, &l.Last, &l.Owner, &l.Operators); err != nil {
 			return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
 		}
 		out[id] = l
@@ -365,4 +372,65 @@ func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map
 		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
 	}
 	return out, nil
+}
+
+// giveBackSQL returns the last $2 instance ids of each workflow $1 that
+// LockAllocate allocated and no run took (a start found a duplicate or
+// refused once the workflows were locked); the caller holds the locks.
+const giveBackSQL = `
+UPDATE workflow w SET latest_instance_id = w.latest_instance_id - c.n
+FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
+WHERE w.workflow_id = c.id`
+
+// GiveBack returns the counts[i] highest instance ids of ids[i], which
+// LockAllocate allocated in tx and no run took: a caller that allocates
+// for every start it may create before it knows which it will (the
+// duplicates of stored runs, the refusals are known only under the lock)
+// gives the rest back, so that the workflow's ids stay dense. The runs
+// created took the lowest of the allocated ids, and the workflows are
+// still locked, so no other transaction allocated above them.
+func GiveBack(ctx context.Context, tx Tx, ids []string, counts []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, giveBackSQL, ids, counts)
+	if err != nil {
+		return fmt.Errorf("give back the unused instance ids of %d workflows: %w", len(ids), err)
+	}
+	if tag.RowsAffected() != int64(len(ids)) {
+		return fmt.Errorf("give back the unused instance ids of %d workflows: %d updated: %w", len(ids), tag.RowsAffected(), ErrWorkflowGone)
+	}
+	return nil
+}
+
+// StartKey names a first run by its workflow and request id.
+type StartKey struct{ WorkflowID, RequestID string }
+
+// FindStarted finds the first runs (run_id 1) already started with the
+// request ids requestIDs[i] of the workflows workflowIDs[i], as Created
+// duplicates. Under the workflows' locks (taken by an earlier statement
+// of tx) it sees every such run another transaction committed.
+func FindStarted(ctx context.Context, tx Tx, workflowIDs, requestIDs []string) (map[StartKey]Created, error) {
+	stored := map[StartKey]Created{}
+	if len(workflowIDs) == 0 {
+		return stored, nil
+	}
+	rows, err := tx.Query(ctx, dedupSQL, workflowIDs, requestIDs)
+	if err != nil {
+		return nil, fmt.Errorf("find duplicate starts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k StartKey
+		c := Created{Duplicated: true, Ref: Ref{RunID: 1}}
+		if err := rows.Scan(&k.WorkflowID, &k.RequestID, &c.Ref.InstanceID, &c.UUID, &c.GroupID, &c.Status, &c.Queued); err != nil {
+			return nil, fmt.Errorf("find duplicate starts: %w", err)
+		}
+		c.Ref.WorkflowID = k.WorkflowID
+		stored[k] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find duplicate starts: %w", err)
+	}
+	return stored, nil
 }
