@@ -6,8 +6,10 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
 )
@@ -231,9 +233,11 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	iid, rid, gen, att, seq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	grp := make([]int32, n)
 	step, status := make([]string, n), make([]string, n)
-	params, outputs, rt, retry, tl := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	// The JSON columns go as FlatArrays: pgx encodes a [][]byte by
+	// reflection, element by element.
+	params, outputs, rt, retry, tl := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
 	start, fin := make([]bool, n), make([]bool, n)
-	ev, sig := make([][]byte, n), make([][]byte, n)
+	ev, sig := make(jsonArray, n), make(jsonArray, n)
 	var uuids, types []string
 	if insert {
 		uuids, types = make([]string, n), make([]string, n)
@@ -262,8 +266,12 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	if afterStart {
 		args = append(args, live)
 	}
+	pgparam.Sized[event.Kind](args)
 	return args, afterStart
 }
+
+// jsonArray is a column of JSON values.
+type jsonArray = pgtype.FlatArray[[]byte]
 
 func instanceArgs(ops []*Op) []any {
 	n := len(ops)
@@ -271,7 +279,7 @@ func instanceArgs(ops []*Op) []any {
 	iid, rid, gen := make([]int64, n), make([]int64, n), make([]int64, n)
 	grp := make([]int32, n)
 	from, status := make([]string, n), make([]string, n)
-	params, tl, ev := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	params, tl, ev := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
 	fin := make([]bool, n)
 	for i, op := range ops {
 		u := &op.inst
@@ -279,7 +287,9 @@ func instanceArgs(ops []*Op) []any {
 		from[i], status[i], params[i], fin[i], ev[i] = string(u.From), string(u.Status), u.Params, u.End, u.Event
 		tl[i], _ = json.Marshal(orEmpty(u.Timeline))
 	}
-	return []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+	args := []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+	pgparam.Sized[event.Kind](args)
+	return args
 }
 
 func readStepKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {
