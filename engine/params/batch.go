@@ -163,12 +163,8 @@ func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams w
 	if len(b.shared) > 0 {
 		shared = b.json
 	}
-	// A clone copies the shared map's table whole, cheaper than inserting
-	// its entries one by one.
-	vals = maps.Clone(b.shared)
-	if vals == nil {
-		vals = make(Values, len(evaluated))
-	}
+	vals = make(Values, len(b.shared)+len(evaluated))
+	maps.Copy(vals, b.shared)
 	maps.Copy(vals, evaluated)
 	return vals, shared, own, nil
 }
