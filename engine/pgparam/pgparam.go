@@ -11,13 +11,21 @@
 // plan, encoding it makes the buffer that size at once. On any other
 // connection it encodes as the value it wraps (driver.Valuer), so a
 // statement that uses it is correct whatever pool runs it.
+//
+// The messages themselves go through a second buffer, the connection's
+// write buffer, which pgx likewise shrinks to a kilobyte after every
+// flush: Reserve gives it the room a batch of statements will take before
+// the batch is sent.
 package pgparam
 
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -130,3 +138,39 @@ func (p *hintPlan) Encode(value any, buf []byte) ([]byte, error) {
 	}
 	return p.next.Encode(v, buf)
 }
+
+// Reserve makes room for n bytes in the buffer conn writes its next
+// messages from, when it has less: a batch of statements whose Bind
+// messages come to hundreds of kilobytes is then encoded into one
+// allocation, where pgx's buffer, which it shrinks back to a kilobyte
+// after every flush, would regrow by repeated appends. It writes nothing:
+// the message it sends encodes to no bytes. conn must be idle (acquired,
+// nothing of it in flight), as before a SendBatch.
+func Reserve(conn *pgconn.PgConn, n int) {
+	if n <= 0 {
+		return
+	}
+	conn.Frontend().Send(room(min(n, maxHint)))
+}
+
+// room is a frontend message of no bytes that leaves the buffer it is
+// encoded into with at least that many bytes free.
+type room int
+
+// Frontend implements pgproto3.FrontendMessage.
+func (room) Frontend() {}
+
+// Decode implements pgproto3.Message; a room is never received.
+func (room) Decode([]byte) error { return errors.New("pgparam: room is not a protocol message") }
+
+// Encode implements pgproto3.Message: dst, with room to grow.
+func (r room) Encode(dst []byte) ([]byte, error) {
+	if cap(dst)-len(dst) >= int(r) {
+		return dst, nil
+	}
+	grown := make([]byte, len(dst), len(dst)+int(r))
+	copy(grown, dst)
+	return grown, nil
+}
+
+var _ pgproto3.FrontendMessage = room(0)

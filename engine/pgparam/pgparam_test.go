@@ -108,3 +108,32 @@ func TestHintPlanSizesTheBuffer(t *testing.T) {
 		t.Fatalf("the array's encoding regrew the hinted buffer: cap %d -> %d (len %d)", before, cap(out), len(out))
 	}
 }
+
+// Reserve leaves a connection's next statements as they were: what they
+// send and read is unchanged, with or without room made, and room larger
+// than any statement is harmless.
+func TestReserveWritesNothing(t *testing.T) {
+	conn, err := pgx.Connect(context.Background(), dbtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, n := range []int{0, 10, 1 << 20} {
+		pgparam.Reserve(conn.PgConn(), n)
+		b := &pgx.Batch{}
+		b.Queue(`SELECT $1::text || 'b'`, "a")
+		b.Queue(`SELECT count(*) FROM unnest($1::jsonb[])`, pgtype.FlatArray[[]byte]{[]byte(`{}`), []byte(`[1]`)})
+		br := conn.SendBatch(context.Background(), b)
+		var s string
+		var c int
+		if err := br.QueryRow().Scan(&s); err != nil || s != "ab" {
+			t.Fatalf("reserve %d: first statement read %q, %v", n, s, err)
+		}
+		if err := br.QueryRow().Scan(&c); err != nil || c != 2 {
+			t.Fatalf("reserve %d: second statement read %d, %v", n, c, err)
+		}
+		if err := br.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

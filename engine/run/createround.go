@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/maestro-aws/maestro/engine/event"
@@ -177,7 +178,11 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 		c.statuses, c.defIdx, j(c.runParams), j(c.initiators), j(c.timelines), c.timeouts, c.limits, c.gens, j(c.params),
 		j(c.runConfigs), j(c.parents), c.parentKeys, c.depths, c.correlations, j(c.events), InstanceStatusKind, tracing.Traceparent(ctx),
 		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase}
-	pgparam.Sized[string](args) // pgx's buffer sized once for the round's arrays
+	// pgx's buffers sized once for the round's arrays (pgparam).
+	if c, ok := tx.(interface{ Conn() *pgx.Conn }); ok {
+		pgparam.Reserve(c.Conn().PgConn(), 64+pgparam.Estimate(args))
+	}
+	pgparam.Sized[string](args)
 	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting), args...)
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(rd.idx), err)

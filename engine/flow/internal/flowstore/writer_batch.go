@@ -94,15 +94,28 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		}
 		return br.Close()
 	}
+	// The batch's messages are encoded into one buffer of their size
+	// (pgparam.Reserve).
+	size := 0
+	for _, q := range b.QueuedQueries {
+		size += 64 + pgparam.Estimate(q.Arguments)
+	}
 	if !needTx {
 		// One round trip: the statements of a batch run in one implicit
 		// transaction, committed before the results are answered.
-		if err := send(db.SendBatch(ctx, b)); err != nil {
+		c, err := db.Acquire(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("acquire a connection for %d writes: %w", len(batch), err)
+		}
+		defer c.Release()
+		pgparam.Reserve(c.Conn().PgConn(), size)
+		if err := send(c.SendBatch(ctx, b)); err != nil {
 			return nil, err
 		}
 		return written, nil
 	}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		pgparam.Reserve(tx.Conn().PgConn(), size)
 		if err := send(tx.SendBatch(ctx, b)); err != nil {
 			return err
 		}
