@@ -44,6 +44,7 @@ var layers = map[string]int{
 	"engine/awsconf":                                base,
 	"engine/tracing":                                base,
 	"engine/dbconn/rdsca":                           base,
+	"engine/pgparam":                                base,
 	"engine/localpg":                                base,
 	"engine/dbtest":                                 base,
 	"engine/ops/redrive":                            base,

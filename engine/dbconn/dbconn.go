@@ -39,6 +39,7 @@ import (
 
 	"github.com/maestro-aws/maestro/engine/awsconf"
 	"github.com/maestro-aws/maestro/engine/dbconn/rdsca"
+	"github.com/maestro-aws/maestro/engine/pgparam"
 )
 
 // ErrNotConfigured reports that none of the variables above is set.
@@ -224,6 +225,9 @@ func Open(ctx context.Context, dsn string, opts PoolOptions) (*pgxpool.Pool, err
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
 	TrustRDS(&cfg.ConnConfig.Config)
+	// Statements with large parameters size pgx's buffer once (pgparam);
+	// pools made from a copy of this config (the engine's writer) keep it.
+	cfg.AfterConnect = pgparam.AfterConnect(cfg.AfterConnect)
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/maestro-aws/maestro/engine/pgparam"
 )
 
 // Statements counts the statements a pool sends to PostgreSQL, each
@@ -55,6 +57,7 @@ func CountingPoolOf(t testing.TB, maxConns int32) (*pgxpool.Pool, *Statements) {
 	}
 	st := &Statements{bySQL: map[string]int64{}, spent: map[string]time.Duration{}, rows: map[string]int64{}}
 	cfg.ConnConfig.Tracer = st
+	cfg.AfterConnect = pgparam.AfterConnect(cfg.AfterConnect) // as dbconn.Open
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("dbtest: open pool: %v", err)

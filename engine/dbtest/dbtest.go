@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/maestro-aws/maestro/engine/localpg"
+	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/migrations"
 )
 
@@ -250,7 +251,12 @@ func createFrom(t testing.TB, admin, tpl string) string {
 // closed when t ends.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), URL(t))
+	cfg, err := pgxpool.ParseConfig(URL(t))
+	if err != nil {
+		t.Fatalf("dbtest: parse the pool config: %v", err)
+	}
+	cfg.AfterConnect = pgparam.AfterConnect(cfg.AfterConnect) // as dbconn.Open
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("dbtest: open pool: %v", err)
 	}

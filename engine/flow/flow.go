@@ -180,6 +180,7 @@ func (f *flowActor) releaseMemory() {
 // paramErr is set when the run's params failed to evaluate at start: the
 // run then ends FAILED at once.
 func (f *flowActor) run(paramErr error, steps []flowstore.StepRow) {
+	reserveStack(0)
 	defer f.eng.wg.Done()
 	defer close(f.done)
 	defer f.grp.remove(f)

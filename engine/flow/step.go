@@ -142,6 +142,7 @@ func (a *stepActor) log() []any {
 // the flow) or when the flow's context ends (group lost, engine stopping):
 // then the database holds the last state and the next owner resumes it.
 func (a *stepActor) run(ctx context.Context) {
+	reserveStack(0)
 	defer a.f.eng.wg.Done()
 	defer close(a.done)
 	defer func() {

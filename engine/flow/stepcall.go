@@ -29,17 +29,24 @@ type stepCall struct {
 	pollAt time.Time
 }
 
+// runtimeAttempt is what the runtime's calls see of the attempt. An inline
+// runtime (pure, in the engine: no job to call back) gets no callback
+// token, which costs an HMAC per call to sign.
 func (a *stepActor) runtimeAttempt() *stepruntime.Attempt {
 	cfg := composite.StepConfig(a.node, a.stopWith != nil && a.stopWith.kill)
 	if a.node.Step != nil {
 		cfg = a.node.Step.Config
 	}
-	return &stepruntime.Attempt{
+	att := &stepruntime.Attempt{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
 		StepID: a.id, AttemptID: a.attempt, Type: string(a.node.Type()),
 		Params: a.params.Plain(), Config: cfg, StartTime: a.started, Data: a.data, UUID: a.uuid,
-		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.HeldNow, CallbackToken: a.f.eng.stepToken(a.uuid),
+		Node: a.f.eng.cfg.NodeID, LeaseHeld: a.f.grp.HeldNow,
 	}
+	if !a.inline() {
+		att.CallbackToken = a.f.eng.stepToken(a.uuid)
+	}
+	return att
 }
 
 // spanNames name a runtime call's span by phase.

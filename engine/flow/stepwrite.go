@@ -24,7 +24,7 @@ type stepWrites struct {
 	durable instance.StepStatus
 	seq     int64
 	// pending are the transitions since the last write; pendingAt holds
-	// when each happened, for Observer.
+	// when each happened, for Observer (kept only when there is one).
 	pending   []instance.TimelineEvent
 	pendingAt []time.Time
 	inserted  bool
@@ -51,10 +51,21 @@ func (a *stepActor) transition(to instance.StepStatus, reason string) error {
 		return err
 	}
 	a.status = to
-	a.w.pending = append(a.w.pending, instance.StatusChange(string(to), reason)...)
-	a.w.pendingAt = append(a.w.pendingAt, time.Now())
+	now := time.Now()
+	if a.w.pending == nil {
+		// One allocation for the transitions of a write: an attempt that
+		// runs through in one write (an inline runtime) records about nine.
+		a.w.pending = make([]instance.TimelineEvent, 0, pendingCap)
+	}
+	a.w.pending = instance.AppendStatusChange(a.w.pending, string(to), reason, now)
+	if a.f.eng.cfg.Observer != nil {
+		a.w.pendingAt = append(a.w.pendingAt, now)
+	}
 	return nil
 }
+
+// pendingCap is the room made for the transitions of one write.
+const pendingCap = 12
 
 // persist writes the attempt's state and the transitions since the last
 // write, fenced by the flow's generation, through the node's writer (one

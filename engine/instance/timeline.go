@@ -18,12 +18,22 @@ type TimelineEvent = wire.TimelineEvent
 // STATUS event with the status alone, then, when reason is not empty, a
 // LOG event at the same instant carrying the reason at ReasonLevel(status).
 func StatusChange(status, reason string) []TimelineEvent {
-	now := time.Now().UnixMilli()
-	events := []TimelineEvent{{Type: wire.EventStatus, Timestamp: now, Status: status}}
+	n := 1
 	if reason != "" {
-		events = append(events, TimelineEvent{Type: wire.EventLog, Timestamp: now, Level: ReasonLevel(status), Message: reason})
+		n = 2
 	}
-	return events
+	return AppendStatusChange(make([]TimelineEvent, 0, n), status, reason, time.Now())
+}
+
+// AppendStatusChange appends to dst the events of StatusChange(status,
+// reason) happening at now, without a slice of their own.
+func AppendStatusChange(dst []TimelineEvent, status, reason string, now time.Time) []TimelineEvent {
+	ms := now.UnixMilli()
+	dst = append(dst, TimelineEvent{Type: wire.EventStatus, Timestamp: ms, Status: status})
+	if reason != "" {
+		dst = append(dst, TimelineEvent{Type: wire.EventLog, Timestamp: ms, Level: ReasonLevel(status), Message: reason})
+	}
+	return dst
 }
 
 // ReasonLevel is the level of the LOG event that says why a run or a step

@@ -136,8 +136,7 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 	if err != nil {
 		return nil, err
 	}
-	env := &scopeEnv{vals: make(sel.MapEnv, len(sc.Base)+len(defs)), steps: sc.Steps}
-	maps.Copy(env.vals, sc.Base)
+	env := &scopeEnv{vals: make(sel.MapEnv, len(defs)), base: sc.Base, steps: sc.Steps}
 	out := make(Values, len(defs))
 	size := budget{used: sc.used, limit: MaxBytes}
 	for _, name := range order {
@@ -187,15 +186,18 @@ func validate(ctx context.Context, src string, v any, env sel.Env, funcs map[str
 	return c.check(ctx, v, env)
 }
 
-// scopeEnv resolves free names: evaluated params first, then step__name
+// scopeEnv resolves free names: evaluated params first, then the scope's
+// base (read in place: a step's evaluation does not copy the workflow's
+// params), then step__name
 // references to upstream steps.
 type scopeEnv struct {
 	vals  sel.MapEnv
+	base  map[string]any
 	steps StepLookup
 }
 
 func (e *scopeEnv) Lookup(name string) (any, bool) {
-	if v, ok := e.vals[name]; ok {
+	if v, ok := e.value(name); ok {
 		return v, true
 	}
 	if e.steps != nil {
@@ -209,13 +211,30 @@ func (e *scopeEnv) Lookup(name string) (any, bool) {
 // lookupRef resolves an interpolation reference.
 func (e *scopeEnv) lookupRef(r ref) (any, bool) {
 	if r.step == "" {
-		v, ok := e.vals[r.name]
-		return v, ok
+		return e.value(r.name)
 	}
 	if e.steps == nil {
 		return nil, false
 	}
 	return e.steps(r.step, r.name)
+}
+
+// value is the param name: evaluated in this scope, else from its base.
+func (e *scopeEnv) value(name string) (any, bool) {
+	if v, ok := e.vals[name]; ok {
+		return v, true
+	}
+	v, ok := e.base[name]
+	return v, ok
+}
+
+// visible is every param the scope's expressions see by name, as one map
+// (the evaluated ones shadowing the base's).
+func (e *scopeEnv) visible() map[string]any {
+	out := make(map[string]any, len(e.base)+len(e.vals))
+	maps.Copy(out, e.base)
+	maps.Copy(out, e.vals)
+	return out
 }
 
 // ErrNoSuchStepParam reports params.getFromStep of something not available.
@@ -399,9 +418,10 @@ func literalRefs(def workflow.Param) ([]string, error) {
 func literal(ctx context.Context, def workflow.Param, env *scopeEnv, steps StepLookup, funcs map[string]sel.Func) (any, error) {
 	if nested, ok := def.MapValue(); ok {
 		out := make(map[string]any, len(nested))
+		base := env.visible()
 		for _, name := range slices.Sorted(maps.Keys(nested)) {
 			vals, err := EvaluateIn(ctx, workflow.Params{name: nested[name]},
-				Scope{Base: env.vals, Steps: steps, Funcs: funcs, member: true})
+				Scope{Base: base, Steps: steps, Funcs: funcs, member: true})
 			if err != nil {
 				return nil, err
 			}

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/maestro-aws/maestro/engine/event"
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/engine/tracing"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -196,11 +198,17 @@ func insertRound(ctx context.Context, tx Tx, rd *preparedRound, opt Options, out
 	// The JSON columns go as FlatArrays: pgx encodes a [][]byte by
 	// reflection, element by element.
 	j := func(v [][]byte) pgtype.FlatArray[[]byte] { return v }
-	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting, len(rd.idx) <= maxNotedStarts), node, j(c.defs), opt.PickedUp,
+	args := []any{node, j(c.defs), opt.PickedUp,
 		c.workflowIDs, c.instanceIDs, c.runIDs, c.versions, c.groups, c.uuids, c.requestIDs, c.groupCounts,
 		c.statuses, c.defIdx, j(c.runParams), j(c.initiators), j(c.timelines), c.timeouts, c.limits, c.gens, j(c.params),
 		j(c.runConfigs), j(c.parents), c.parentKeys, c.depths, c.correlations, j(c.events), InstanceStatusKind, tracing.Traceparent(ctx),
-		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase, c.tlBase)
+		c.stricts, j(c.queuedEvents), j(c.bases), c.rpBase, c.pBase, c.tlBase}
+	// pgx's buffers sized once for the round's arrays (pgparam).
+	if c, ok := tx.(interface{ Conn() *pgx.Conn }); ok {
+		pgparam.Reserve(c.Conn().PgConn(), 64+pgparam.Estimate(args))
+	}
+	pgparam.Sized[string](args)
+	rows, err := tx.Query(ctx, insertRunsStatement(opt.SkipExisting, len(rd.idx) <= maxNotedStarts), args...)
 	if err != nil {
 		return fmt.Errorf("insert %d runs: %w", len(rd.idx), err)
 	}

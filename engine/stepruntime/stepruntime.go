@@ -95,7 +95,8 @@ type Attempt struct {
 	// CallbackToken is the attempt's step token: a job that calls back
 	// (PUT /api/v3/output-data, PUT /api/v3/step-completion) must send it.
 	// Only the attempt's job may receive it: a runtime passes it to the job
-	// and never records it in Data, outputs or messages.
+	// and never records it in Data, outputs or messages. An Inline
+	// runtime, which has no job, is given none.
 	CallbackToken string
 	// Node is the engine node running the attempt; an Http step names it in
 	// NodeHeader, so a server can tell which engine called.

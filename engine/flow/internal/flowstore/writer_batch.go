@@ -6,8 +6,10 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
 )
@@ -92,15 +94,28 @@ func execBatch(ctx context.Context, db *pgxpool.Pool, batch []*Op) (map[*Op]bool
 		}
 		return br.Close()
 	}
+	// The batch's messages are encoded into one buffer of their size
+	// (pgparam.Reserve).
+	size := 0
+	for _, q := range b.QueuedQueries {
+		size += 64 + pgparam.Estimate(q.Arguments)
+	}
 	if !needTx {
 		// One round trip: the statements of a batch run in one implicit
 		// transaction, committed before the results are answered.
-		if err := send(db.SendBatch(ctx, b)); err != nil {
+		c, err := db.Acquire(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("acquire a connection for %d writes: %w", len(batch), err)
+		}
+		defer c.Release()
+		pgparam.Reserve(c.Conn().PgConn(), size)
+		if err := send(c.SendBatch(ctx, b)); err != nil {
 			return nil, err
 		}
 		return written, nil
 	}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		pgparam.Reserve(tx.Conn().PgConn(), size)
 		if err := send(tx.SendBatch(ctx, b)); err != nil {
 			return err
 		}
@@ -231,15 +246,17 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	iid, rid, gen, att, seq := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	grp := make([]int32, n)
 	step, status := make([]string, n), make([]string, n)
-	params, outputs, rt, retry, tl := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	// The JSON columns go as FlatArrays: pgx encodes a [][]byte by
+	// reflection, element by element.
+	params, outputs, rt, retry, tl := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
 	start, fin := make([]bool, n), make([]bool, n)
-	ev, sig := make([][]byte, n), make([][]byte, n)
+	ev, sig := make(jsonArray, n), make(jsonArray, n)
 	var uuids, types []string
-	var patch [][]byte
+	var patch jsonArray
 	if insert {
 		uuids, types = make([]string, n), make([]string, n)
 	} else {
-		patch = make([][]byte, n)
+		patch = make(jsonArray, n)
 	}
 	for i, op := range ops {
 		s := &op.step
@@ -269,8 +286,12 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	if afterStart {
 		args = append(args, live)
 	}
+	pgparam.Sized[event.Kind](args)
 	return args, afterStart
 }
+
+// jsonArray is a column of JSON values.
+type jsonArray = pgtype.FlatArray[[]byte]
 
 func instanceArgs(ops []*Op) []any {
 	n := len(ops)
@@ -278,7 +299,7 @@ func instanceArgs(ops []*Op) []any {
 	iid, rid, gen := make([]int64, n), make([]int64, n), make([]int64, n)
 	grp := make([]int32, n)
 	from, status := make([]string, n), make([]string, n)
-	params, tl, ev := make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	params, tl, ev := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
 	fin := make([]bool, n)
 	for i, op := range ops {
 		u := &op.inst
@@ -286,7 +307,9 @@ func instanceArgs(ops []*Op) []any {
 		from[i], status[i], params[i], fin[i], ev[i] = string(u.From), string(u.Status), u.Params, u.End, u.Event
 		tl[i], _ = json.Marshal(orEmpty(u.Timeline))
 	}
-	return []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+	args := []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+	pgparam.Sized[event.Kind](args)
+	return args
 }
 
 func readStepKeys(ops []*Op) func(pgx.Rows, map[*Op]bool) error {

@@ -84,6 +84,16 @@ const startedFence = `(NOT u.live OR EXISTS (SELECT 1 FROM workflow_instance i
         WHERE i.workflow_id = u.workflow_id AND i.instance_id = u.instance_id AND i.run_id = u.run_id
           AND i.status = 'IN_PROGRESS' AND i.generation = u.gen))`
 
+// stepEventSource unnests, of stepSource's arrays, only the keys, events
+// and output signals: what an insert's rows written are joined to. A
+// second reference to stepSource itself would make PostgreSQL materialize
+// it, copying every row's params and timeline twice (into the CTE's store
+// and the join's hash table) to read three small columns.
+const stepEventSource = `
+        SELECT k.workflow_id COLLATE "C" AS workflow_id, k.instance_id, k.run_id, k.step_id, k.attempt_id, k.ev, k.sig, k.ord
+        FROM unnest($2::text[], $3::bigint[], $4::bigint[], $7::text[], $8::bigint[], $18::json[], $19::jsonb[]) WITH ORDINALITY
+          AS k(workflow_id, instance_id, run_id, step_id, attempt_id, ev, sig, ord)`
+
 // insertStepsStatement inserts new attempts. A row that exists already is
 // refused (ON CONFLICT), not an error: a write repeated after a lost
 // acknowledgement.
@@ -104,8 +114,8 @@ ws AS (
     ON CONFLICT DO NOTHING
     RETURNING workflow_id, instance_id, run_id, step_id, attempt_id, seq),
 wu AS (
-    SELECT ws.workflow_id, ws.seq, u.ev, u.sig, u.ord FROM ws JOIN u ON u.workflow_id = ws.workflow_id
-        AND u.instance_id = ws.instance_id AND u.run_id = ws.run_id AND u.step_id = ws.step_id AND u.attempt_id = ws.attempt_id),
+    SELECT ws.workflow_id, ws.seq, k.ev, k.sig, k.ord FROM ws JOIN (` + stepEventSource + `) AS k ON k.workflow_id = ws.workflow_id
+        AND k.instance_id = ws.instance_id AND k.run_id = ws.run_id AND k.step_id = ws.step_id AND k.attempt_id = ws.attempt_id),
 e AS (
     ` + event.InsertSQL + `
     SELECT $1::smallint, wu.workflow_id, wu.seq, wu.ev FROM wu WHERE wu.ev IS NOT NULL ORDER BY wu.ord)` +
