@@ -67,7 +67,9 @@ func (e *env) engineBefore(cfg flow.Config, before func(*flow.Engine)) *flow.Eng
 	if cfg.Runtimes == nil {
 		cfg.Runtimes = testRuntimes()
 	}
-	cfg.Queue.SweepInterval = 200 * time.Millisecond
+	if cfg.Queue.SweepInterval == 0 {
+		cfg.Queue.SweepInterval = 200 * time.Millisecond
+	}
 	eng, err := flow.New(e.pool, cfg)
 	if err != nil {
 		e.t.Fatal(err)

@@ -25,7 +25,12 @@ func TestStartMessageClaimReadsTheRun(t *testing.T) {
 	defs := definition.NewStore(pool)
 	ft := &flowtest.Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, flowtest.GroupCount)}
 	e := &env{Env: ft, t: t, pool: pool, defs: defs, runs: ft.Runs}
-	e.engine(flow.Config{})
+	// No sweep within the test: one whose grace (an interval) ran out
+	// before the notification's claim, on a loaded machine, would claim
+	// the message itself, without the read.
+	cfg := flow.Config{}
+	cfg.Queue.SweepInterval = time.Minute
+	e.engine(cfg)
 	e.push(chainJSON("one", 1))
 	for i := range 3 {
 		stmts.Reset()
