@@ -40,7 +40,7 @@ func enqueueNoted(t *testing.T, pool *pgxpool.Pool, note string) int64 {
 	var id int64
 	err := pool.QueryRow(context.Background(), `
 WITH msg AS (INSERT INTO maestro_queue (queue_id, group_id, payload) VALUES (1, 1, '{}') RETURNING message_id, group_id),
-note AS (SELECT message_id, $1::json AS run FROM msg),
+note AS (SELECT message_id, group_id, $1::json AS run FROM msg),
 n AS (`+fmt.Sprintf(queue.NotifyNotedSQL, "1::smallint")+`)
 SELECT message_id FROM msg, n`, note).Scan(&id)
 	if err != nil {

@@ -176,7 +176,7 @@ noted AS MATERIALIZED (
     WHERE (v.workflow_id, v.version) IN (SELECT workflow_id, version FROM r WHERE def = 0 AND rp_base = 0 AND run_id = 1)
       AND pg_column_size(v.definition) <= 262144),
 note AS (
-    SELECT m.message_id, json_build_object('workflow_id', r.workflow_id, 'instance_id', r.instance_id, 'run_id', r.run_id,
+    SELECT m.message_id, m.group_id, json_build_object('workflow_id', r.workflow_id, 'instance_id', r.instance_id, 'run_id', r.run_id,
         'group_id', r.group_id, 'version', r.version, 'group_count', r.group_count, 'uuid', r.uuid,
         'run_params', r.run_params, 'initiator', r.initiator, 'timeout', r.timeout,
         'run_config', COALESCE(r.run_config, '{"policy": "START"}'::jsonb), 'parent', r.parent, 'depth', r.depth,
@@ -185,9 +185,10 @@ note AS (
         'incremental', r.initiator->'incremental',
         'definition_sha256', d.sha,
         'owner', COALESCE(w.owner, '')) AS run
-    FROM msg m
-    JOIN r ON r.workflow_id = m.payload->>'workflow_id' AND r.instance_id = (m.payload->>'instance_id')::bigint
-      AND r.run_id = (m.payload->>'run_id')::bigint
+    FROM (SELECT message_id, group_id, payload->>'workflow_id' AS workflow_id, (payload->>'instance_id')::bigint AS instance_id,
+              (payload->>'run_id')::bigint AS run_id
+          FROM msg OFFSET 0) AS m -- the keys taken out once, not once per pair the join compares
+    JOIN r ON r.workflow_id = m.workflow_id AND r.instance_id = m.instance_id AND r.run_id = m.run_id
     JOIN noted d ON d.workflow_id = r.workflow_id AND d.version = r.version
     LEFT JOIN workflow w ON w.workflow_id = split_part(r.workflow_id, ':', 1)
     WHERE r.def = 0 AND r.rp_base = 0 AND r.run_id = 1)
