@@ -418,9 +418,25 @@ func literalRefs(def workflow.Param) ([]string, error) {
 func literal(ctx context.Context, def workflow.Param, env *scopeEnv, steps StepLookup, funcs map[string]sel.Func) (any, error) {
 	if nested, ok := def.MapValue(); ok {
 		out := make(map[string]any, len(nested))
-		base := env.visible()
+		var base map[string]any // what members' expressions see, built for the first
 		for _, name := range slices.Sorted(maps.Keys(nested)) {
-			vals, err := EvaluateIn(ctx, workflow.Params{name: nested[name]},
+			member := nested[name]
+			if member.Expression == nil {
+				// What EvaluateIn of the member alone computes (a member
+				// has no validator run), read from this scope in place
+				// rather than from a copy of it: an Http step's map of
+				// literals copied the workflow's params once per member.
+				typed, err := literalMember(ctx, name, member, env, steps, funcs)
+				if err != nil {
+					return nil, err
+				}
+				out[name] = typed
+				continue
+			}
+			if base == nil {
+				base = env.visible()
+			}
+			vals, err := EvaluateIn(ctx, workflow.Params{name: member},
 				Scope{Base: base, Steps: steps, Funcs: funcs, member: true})
 			if err != nil {
 				return nil, err
@@ -430,6 +446,25 @@ func literal(ctx context.Context, def workflow.Param, env *scopeEnv, steps StepL
 		return out, nil
 	}
 	return interpolateValue(def.Value, env.lookupRef)
+}
+
+// literalMember evaluates a map param's member that has no expression as
+// EvaluateIn of it alone would, in env (the map's scope: its evaluated
+// params shadowing its base, as the copy EvaluateIn would be given).
+func literalMember(ctx context.Context, name string, def workflow.Param, env *scopeEnv, steps StepLookup, funcs map[string]sel.Func) (any, error) {
+	v, err := literal(ctx, def, env, steps, funcs)
+	if err != nil {
+		return nil, &Error{Param: name, Err: err}
+	}
+	typed, err := Convert(def.Type, v)
+	if err != nil {
+		return nil, &Error{Param: name, Err: err}
+	}
+	size := budget{limit: MaxBytes}
+	if err := size.add(name, Value{Type: def.Type, Value: typed}); err != nil {
+		return nil, &Error{Param: name, Err: err}
+	}
+	return typed, nil
 }
 
 // Convert converts v to the Go type of t, accepting JSON-decoded values

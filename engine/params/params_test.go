@@ -375,3 +375,22 @@ func TestMapMembersReadTheEnclosingScope(t *testing.T) {
 		t.Fatal("a member reading a sibling member was evaluated; Maestro binds only the enclosing scope")
 	}
 }
+
+// A MAP member that fails to evaluate names itself inside the map's
+// error, whether it is a literal (evaluated in the enclosing scope in
+// place) or an expression.
+func TestMapMemberErrorsNameTheMember(t *testing.T) {
+	t.Parallel()
+	for what, member := range map[string]workflow.Param{
+		"literal":    str("${missing_param}"),
+		"expression": expr(workflow.ParamTypeLong, "missing_param + 1"),
+	} {
+		_, err := params.Evaluate(context.Background(), workflow.Params{"outer": lit(workflow.ParamTypeMap, map[string]workflow.Param{
+			"ok": long(1), "bad": member,
+		})}, nil, nil)
+		var pe *params.Error
+		if !errors.As(err, &pe) || pe.Param != "outer" || !strings.Contains(err.Error(), "bad") {
+			t.Errorf("%s member: %v, want an error of outer naming bad", what, err)
+		}
+	}
+}
