@@ -153,13 +153,9 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 				return nil, &Error{Param: name, Err: err}
 			}
 		}
-		typed, err := Convert(def.Type, v)
+		typed, err := convertCounted(name, def.Type, v, &size)
 		if err != nil {
-			return nil, &Error{Param: name, Err: err}
-		}
-		// Counted before anything else reads the value (MaxBytes).
-		if err := size.add(name, Value{Type: def.Type, Value: typed}); err != nil {
-			return nil, &Error{Param: name, Err: err}
+			return nil, err
 		}
 		env.vals[name] = typed
 		if def.Validator != "" && !sc.member {
@@ -456,12 +452,17 @@ func literalMember(ctx context.Context, name string, def workflow.Param, env *sc
 	if err != nil {
 		return nil, &Error{Param: name, Err: err}
 	}
-	typed, err := Convert(def.Type, v)
+	return convertCounted(name, def.Type, v, &budget{limit: MaxBytes})
+}
+
+// convertCounted converts the value v of param name to t and counts it
+// against size before anything else reads it (MaxBytes).
+func convertCounted(name string, t workflow.ParamType, v any, size *budget) (any, error) {
+	typed, err := Convert(t, v)
 	if err != nil {
 		return nil, &Error{Param: name, Err: err}
 	}
-	size := budget{limit: MaxBytes}
-	if err := size.add(name, Value{Type: def.Type, Value: typed}); err != nil {
+	if err := size.add(name, Value{Type: t, Value: typed}); err != nil {
 		return nil, &Error{Param: name, Err: err}
 	}
 	return typed, nil

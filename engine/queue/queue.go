@@ -124,10 +124,7 @@ const InsertSQL = `INSERT INTO maestro_queue (queue_id, group_id, payload, trace
 // notifications, named notified.
 const NotifyManySQL = `
     SELECT count(pg_notify('` + Channel + `', json_build_object('q', %s, 'g', g, 'ids', ids)::text)) AS notified
-    FROM (SELECT coalesce(group_id, -1) AS g, json_agg(message_id ORDER BY message_id) AS ids
-          FROM (SELECT message_id, group_id,
-                    (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / 300 AS chunk FROM msg) AS m
-          GROUP BY group_id, chunk) AS notes`
+    FROM (` + chunkedIDs + `msg` + chunkedIDsEnd + `) AS notes`
 
 // NotifyNotedSQL is NotifyManySQL whose messages may carry a note: a
 // CTE named note (columns message_id, group_id and run, one json object
@@ -144,11 +141,22 @@ const NotifyNotedSQL = `
     SELECT count(pg_notify('` + Channel + `', json_build_object('q', %s, 'g', g, 'ids', ids, 'run', run)::text)) AS notified
     FROM (SELECT coalesce(group_id, -1) AS g, json_build_array(message_id) AS ids, run FROM sent
           UNION ALL
-          SELECT coalesce(group_id, -1), json_agg(message_id ORDER BY message_id), NULL
+          ` + chunkedIDs + `msg WHERE message_id NOT IN (SELECT message_id FROM sent)` + chunkedIDsEnd + `) AS notes`
+
+// notifyChunk is the most message ids one notification names.
+const notifyChunk = "300"
+
+// chunkedIDs, a FROM item of messages (message_id, group_id) and
+// chunkedIDsEnd select the rows of the notifications that name them: per
+// flow group and notifyChunk messages, g, ids and a NULL run.
+const (
+	chunkedIDs = `SELECT coalesce(group_id, -1) AS g, json_agg(message_id ORDER BY message_id) AS ids, NULL::json AS run
           FROM (SELECT message_id, group_id,
-                    (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / 300 AS chunk
-                FROM msg WHERE message_id NOT IN (SELECT message_id FROM sent)) AS m
-          GROUP BY group_id, chunk) AS notes`
+                    (row_number() OVER (PARTITION BY group_id ORDER BY message_id) - 1) / ` + notifyChunk + ` AS chunk
+                FROM `
+	chunkedIDsEnd = `) AS m
+          GROUP BY group_id, chunk`
+)
 
 // noteLimit is the longest note NotifyNotedSQL sends: with the queue,
 // group and ids of one message around it, the payload stays well under
