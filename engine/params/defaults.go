@@ -82,8 +82,9 @@ var defaultExpressions = map[string]string{
 	Owner: `return params.getFromInstance("owner");`,
 }
 
-// defaultParams returns the default workflow params with expressions.
-func defaultParams() workflow.Params {
+// defaultParams returns the default workflow params with expressions,
+// built once: callers copy them (WorkflowDefs) and never change them.
+var defaultParams = sync.OnceValue(func() workflow.Params {
 	out := make(workflow.Params, len(defaultExpressions))
 	for name, expr := range defaultExpressions {
 		typ := workflow.ParamTypeString
@@ -98,7 +99,7 @@ func defaultParams() workflow.Params {
 		out[name] = workflow.Param{Type: typ, Expression: &e, Mode: mode}
 	}
 	return out
-}
+})
 
 // instanceKey carries the WorkflowInput of an evaluation to
 // params.getFromInstance.

@@ -189,7 +189,9 @@ func WorkflowDefs(in WorkflowInput) (workflow.Params, error) {
 			break
 		}
 	}
-	defs := defaultParams()
+	// The defaults, five info params, the definition's and the run's.
+	defs := make(workflow.Params, len(defaultExpressions)+5+len(wf.Params)+len(in.RunParams))
+	maps.Copy(defs, defaultParams())
 	defs[RunTS] = workflow.Param{Type: workflow.ParamTypeLong, Value: now.UnixMilli(), Mode: workflow.ParamModeMutableOnStart}
 	defs[FirstTimeTriggerTimezone] = workflow.Param{Type: workflow.ParamTypeString, Value: tz, Mode: workflow.ParamModeMutableOnStart}
 	defs[WorkflowID] = workflow.Param{Type: workflow.ParamTypeString, Value: wf.ID, Mode: workflow.ParamModeConstant}

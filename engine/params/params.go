@@ -139,13 +139,27 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 	env := &scopeEnv{vals: make(sel.MapEnv, len(defs)), base: sc.Base, steps: sc.Steps}
 	out := make(Values, len(defs))
 	size := budget{used: sc.used, limit: MaxBytes}
+	// Maestro's default programs are remembered by their inputs
+	// (defaultmemo.go) where nothing but the defs is visible to them.
+	memo := sc.Base == nil && sc.Steps == nil
 	for _, name := range order {
 		def := defs[name]
 		var v any
 		if prog := programs[name]; prog != nil {
-			v, err = prog.Eval(ctx, env)
-			if err != nil {
-				return nil, &Error{Param: name, Err: err}
+			key, remembered := "", false
+			if memo && prog == defaultPrograms()[name] {
+				if k, ok := defaultMemoKey(ctx, name, env.vals); ok {
+					key = k
+					v, remembered = rememberedDefault(key)
+				}
+			}
+			if !remembered {
+				if v, err = prog.Eval(ctx, env); err != nil {
+					return nil, &Error{Param: name, Err: err}
+				}
+				if key != "" {
+					rememberDefault(key, v)
+				}
 			}
 		} else {
 			v, err = literal(ctx, def, env, sc.Steps, funcs)
@@ -327,7 +341,7 @@ func planDeps(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[st
 			}
 		}
 		programs[name] = prog
-		for _, n := range prog.Names() {
+		for _, n := range programNames(name, prog) {
 			if _, ok := defs[n]; ok && n != name {
 				deps[name] = append(deps[name], n)
 			}
