@@ -28,6 +28,8 @@ type Store struct {
 	db      *pgxpool.Pool
 	log     *slog.Logger
 	outputs outputReads
+	// admissions gathers the checks for queued runs (admission.go).
+	admissions admissions
 }
 
 // New builds the store over db; log receives what a caller does not wait
