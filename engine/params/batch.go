@@ -76,7 +76,7 @@ func NewBatch(ctx context.Context, in WorkflowInput, varying []string) (*Batch, 
 	}
 	defs := maps.Clone(b.defs)
 	override(defs, first)
-	_, _, deps, err := planDeps(defs, b.funcs)
+	_, _, deps, err := planDeps(defs, b.funcs, true)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams w
 	in := b.in
 	in.InstanceID = instanceID
 	ctx = context.WithValue(ctx, instanceKey{}, &in)
-	evaluated, err := EvaluateIn(ctx, defs, Scope{Base: b.base, Funcs: b.funcs, used: b.used})
+	evaluated, err := EvaluateIn(ctx, defs, Scope{Base: b.base, Funcs: b.funcs, used: b.used, workflowFuncs: true})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -173,5 +173,5 @@ func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams w
 // EvaluateWorkflow does.
 func evaluateWorkflowDefs(ctx context.Context, in *WorkflowInput, defs workflow.Params) (Values, error) {
 	ctx = context.WithValue(ctx, instanceKey{}, in)
-	return EvaluateIn(ctx, defs, Scope{Funcs: workflowFuncs})
+	return EvaluateIn(ctx, defs, Scope{Funcs: workflowFuncs, workflowFuncs: true})
 }

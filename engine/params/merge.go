@@ -226,7 +226,7 @@ func EvaluateWorkflow(ctx context.Context, in WorkflowInput) (Values, error) {
 		maps.Copy(funcs, SignalFuncs)
 		ctx = WithSignals(ctx, in.Signals)
 	}
-	return EvaluateIn(ctx, defs, Scope{Funcs: funcs})
+	return EvaluateIn(ctx, defs, Scope{Funcs: funcs, workflowFuncs: in.Signals == nil})
 }
 
 // StepInput is what evaluating a step attempt's params needs.
@@ -478,7 +478,7 @@ func Check(ps workflow.Params) error {
 		}
 		compiles[name] = p
 	}
-	_, _, err := plan(compiles, nil)
+	_, _, err := plan(compiles, nil, false)
 	return err
 }
 

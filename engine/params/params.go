@@ -109,6 +109,9 @@ type Scope struct {
 	// used is the encoded size of params evaluated before, which count
 	// towards MaxBytes with these (Batch).
 	used int
+	// workflowFuncs: Funcs is workflowFuncs, so the programs compiled
+	// may be shared (compileExpression).
+	workflowFuncs bool
 }
 
 // Evaluate evaluates defs. Expressions see base (already known values, such
@@ -124,15 +127,16 @@ func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, fu
 // expressions are SEL, and a def with a validator must satisfy it. The
 // values together must stay within MaxBytes (ErrTooLarge).
 func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, error) {
-	funcs := sc.Funcs
+	funcs, shared := sc.Funcs, sc.workflowFuncs
 	if sc.Steps != nil || isStep(defs) {
+		shared = false
 		funcs = maps.Clone(funcs)
 		if funcs == nil {
 			funcs = map[string]sel.Func{}
 		}
 		funcs["params.getFromStep"] = getFromStep(sc.Steps, defs)
 	}
-	order, programs, err := plan(defs, funcs)
+	order, programs, err := plan(defs, funcs, shared)
 	if err != nil {
 		return nil, err
 	}
@@ -305,13 +309,13 @@ func getFromStep(steps StepLookup, self workflow.Params) sel.Func {
 // plan compiles the expressions and orders the defs by dependency: an
 // expression depends on the defs it names, a literal on the defs its
 // strings interpolate.
-func plan(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string]*sel.Program, error) {
-	order, programs, _, err := planDeps(defs, funcs)
+func plan(defs workflow.Params, funcs map[string]sel.Func, shared bool) ([]string, map[string]*sel.Program, error) {
+	order, programs, _, err := planDeps(defs, funcs, shared)
 	return order, programs, err
 }
 
 // planDeps is plan, with the defs each def depends on.
-func planDeps(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[string]*sel.Program, map[string][]string, error) {
+func planDeps(defs workflow.Params, funcs map[string]sel.Func, shared bool) ([]string, map[string]*sel.Program, map[string][]string, error) {
 	names := slices.Sorted(maps.Keys(defs))
 	programs := make(map[string]*sel.Program, len(defs))
 	deps := make(map[string][]string, len(defs))
@@ -331,12 +335,8 @@ func planDeps(defs workflow.Params, funcs map[string]sel.Func) ([]string, map[st
 		}
 		prog := precompiled(name, def)
 		if prog == nil {
-			var opts []sel.Option
-			if len(funcs) > 0 {
-				opts = append(opts, sel.WithFunctions(funcs))
-			}
 			var err error
-			if prog, err = sel.Compile(*def.Expression, opts...); err != nil {
+			if prog, err = compileExpression(*def.Expression, funcs, shared); err != nil {
 				return nil, nil, nil, &Error{Param: name, Err: err}
 			}
 		}
