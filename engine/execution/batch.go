@@ -139,8 +139,10 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	}
 	// What the statements need: the versions, an id per start of each
 	// workflow, the request ids.
-	vk := newVersionKeys(s.startDefs)
-	counts := map[string]int64{}
+	// Sized for a batch of many workflows: a map grown from empty costs
+	// as much as filling it.
+	vk := newVersionKeys(s.startDefs, len(starts))
+	counts := make(map[string]int64, len(starts))
 	var lookIDs, lookRIDs []string
 	for i, st := range starts {
 		out[i].WorkflowID = st.WorkflowID
@@ -165,6 +167,17 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	run.QueueFindStarted(b, lookIDs, lookRIDs)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
+	// While PostgreSQL reads the versions, locks and looks up: each
+	// start's inputs, from the definition cached for its workflow, checked
+	// against the versions read once they come (settleInputs).
+	in := newBatchInputs(s, starts)
+	for i, st := range starts {
+		if wf := vk.cached[batchKey{st.WorkflowID, st.Version}]; wf != nil {
+			if err := in.decide(i, wf); err != nil {
+				return nil, err
+			}
+		}
+	}
 	reads, err := readVersions(br, len(vk.ids))
 	if err != nil {
 		return nil, err
@@ -173,12 +186,8 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	if err != nil {
 		return nil, err
 	}
-	// While PostgreSQL locks and looks up: each start's inputs (unless a
-	// definition must be read again, below).
-	runs := make([]run.New, len(starts))
-	checkErr := make([]error, len(starts))
 	if len(missed) == 0 {
-		if err := s.batchInputs(starts, versions, runs, checkErr, out); err != nil {
+		if err := in.settle(versions, out); err != nil {
 			return nil, err
 		}
 	}
@@ -197,10 +206,11 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 		if err := s.rereadVersions(ctx, tx, missed, versions); err != nil {
 			return nil, err
 		}
-		if err := s.batchInputs(starts, versions, runs, checkErr, out); err != nil {
+		if err := in.settle(versions, out); err != nil {
 			return nil, err
 		}
 	}
+	runs, checkErr := in.runs, in.checkErr
 	// Under the lock: the authorizations.
 	for i, st := range starts {
 		if out[i].Err != nil {
@@ -225,9 +235,9 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	for id, l := range locks {
 		props[id], next[id] = l.Props, l.Last-counts[id]+1
 	}
-	earlier := map[run.StartKey]int{}
+	earlier := make(map[run.StartKey]int, len(lookIDs))
 	dupOf := map[int]int{}
-	kept := make([]run.New, 0, len(starts))
+	kept := runs[:0]                         // in place: a run is kept from its own start or one before it
 	keptIndex := make([]int, 0, len(starts)) // start of each run
 	for i, st := range starts {
 		if out[i].Err != nil {
@@ -310,51 +320,92 @@ type batchKey struct {
 	version int64
 }
 
-// batchInputs decides, for each start whose version was read, its
-// inputs into runs[i] (a refusal into checkErr[i]: it stands unless a
-// stored run has the start's request id); a start whose version was not
-// read is ErrNotFound in out. It touches no connection.
-func (s *Service) batchInputs(starts []BatchStart, versions map[batchKey]*batchVersion, runs []run.New, checkErr []error, out []BatchResult) error {
-	timelines := map[string][]instance.TimelineEvent{}
-	for i, st := range starts {
+// batchInputs are the inputs of a batch's starts (param modes,
+// initiator, timeout, CREATED events): what a start needs no lock for,
+// decided from a version's definition (decide) before that version is
+// known to be the one to run, and settled once the versions are read.
+type batchInputs struct {
+	s        *Service
+	starts   []BatchStart
+	runs     []run.New
+	checkErr []error
+	// from is the definition start i's inputs were decided from.
+	from      []*workflow.Workflow
+	timelines map[string][]instance.TimelineEvent
+}
+
+func newBatchInputs(s *Service, starts []BatchStart) *batchInputs {
+	return &batchInputs{s: s, starts: starts, runs: make([]run.New, len(starts)), checkErr: make([]error, len(starts)),
+		from: make([]*workflow.Workflow, len(starts)), timelines: map[string][]instance.TimelineEvent{}}
+}
+
+// decide decides start i's inputs from wf into runs[i]; a refusal goes to
+// checkErr[i] (it stands unless a stored run has the start's request id).
+// It touches no connection.
+func (b *batchInputs) decide(i int, wf *workflow.Workflow) error {
+	st := b.starts[i]
+	n := &b.runs[i]
+	*n = run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
+		Workflow: wf, GroupCount: b.s.groupCount}
+	b.from[i], b.checkErr[i] = wf, nil
+	if err := startInputs(n, st.RunParams, st.Initiator); err != nil {
+		if !errors.Is(err, ErrInvalid) {
+			return err
+		}
+		b.checkErr[i] = err
+		return nil
+	}
+	shareTimeline(n, b.timelines)
+	return nil
+}
+
+// settle makes each start's inputs those of the version read: a start
+// decided from another definition (none cached, or the cache's not the
+// version's) is decided again; a start whose version was not read is
+// ErrNotFound in out.
+func (b *batchInputs) settle(versions map[batchKey]*batchVersion, out []BatchResult) error {
+	for i, st := range b.starts {
 		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
 		if !ok {
 			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
 			continue
 		}
-		n := &runs[i]
-		*n = run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
-			Workflow: v.wf, GroupCount: s.groupCount}
-		if err := startInputs(n, st.RunParams, st.Initiator); err != nil {
-			if !errors.Is(err, ErrInvalid) {
+		if b.from[i] != v.wf {
+			if err := b.decide(i, v.wf); err != nil {
 				return err
 			}
-			checkErr[i] = err
-			continue
 		}
-		shareTimeline(n, timelines)
 	}
 	return nil
 }
 
 // versionKeys are the distinct versions a batch runs, with the
-// fingerprints of the definitions cached (batchVersionsSQL's $1..$3).
+// fingerprints of the definitions cached (batchVersionsSQL's $1..$3) and
+// those definitions (cached: the one to run unless the versions' read
+// says otherwise).
 type versionKeys struct {
 	defs     *startDefinitions
 	seen     map[batchKey]bool
 	ids      []string
 	versions []int64
 	known    [][]byte
+	cached   map[batchKey]*workflow.Workflow
 }
 
-func newVersionKeys(defs *startDefinitions) *versionKeys {
-	return &versionKeys{defs: defs, seen: map[batchKey]bool{}}
+func newVersionKeys(defs *startDefinitions, n int) *versionKeys {
+	return &versionKeys{defs: defs, seen: make(map[batchKey]bool, n),
+		ids: make([]string, 0, n), versions: make([]int64, 0, n), known: make([][]byte, 0, n),
+		cached: make(map[batchKey]*workflow.Workflow, n)}
 }
 
 func (v *versionKeys) add(k batchKey) {
 	if !v.seen[k] {
 		v.seen[k] = true
-		v.ids, v.versions, v.known = append(v.ids, k.id), append(v.versions, k.version), append(v.known, v.defs.known(k.id))
+		var known []byte
+		if e := v.defs.cached(k.id); e != nil {
+			known, v.cached[k] = e.fingerprint, e.wf
+		}
+		v.ids, v.versions, v.known = append(v.ids, k.id), append(v.versions, k.version), append(v.known, known)
 	}
 }
 
