@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -165,6 +166,14 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	b.Queue(batchVersionsSQL, vk.ids, vk.versions, vk.known)
 	run.QueueLockAllocate(b, ids, ns)
 	run.QueueFindStarted(b, lookIDs, lookRIDs)
+	// The batch's messages encoded into one buffer of their size, each
+	// statement's parameters likewise (pgparam).
+	size := 0
+	for _, q := range b.QueuedQueries {
+		size += 64 + pgparam.Estimate(q.Arguments)
+		pgparam.Sized[[]string](q.Arguments)
+	}
+	pgparam.Reserve(tx.Conn().PgConn(), size)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	// While PostgreSQL reads the versions, locks and looks up: each
