@@ -124,8 +124,9 @@ JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 // in a snapshot of its own); then the give-back of the ids no start took
 // (run.GiveBack, only when a start turned out a duplicate, was refused or
 // named a version that does not exist), and run.Create's INSERT. While
-// PostgreSQL locks and looks up, this process decides what needs no lock:
-// each start's inputs (param modes, initiator), from the versions read.
+// PostgreSQL reads, locks and looks up, this process decides what needs no
+// lock: each start's inputs (param modes, initiator), from the definition
+// cached for its workflow, settled against the versions read.
 // What only the lock can decide (a stored run with the request id,
 // committed by a transaction that held the lock before this one; the
 // caller's authorization against the owner and operators as locked) is
@@ -139,9 +140,8 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 		return out, nil
 	}
 	// What the statements need: the versions, an id per start of each
-	// workflow, the request ids.
-	// Sized for a batch of many workflows: a map grown from empty costs
-	// as much as filling it.
+	// workflow, the request ids (maps sized for a batch of many
+	// workflows: one grown from empty costs as much again).
 	vk := newVersionKeys(s.startDefs, len(starts))
 	counts := make(map[string]int64, len(starts))
 	var lookIDs, lookRIDs []string
@@ -178,7 +178,7 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	defer br.Close()
 	// While PostgreSQL reads the versions, locks and looks up: each
 	// start's inputs, from the definition cached for its workflow, checked
-	// against the versions read once they come (settleInputs).
+	// against the versions read once they come (batchInputs.settle).
 	in := newBatchInputs(s, starts)
 	for i, st := range starts {
 		if wf := vk.cached[batchKey{st.WorkflowID, st.Version}]; wf != nil {
