@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/instance"
+	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/engine/run"
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
@@ -115,15 +116,19 @@ JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 // order), so the caller may hold some of them already.
 //
 // Its statements: the versions' read, one statement that locks the
-// workflows and allocates instance ids for every start that may be
-// created (run.LockAllocate), the lookup of stored runs with the starts'
-// request ids (run.FindStarted, only when a start has one), the give-back
-// of the ids no start took (run.GiveBack, only when a start turned out a
-// duplicate of a stored run or was refused under the lock), and
-// run.Create's INSERT. What can be decided before the lock is: a start's
-// inputs (param modes, initiator) and its repeating an earlier start of
-// the batch. What only the lock can decide (a stored run with the request
-// id, committed by a transaction that held the lock before this one; the
+// workflows and allocates an instance id for every start
+// (run.LockAllocate), and the lookup of stored runs with the starts'
+// request ids (run.FindStarted, only when a start has one), the three
+// sent together in one round trip (a pipeline: each runs once the one
+// before it has finished, so the lookup still runs with the locks held,
+// in a snapshot of its own); then the give-back of the ids no start took
+// (run.GiveBack, only when a start turned out a duplicate, was refused or
+// named a version that does not exist), and run.Create's INSERT. While
+// PostgreSQL reads, locks and looks up, this process decides what needs no
+// lock: each start's inputs (param modes, initiator), from the definition
+// cached for its workflow, settled against the versions read.
+// What only the lock can decide (a stored run with the request id,
+// committed by a transaction that held the lock before this one; the
 // caller's authorization against the owner and operators as locked) is
 // decided after it, and the ids allocated for the starts it leaves out
 // are given back, the highest first, before any other transaction can
@@ -134,42 +139,19 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	if len(starts) == 0 {
 		return out, nil
 	}
+	// What the statements need: the versions, an id per start of each
+	// workflow, the request ids (maps sized for a batch of many
+	// workflows: one grown from empty costs as much again).
+	vk := newVersionKeys(s.startDefs, len(starts))
+	counts := make(map[string]int64, len(starts))
+	var lookIDs, lookRIDs []string
 	for i, st := range starts {
 		out[i].WorkflowID = st.WorkflowID
-	}
-	versions, err := s.batchVersions(ctx, tx, starts)
-	if err != nil {
-		return nil, err
-	}
-	// Before the lock: each start's inputs; the ids to allocate, one per
-	// start that may be created.
-	runs := make([]run.New, len(starts))
-	checkErr := make([]error, len(starts))
-	counts := map[string]int64{}
-	timelines := map[string][]instance.TimelineEvent{}
-	keyed := false
-	for i, st := range starts {
-		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
-		if !ok {
-			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
-			continue
-		}
-		n := &runs[i]
-		*n = run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
-			Workflow: v.wf, GroupCount: s.groupCount}
-		if _, ok := counts[st.WorkflowID]; !ok {
-			counts[st.WorkflowID] = 0 // locked even when no start of it may be created
-		}
-		keyed = keyed || st.RequestID != ""
-		if err := startInputs(n, st.RunParams, st.Initiator); err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				return nil, err
-			}
-			checkErr[i] = err // unless a stored run has its request id
-			continue
-		}
-		shareTimeline(n, timelines)
+		vk.add(batchKey{st.WorkflowID, st.Version})
 		counts[st.WorkflowID]++
+		if st.RequestID != "" {
+			lookIDs, lookRIDs = append(lookIDs, st.WorkflowID), append(lookRIDs, st.RequestID)
+		}
 	}
 	ids := make([]string, 0, len(counts))
 	for id := range counts {
@@ -180,13 +162,65 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	for k, id := range ids {
 		ns[k] = counts[id]
 	}
-	locks, err := run.LockAllocate(ctx, tx, ids, ns)
+	b := &pgx.Batch{}
+	b.Queue(batchVersionsSQL, vk.ids, vk.versions, vk.known)
+	run.QueueLockAllocate(b, ids, ns)
+	run.QueueFindStarted(b, lookIDs, lookRIDs)
+	// The batch's messages encoded into one buffer of their size, each
+	// statement's parameters likewise (pgparam).
+	size := 0
+	for _, q := range b.QueuedQueries {
+		size += 64 + pgparam.Estimate(q.Arguments)
+		pgparam.Sized[[]string](q.Arguments)
+	}
+	pgparam.Reserve(tx.Conn().PgConn(), size)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	// While PostgreSQL reads the versions, locks and looks up: each
+	// start's inputs, from the definition cached for its workflow, checked
+	// against the versions read once they come (batchInputs.settle).
+	in := newBatchInputs(s, starts)
+	for i, st := range starts {
+		if wf := vk.cached[batchKey{st.WorkflowID, st.Version}]; wf != nil {
+			if err := in.decide(i, wf); err != nil {
+				return nil, err
+			}
+		}
+	}
+	reads, err := readVersions(br, len(vk.ids))
 	if err != nil {
 		return nil, err
 	}
-	// Under the lock: the authorizations, the stored runs with the
-	// request ids.
-	var lookIDs, lookRIDs []string
+	versions, missed, err := s.resolveVersions(reads)
+	if err != nil {
+		return nil, err
+	}
+	if len(missed) == 0 {
+		if err := in.settle(versions, out); err != nil {
+			return nil, err
+		}
+	}
+	locks, err := run.ReadLockAllocate(br, len(ids))
+	if err != nil {
+		return nil, err
+	}
+	stored, err := run.ReadFindStarted(br, lookIDs)
+	if err != nil {
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("lock %d workflows and look up their starts: %w", len(ids), err)
+	}
+	if len(missed) > 0 {
+		if err := s.rereadVersions(ctx, tx, missed, versions); err != nil {
+			return nil, err
+		}
+		if err := in.settle(versions, out); err != nil {
+			return nil, err
+		}
+	}
+	runs, checkErr := in.runs, in.checkErr
+	// Under the lock: the authorizations.
 	for i, st := range starts {
 		if out[i].Err != nil {
 			continue
@@ -202,15 +236,6 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 				continue
 			}
 		}
-		if st.RequestID != "" {
-			lookIDs, lookRIDs = append(lookIDs, st.WorkflowID), append(lookRIDs, st.RequestID)
-		}
-	}
-	var stored map[run.StartKey]run.Created
-	if keyed {
-		if stored, err = run.FindStarted(ctx, tx, lookIDs, lookRIDs); err != nil {
-			return nil, err
-		}
 	}
 	// In order, as Start would: a stored run's duplicate, an earlier
 	// start's duplicate, refused inputs, or a run with the next id.
@@ -219,9 +244,9 @@ func (s *Service) StartBatchTx(ctx context.Context, tx pgx.Tx, starts []BatchSta
 	for id, l := range locks {
 		props[id], next[id] = l.Props, l.Last-counts[id]+1
 	}
-	earlier := map[run.StartKey]int{}
+	earlier := make(map[run.StartKey]int, len(lookIDs))
 	dupOf := map[int]int{}
-	kept := make([]run.New, 0, len(starts))
+	kept := runs[:0]                         // in place: a run is kept from its own start or one before it
 	keptIndex := make([]int, 0, len(starts)) // start of each run
 	for i, st := range starts {
 		if out[i].Err != nil {
@@ -304,57 +329,156 @@ type batchKey struct {
 	version int64
 }
 
-// batchVersions reads the versions the batch runs.
-func (s *Service) batchVersions(ctx context.Context, tx pgx.Tx, starts []BatchStart) (map[batchKey]*batchVersion, error) {
-	seen := map[batchKey]bool{}
-	var ids []string
-	var vs []int64
-	var known [][]byte
-	for _, st := range starts {
-		k := batchKey{st.WorkflowID, st.Version}
-		if !seen[k] {
-			seen[k] = true
-			ids, vs, known = append(ids, k.id), append(vs, k.version), append(known, s.startDefs.known(k.id))
+// batchInputs are the inputs of a batch's starts (param modes,
+// initiator, timeout, CREATED events): what a start needs no lock for,
+// decided from a version's definition (decide) before that version is
+// known to be the one to run, and settled once the versions are read.
+type batchInputs struct {
+	s        *Service
+	starts   []BatchStart
+	runs     []run.New
+	checkErr []error
+	// from is the definition start i's inputs were decided from.
+	from      []*workflow.Workflow
+	timelines map[string][]instance.TimelineEvent
+}
+
+func newBatchInputs(s *Service, starts []BatchStart) *batchInputs {
+	return &batchInputs{s: s, starts: starts, runs: make([]run.New, len(starts)), checkErr: make([]error, len(starts)),
+		from: make([]*workflow.Workflow, len(starts)), timelines: map[string][]instance.TimelineEvent{}}
+}
+
+// decide decides start i's inputs from wf into runs[i]; a refusal goes to
+// checkErr[i] (it stands unless a stored run has the start's request id).
+// It touches no connection.
+func (b *batchInputs) decide(i int, wf *workflow.Workflow) error {
+	st := b.starts[i]
+	n := &b.runs[i]
+	*n = run.New{Ref: run.Ref{WorkflowID: st.WorkflowID}, Version: st.Version, RequestID: st.RequestID,
+		Workflow: wf, GroupCount: b.s.groupCount}
+	b.from[i], b.checkErr[i] = wf, nil
+	if err := startInputs(n, st.RunParams, st.Initiator); err != nil {
+		if !errors.Is(err, ErrInvalid) {
+			return err
+		}
+		b.checkErr[i] = err
+		return nil
+	}
+	shareTimeline(n, b.timelines)
+	return nil
+}
+
+// settle makes each start's inputs those of the version read: a start
+// decided from another definition (none cached, or the cache's not the
+// version's) is decided again; a start whose version was not read is
+// ErrNotFound in out.
+func (b *batchInputs) settle(versions map[batchKey]*batchVersion, out []BatchResult) error {
+	for i, st := range b.starts {
+		v, ok := versions[batchKey{st.WorkflowID, st.Version}]
+		if !ok {
+			out[i].Err = fmt.Errorf("workflow %s version %d: %w", st.WorkflowID, st.Version, ErrNotFound)
+			continue
+		}
+		if b.from[i] != v.wf {
+			if err := b.decide(i, v.wf); err != nil {
+				return err
+			}
 		}
 	}
-	rows, err := tx.Query(ctx, batchVersionsSQL, ids, vs, known)
+	return nil
+}
+
+// versionKeys are the distinct versions a batch runs, with the
+// fingerprints of the definitions cached (batchVersionsSQL's $1..$3) and
+// those definitions (cached: the one to run unless the versions' read
+// says otherwise).
+type versionKeys struct {
+	defs     *startDefinitions
+	seen     map[batchKey]bool
+	ids      []string
+	versions []int64
+	known    [][]byte
+	cached   map[batchKey]*workflow.Workflow
+}
+
+func newVersionKeys(defs *startDefinitions, n int) *versionKeys {
+	return &versionKeys{defs: defs, seen: make(map[batchKey]bool, n),
+		ids: make([]string, 0, n), versions: make([]int64, 0, n), known: make([][]byte, 0, n),
+		cached: make(map[batchKey]*workflow.Workflow, n)}
+}
+
+func (v *versionKeys) add(k batchKey) {
+	if !v.seen[k] {
+		v.seen[k] = true
+		var known []byte
+		if e := v.defs.cached(k.id); e != nil {
+			known, v.cached[k] = e.fingerprint, e.wf
+		}
+		v.ids, v.versions, v.known = append(v.ids, k.id), append(v.versions, k.version), append(v.known, known)
+	}
+}
+
+// versionRead is a row of batchVersionsSQL: a definition only when the
+// cached one is not the version's.
+type versionRead struct {
+	k                batchKey
+	fingerprint, raw []byte
+}
+
+// readVersions reads batchVersionsSQL's answer, the first of br's.
+func readVersions(br pgx.BatchResults, n int) ([]versionRead, error) {
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("read %d workflow versions: %w", len(ids), err)
+		return nil, fmt.Errorf("read %d workflow versions: %w", n, err)
 	}
 	defer rows.Close()
-	type read struct {
-		k                batchKey
-		fingerprint, raw []byte
-	}
-	var reads []read
+	var reads []versionRead
 	for rows.Next() {
-		var r read
+		var r versionRead
 		if err := rows.Scan(&r.k.id, &r.k.version, &r.fingerprint, &r.raw); err != nil {
-			return nil, fmt.Errorf("read %d workflow versions: %w", len(ids), err)
+			return nil, fmt.Errorf("read %d workflow versions: %w", n, err)
 		}
 		reads = append(reads, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %d workflow versions: %w", len(ids), err)
+		return nil, fmt.Errorf("read %d workflow versions: %w", n, err)
 	}
-	rows.Close()
-	out := make(map[batchKey]*batchVersion, len(ids))
+	return reads, nil
+}
+
+// resolveVersions decodes the versions read (or takes them from the
+// cache); missed are those whose cached definition was replaced since the
+// statement, to be read again (rereadVersions).
+func (s *Service) resolveVersions(reads []versionRead) (map[batchKey]*batchVersion, []versionRead, error) {
+	out := make(map[batchKey]*batchVersion, len(reads))
+	var missed []versionRead
 	for _, r := range reads {
 		def, ok, err := s.startDefs.resolve(r.k.id, r.k.version, r.fingerprint, r.raw)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !ok {
-			// Replaced in the cache since the statement: read it.
-			if err := tx.QueryRow(ctx, `SELECT definition FROM workflow_version WHERE workflow_id = $1 AND version = $2`,
-				r.k.id, r.k.version).Scan(&r.raw); err != nil {
-				return nil, fmt.Errorf("read workflow %s version %d: %w", r.k.id, r.k.version, err)
-			}
-			if def, _, err = s.startDefs.resolve(r.k.id, r.k.version, r.fingerprint, r.raw); err != nil {
-				return nil, err
-			}
+			missed = append(missed, r)
+			continue
 		}
 		out[r.k] = &batchVersion{wf: def.wf}
 	}
-	return out, nil
+	return out, missed, nil
+}
+
+// rereadVersions reads the definitions of the versions missed and adds
+// them to versions.
+func (s *Service) rereadVersions(ctx context.Context, tx pgx.Tx, missed []versionRead, versions map[batchKey]*batchVersion) error {
+	for _, r := range missed {
+		if err := tx.QueryRow(ctx, `SELECT definition FROM workflow_version WHERE workflow_id = $1 AND version = $2`,
+			r.k.id, r.k.version).Scan(&r.raw); err != nil {
+			return fmt.Errorf("read workflow %s version %d: %w", r.k.id, r.k.version, err)
+		}
+		def, _, err := s.startDefs.resolve(r.k.id, r.k.version, r.fingerprint, r.raw)
+		if err != nil {
+			return err
+		}
+		versions[r.k] = &batchVersion{wf: def.wf}
+	}
+	return nil
 }

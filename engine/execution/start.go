@@ -372,6 +372,13 @@ func (c *startDefinitions) known(workflowID string) []byte {
 	return nil
 }
 
+// cached is the definition cached for workflowID, nil when none is.
+func (c *startDefinitions) cached(workflowID string) *startDefinition {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.entries[workflowID]
+}
+
 // resolve returns the decoded definition with fingerprint: raw decoded
 // and cached when the statement sent it, else the cached one; ok is false
 // when it sent none and the cache no longer has that fingerprint (a

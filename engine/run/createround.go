@@ -78,6 +78,9 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 	timelines := map[timelineKey][]byte{}
 	sharable := 0 // runs whose timeline may be another's: more than len(timelines) when one is
 	queuedFirst := map[string]struct{}{}
+	// The queued events, one per rule: encoded once per round, not once
+	// per workflow (a batch of 1,000 workflows' first runs: a millisecond).
+	queuedEvents := map[workflow.RunStrategyRule][]byte{}
 	for _, i := range idx {
 		r := &runs[i]
 		res := &out[i]
@@ -109,10 +112,14 @@ func prepareRound(runs []New, idx []int, adm admission, out []Created) (*prepare
 				// of its first (insertRunsSQL).
 				if _, seen := queuedFirst[r.Ref.WorkflowID]; !seen {
 					queuedFirst[r.Ref.WorkflowID] = struct{}{}
-					ev := instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule))
-					var err error
-					if queuedEvent, err = json.Marshal([]instance.TimelineEvent{ev}); err != nil {
-						return nil, fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
+					var ok bool
+					if queuedEvent, ok = queuedEvents[s.Rule]; !ok {
+						ev := instance.LogEvent("INFO", fmt.Sprintf("queued by the %s run strategy", s.Rule))
+						var err error
+						if queuedEvent, err = json.Marshal([]instance.TimelineEvent{ev}); err != nil {
+							return nil, fmt.Errorf("encode the timeline of %s: %w", res.Ref, err)
+						}
+						queuedEvents[s.Rule] = queuedEvent
 					}
 				}
 			}

@@ -356,21 +356,40 @@ type BatchLock struct {
 // runs to Create with their instance ids and Options.Props.
 func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map[string]BatchLock, error) {
 	rows, err := tx.Query(ctx, lockAllocateManySQL, ids, counts)
+	return readLocks(rows, err, len(ids))
+}
+
+// QueueLockAllocate queues LockAllocate's statement on b, for a caller
+// that sends it in one round trip with other statements; ReadLockAllocate
+// reads its answer from the batch's results, in queue order.
+func QueueLockAllocate(b *pgx.Batch, ids []string, counts []int64) {
+	b.Queue(lockAllocateManySQL, ids, counts)
+}
+
+// ReadLockAllocate reads the answer of the statement QueueLockAllocate
+// queued for n workflows: LockAllocate's.
+func ReadLockAllocate(br pgx.BatchResults, n int) (map[string]BatchLock, error) {
+	rows, err := br.Query()
+	return readLocks(rows, err, n)
+}
+
+// readLocks reads lockAllocateManySQL's rows for n workflows.
+func readLocks(rows pgx.Rows, err error, n int) (map[string]BatchLock, error) {
 	if err != nil {
-		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", n, err)
 	}
 	defer rows.Close()
-	out := make(map[string]BatchLock, len(ids))
+	out := make(map[string]BatchLock, n)
 	for rows.Next() {
 		var id string
 		var l BatchLock
 		if err := rows.Scan(&id, &l.Props, &l.Last, &l.Owner, &l.Operators); err != nil {
-			return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+			return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", n, err)
 		}
 		out[id] = l
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", len(ids), err)
+		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", n, err)
 	}
 	return out, nil
 }
@@ -412,15 +431,46 @@ type StartKey struct{ WorkflowID, RequestID string }
 // duplicates. Under the workflows' locks (taken by an earlier statement
 // of tx) it sees every such run another transaction committed.
 func FindStarted(ctx context.Context, tx Tx, workflowIDs, requestIDs []string) (map[StartKey]Created, error) {
-	stored := map[StartKey]Created{}
 	if len(workflowIDs) == 0 {
-		return stored, nil
+		return map[StartKey]Created{}, nil
 	}
 	rows, err := tx.Query(ctx, dedupSQL, workflowIDs, requestIDs)
+	return readStarted(rows, err)
+}
+
+// QueueFindStarted queues FindStarted's statement on b (when there is a
+// request id to look up), for a caller that sends it in one round trip
+// with other statements: queued after QueueLockAllocate's, it still runs
+// after the locks are held, in a snapshot of its own (see
+// ReadFindStarted). ReadFindStarted reads its answer.
+func QueueFindStarted(b *pgx.Batch, workflowIDs, requestIDs []string) {
+	if len(workflowIDs) > 0 {
+		b.Queue(dedupSQL, workflowIDs, requestIDs)
+	}
+}
+
+// ReadFindStarted reads the answer of the statement QueueFindStarted
+// queued for len(workflowIDs) request ids: FindStarted's. PostgreSQL runs
+// a pipeline's statements one after the other, each bound (and so given
+// its READ COMMITTED snapshot) only once the one before it has finished:
+// queued after the locking statement, the lookup's snapshot is taken with
+// the locks held and sees every run another transaction committed under
+// them, as when it is sent on its own.
+func ReadFindStarted(br pgx.BatchResults, workflowIDs []string) (map[StartKey]Created, error) {
+	if len(workflowIDs) == 0 {
+		return map[StartKey]Created{}, nil
+	}
+	rows, err := br.Query()
+	return readStarted(rows, err)
+}
+
+// readStarted reads dedupSQL's rows.
+func readStarted(rows pgx.Rows, err error) (map[StartKey]Created, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find duplicate starts: %w", err)
 	}
 	defer rows.Close()
+	stored := map[StartKey]Created{}
 	for rows.Next() {
 		var k StartKey
 		c := Created{Duplicated: true, Ref: Ref{RunID: 1}}
