@@ -277,12 +277,15 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 		live[i] = in[op]
 		afterStart = afterStart || live[i]
 	}
-	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
+	retryVals, retryIdx := distinctJSON(retry)
+	tlVals, tlIdx := distinctJSON(tl)
+	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retryVals, tlVals, start, fin, ev, sig}
 	if insert {
 		args = append(args, uuids, types)
 	} else {
 		args = append(args, patch)
 	}
+	args = append(args, retryIdx, tlIdx)
 	if afterStart {
 		args = append(args, live)
 	}
@@ -292,6 +295,34 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 
 // jsonArray is a column of JSON values.
 type jsonArray = pgtype.FlatArray[[]byte]
+
+// distinctJSON is column col as its distinct values, each once in the
+// order of its first row, and each row's 1-based index into them: what a
+// statement parses once per value rather than once per row (stepSource).
+// Values are compared byte for byte; a nil value (NULL) is a value too.
+func distinctJSON(col jsonArray) (vals jsonArray, idx []int32) {
+	idx = make([]int32, len(col))
+	seen := make(map[string]int32, 4)
+	nullAt := int32(0)
+	for i, v := range col {
+		if v == nil {
+			if nullAt == 0 {
+				vals = append(vals, nil)
+				nullAt = int32(len(vals))
+			}
+			idx[i] = nullAt
+			continue
+		}
+		k, ok := seen[string(v)]
+		if !ok {
+			vals = append(vals, v)
+			k = int32(len(vals))
+			seen[string(v)] = k
+		}
+		idx[i] = k
+	}
+	return vals, idx
+}
 
 func instanceArgs(ops []*Op) []any {
 	n := len(ops)
