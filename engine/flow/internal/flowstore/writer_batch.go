@@ -338,7 +338,8 @@ func instanceArgs(ops []*Op) []any {
 		from[i], status[i], params[i], fin[i], ev[i] = string(u.From), string(u.Status), u.Params, u.End, u.Event
 		tl[i], _ = json.Marshal(orEmpty(u.Timeline))
 	}
-	args := []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+	tlVals, tlIdx := distinctJSON(tl)
+	args := []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tlVals, fin, ev, tlIdx}
 	pgparam.Sized[event.Kind](args)
 	return args
 }

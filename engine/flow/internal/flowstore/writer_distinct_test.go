@@ -132,3 +132,59 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// Runs ended in one statement append their own timelines to their own
+// rows, whether they share one (sent once, updateInstancesSQL) or not.
+func TestWriterAppendsEachRunsTimeline(t *testing.T) {
+	db, _, a, b := writerFixture(t)
+	ctx := context.Background()
+	at := func(status instance.WorkflowStatus, reason string, ms int64) []instance.TimelineEvent {
+		ev := instance.StatusChange(string(status), reason)
+		for i := range ev {
+			ev[i].Timestamp = ms
+		}
+		return ev
+	}
+	stored := func(ref run.Ref) string {
+		t.Helper()
+		var tl []byte
+		if err := db.QueryRow(ctx, `SELECT timeline FROM workflow_instance WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3`,
+			ref.WorkflowID, ref.InstanceID, ref.RunID).Scan(&tl); err != nil {
+			t.Fatal(err)
+		}
+		var ev []instance.TimelineEvent
+		if err := json.Unmarshal(tl, &ev); err != nil {
+			t.Fatal(err)
+		}
+		return mustJSON(t, ev)
+	}
+	// First both pause with the same events, then each resumes with its own.
+	steps := []struct {
+		from, to instance.WorkflowStatus
+		a, b     []instance.TimelineEvent
+	}{
+		{instance.WorkflowInProgress, instance.WorkflowPaused, at(instance.WorkflowPaused, "paused", 1000), at(instance.WorkflowPaused, "paused", 1000)},
+		{instance.WorkflowPaused, instance.WorkflowInProgress, at(instance.WorkflowInProgress, "resumed by a", 2000), at(instance.WorkflowInProgress, "resumed by b", 2000)},
+	}
+	var wantA, wantB []instance.TimelineEvent
+	for i, st := range steps {
+		ops := []*Op{
+			UpdateInstanceOp(ctx, a, 0, 5, InstanceUpdate{From: st.from, Status: st.to, Timeline: st.a}),
+			UpdateInstanceOp(ctx, b, 1, 7, InstanceUpdate{From: st.from, Status: st.to, Timeline: st.b}),
+		}
+		written, err := execBatch(ctx, db, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !written[ops[0]] || !written[ops[1]] {
+			t.Fatalf("write %d: not both written: %v", i, written)
+		}
+		wantA, wantB = append(wantA, st.a...), append(wantB, st.b...)
+		if got, want := stored(a), mustJSON(t, wantA); got != want {
+			t.Errorf("write %d, run a: timeline %s, want %s", i, got, want)
+		}
+		if got, want := stored(b), mustJSON(t, wantB); got != want {
+			t.Errorf("write %d, run b: timeline %s, want %s", i, got, want)
+		}
+	}
+}

@@ -175,13 +175,16 @@ var (
 // reported) twice. The event is completed with the run's new seq. A run
 // started from CREATED (StartOp) takes the writer's generation and its
 // start time; one queued under its run strategy is never started here.
+// The timelines appended are $10's distinct values, each run's named by
+// its 1-based index ($13): runs ending in the same millisecond append the
+// same events, parsed once.
 const updateInstancesSQL = `
 WITH u AS (
     SELECT u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.from_status,
-        u.status, u.params, u.timeline, u.fin, u.ev
+        u.status, u.params, ($10::jsonb[])[u.timeline_i] AS timeline, u.fin, u.ev
     FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::text[],
-        $9::jsonb[], $10::jsonb[], $11::boolean[], $12::json[])
-      AS u(workflow_id, instance_id, run_id, group_id, gen, from_status, status, params, timeline, fin, ev)),
+        $9::jsonb[], $13::integer[], $11::boolean[], $12::json[])
+      AS u(workflow_id, instance_id, run_id, group_id, gen, from_status, status, params, timeline_i, fin, ev)),
 w AS (
     UPDATE workflow_instance i SET
         status = u.status, seq = i.seq + 1, generation = u.gen,
