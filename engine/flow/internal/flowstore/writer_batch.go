@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
@@ -248,7 +249,11 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	step, status := make([]string, n), make([]string, n)
 	// The JSON columns go as FlatArrays: pgx encodes a [][]byte by
 	// reflection, element by element.
-	params, outputs, rt, retry, tl := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
+	params, outputs, rt, tl := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
+	// The retry policies go as their distinct values, each encoded once,
+	// and each row's 1-based index into them (stepSource).
+	var retryVals jsonArray
+	retryIdx, retrySeen := make([]int32, n), make(map[instance.RetryInfo]int32, 2)
 	start, fin := make([]bool, n), make([]bool, n)
 	ev, sig := make(jsonArray, n), make(jsonArray, n)
 	var uuids, types []string
@@ -270,14 +275,20 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 			patch[i] = s.ParamsPatch
 		}
 		rt[i], _ = json.Marshal(s.Runtime)
-		retry[i], _ = json.Marshal(s.Retry)
+		k, ok := retrySeen[s.Retry]
+		if !ok {
+			b, _ := json.Marshal(s.Retry)
+			retryVals = append(retryVals, b)
+			k = int32(len(retryVals))
+			retrySeen[s.Retry] = k
+		}
+		retryIdx[i] = k
 		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
 		start[i], fin[i] = s.Start, s.End
 		ev[i], sig[i] = s.Event, s.Signals
 		live[i] = in[op]
 		afterStart = afterStart || live[i]
 	}
-	retryVals, retryIdx := distinctJSON(retry)
 	tlVals, tlIdx := distinctJSON(tl)
 	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retryVals, tlVals, start, fin, ev, sig}
 	if insert {
