@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,13 +67,17 @@ type flowActor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	wf          workflow.Workflow
-	dag         *workflow.DAG
-	nodes       map[string]*workflow.StepNode
-	conditions  map[string]*sel.Program // "from->to"
-	status      instance.WorkflowStatus
-	params      params.Values
+	wf         workflow.Workflow
+	dag        *workflow.DAG
+	nodes      map[string]*workflow.StepNode
+	conditions map[string]*sel.Program // "from->to"
+	status     instance.WorkflowStatus
+	params     params.Values
+	// plainParams are params' values as a plain map, made on first use
+	// (plain): a run whose steps read its params in place (a NoOp's
+	// params evaluated over params.Values) never needs them.
 	plainParams map[string]any
+	plainOnce   sync.Once
 	started     time.Time
 	timeout     time.Duration
 	// parent is the subworkflow step that created the run, if one did.
@@ -256,6 +261,14 @@ func (f *flowActor) drop(err error) {
 	}
 }
 
+// plain is the run's params as a plain map, made once, on first use, by
+// whichever of the flow's actors asks first; read-only after (params are
+// set before any step actor starts and not changed after).
+func (f *flowActor) plain() map[string]any {
+	f.plainOnce.Do(func() { f.plainParams = f.params.Plain() })
+	return f.plainParams
+}
+
 // startRefused reports whether the flow's start write failed.
 func (f *flowActor) startRefused() bool { return f.start.Failed() != nil }
 
@@ -265,7 +278,6 @@ func (f *flowActor) begin(paramErr error, steps []flowstore.StepRow) error {
 	if paramErr != nil {
 		return f.end(instance.WorkflowFailed, "workflow params failed to evaluate: "+paramErr.Error(), nil)
 	}
-	f.plainParams = f.params.Plain()
 	if f.timeout > 0 {
 		start := f.started
 		if start.IsZero() {
@@ -521,8 +533,9 @@ func (f *flowActor) evalCondition(from, to, cond string, pred *stepSummary) (boo
 		}
 		f.conditions[key] = prog
 	}
-	env := make(sel.MapEnv, len(f.plainParams)+len(pred.params))
-	maps.Copy(env, f.plainParams)
+	plain := f.plain()
+	env := make(sel.MapEnv, len(plain)+len(pred.params))
+	maps.Copy(env, plain)
 	maps.Copy(env, pred.params.Plain())
 	v, err := prog.Eval(f.ctx, env)
 	if err != nil {

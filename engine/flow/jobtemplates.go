@@ -20,7 +20,7 @@ func (a *stepActor) templateParams(ctx context.Context) (workflow.Params, error)
 	if st == nil || st.SubType == "" {
 		return nil, nil
 	}
-	version, _ := a.f.plainParams[workflow.JobTemplateVersionParam].(string)
+	version, _ := a.f.plain()[workflow.JobTemplateVersionParam].(string)
 	if version == "" {
 		version = jobtemplate.DefaultVersion
 	}

@@ -108,7 +108,7 @@ func (a *stepActor) awaitSignals(ctx context.Context) (wait bool, err error) {
 func (a *stepActor) evaluateDependencies(ctx context.Context, defs []workflow.SignalDependency) ([]signal.Dependency, error) {
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
-	vals := a.f.plainParams
+	vals := a.f.plain()
 	var funcs map[string]sel.Func
 	for _, d := range defs {
 		for _, m := range d.MatchParams {
@@ -232,7 +232,7 @@ func (a *stepActor) outputSignals(ctx context.Context) ([]byte, []string, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, paramEvaluationTimeout)
 	defer cancel()
-	vals := maps.Clone(a.f.plainParams)
+	vals := maps.Clone(a.f.plain())
 	if vals == nil {
 		vals = map[string]any{}
 	}

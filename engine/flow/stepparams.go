@@ -44,7 +44,7 @@ func (a *stepActor) stepInput() params.StepInput {
 	in := params.StepInput{
 		WorkflowID: a.f.ref.WorkflowID, InstanceID: a.f.ref.InstanceID, RunID: a.f.ref.RunID,
 		StepID: a.id, StepType: string(a.node.Type()), AttemptID: a.attempt, UUID: a.uuid,
-		Defs: a.node.Common().Params, Workflow: a.f.plainParams, Steps: a.lookupUpstream,
+		Defs: a.node.Common().Params, WorkflowValues: a.f.params, Steps: a.lookupUpstream,
 		Typed: params.StepDefaults(a.node),
 	}
 	if inj, ok := a.rt.(ParamInjector); ok {
@@ -78,7 +78,7 @@ func (a *stepActor) evaluateParams(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Steps: in.Steps, Funcs: funcs})
+	vals, err := params.EvaluateIn(evalCtx, defs, params.Scope{Base: in.Workflow, Values: in.WorkflowValues, Steps: in.Steps, Funcs: funcs})
 	if err != nil {
 		return err
 	}

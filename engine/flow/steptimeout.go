@@ -52,7 +52,7 @@ func (a *stepActor) timeoutReason() string {
 // paramTimeout resolves a timeout written with params ("${hours}h") from
 // the attempt's params and the workflow's.
 func (a *stepActor) paramTimeout(text string) (time.Duration, error) {
-	vals := maps.Clone(a.f.plainParams)
+	vals := maps.Clone(a.f.plain())
 	if vals == nil {
 		vals = map[string]any{}
 	}

@@ -258,6 +258,9 @@ type StepInput struct {
 	// Workflow holds the run's evaluated workflow params, which the step's
 	// expressions and interpolations read.
 	Workflow map[string]any
+	// WorkflowValues are the same as evaluated values, read in place
+	// (Scope.Values), when Workflow is not given.
+	WorkflowValues Values
 	// Steps reads upstream steps' params.
 	Steps StepLookup
 }
@@ -329,7 +332,7 @@ func EvaluateStep(ctx context.Context, in StepInput) (Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	return EvaluateIn(ctx, defs, Scope{Base: in.Workflow, Steps: in.Steps})
+	return EvaluateIn(ctx, defs, Scope{Base: in.Workflow, Values: in.WorkflowValues, Steps: in.Steps})
 }
 
 // Outputs converts output params to values: an entry may be a Value (or

@@ -96,6 +96,10 @@ type Scope struct {
 	// Base holds values already known, such as the workflow's params when
 	// evaluating a step's; defs of the same name shadow them.
 	Base map[string]any
+	// Values are more values already known, read in place through their
+	// Value (a run's evaluated workflow params, without a plain copy of
+	// them); Base shadows them.
+	Values Values
 	// Steps resolves step__name, ${name@step} and params.getFromStep; nil
 	// when no upstream step is visible.
 	Steps StepLookup
@@ -140,7 +144,7 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 	if err != nil {
 		return nil, err
 	}
-	env := &scopeEnv{vals: make(sel.MapEnv, len(defs)), base: sc.Base, steps: sc.Steps}
+	env := &scopeEnv{vals: make(sel.MapEnv, len(defs)), base: sc.Base, baseVals: sc.Values, steps: sc.Steps}
 	out := make(Values, len(defs))
 	size := budget{used: sc.used, limit: MaxBytes}
 	// Maestro's default programs are remembered by their inputs
@@ -205,9 +209,10 @@ func validate(ctx context.Context, src string, v any, env sel.Env, funcs map[str
 // params), then step__name
 // references to upstream steps.
 type scopeEnv struct {
-	vals  sel.MapEnv
-	base  map[string]any
-	steps StepLookup
+	vals     sel.MapEnv
+	base     map[string]any
+	baseVals Values // under base
+	steps    StepLookup
 }
 
 func (e *scopeEnv) Lookup(name string) (any, bool) {
@@ -238,14 +243,22 @@ func (e *scopeEnv) value(name string) (any, bool) {
 	if v, ok := e.vals[name]; ok {
 		return v, true
 	}
-	v, ok := e.base[name]
-	return v, ok
+	if v, ok := e.base[name]; ok {
+		return v, true
+	}
+	if v, ok := e.baseVals[name]; ok {
+		return v.Value, true
+	}
+	return nil, false
 }
 
 // visible is every param the scope's expressions see by name, as one map
 // (the evaluated ones shadowing the base's).
 func (e *scopeEnv) visible() map[string]any {
-	out := make(map[string]any, len(e.base)+len(e.vals))
+	out := make(map[string]any, len(e.baseVals)+len(e.base)+len(e.vals))
+	for k, v := range e.baseVals {
+		out[k] = v.Value
+	}
 	maps.Copy(out, e.base)
 	maps.Copy(out, e.vals)
 	return out

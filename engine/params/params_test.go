@@ -394,3 +394,36 @@ func TestMapMemberErrorsNameTheMember(t *testing.T) {
 		}
 	}
 }
+
+// A scope's Values are read as its Base is, in expressions, interpolations
+// and a MAP's members, under Base and under the defs evaluated.
+func TestScopeValuesReadInPlace(t *testing.T) {
+	t.Parallel()
+	vals := params.Values{
+		"x": {Type: workflow.ParamTypeLong, Value: int64(4)},
+		"s": {Type: workflow.ParamTypeString, Value: "from-values"},
+		"y": {Type: workflow.ParamTypeLong, Value: int64(100)},
+	}
+	defs := workflow.Params{
+		"sum": expr(workflow.ParamTypeLong, "x + y"),
+		"msg": str("s=${s}"),
+		"m":   lit(workflow.ParamTypeMap, map[string]workflow.Param{"double": expr(workflow.ParamTypeLong, "x * 2")}),
+		"y":   long(1), // shadows the values' y
+	}
+	got, err := params.EvaluateIn(context.Background(), defs, params.Scope{Values: vals, Base: map[string]any{"s": "from-base"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["sum"].Value != int64(5) {
+		t.Errorf("sum = %v, want 5 (x from the values, y from the defs)", got["sum"].Value)
+	}
+	if got["msg"].Value != "s=from-base" {
+		t.Errorf("msg = %v, want s=from-base (Base shadows Values)", got["msg"].Value)
+	}
+	if m, _ := got["m"].Value.(map[string]any); m["double"] != int64(8) {
+		t.Errorf("m = %#v, want double 8 (a member reads the values)", got["m"].Value)
+	}
+	if _, ok := got["x"]; ok {
+		t.Error("a value of the scope was returned as evaluated")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/maestro-aws/maestro/engine/event"
+	"github.com/maestro-aws/maestro/engine/instance"
 	"github.com/maestro-aws/maestro/engine/pgparam"
 	"github.com/maestro-aws/maestro/engine/queue"
 	"github.com/maestro-aws/maestro/engine/run"
@@ -248,7 +249,11 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 	step, status := make([]string, n), make([]string, n)
 	// The JSON columns go as FlatArrays: pgx encodes a [][]byte by
 	// reflection, element by element.
-	params, outputs, rt, retry, tl := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
+	params, outputs, rt, tl := make(jsonArray, n), make(jsonArray, n), make(jsonArray, n), make(jsonArray, n)
+	// The retry policies go as their distinct values, each encoded once,
+	// and each row's 1-based index into them (stepSource).
+	var retryVals jsonArray
+	retryIdx, retrySeen := make([]int32, n), make(map[instance.RetryInfo]int32, 2)
 	start, fin := make([]bool, n), make([]bool, n)
 	ev, sig := make(jsonArray, n), make(jsonArray, n)
 	var uuids, types []string
@@ -270,19 +275,28 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 			patch[i] = s.ParamsPatch
 		}
 		rt[i], _ = json.Marshal(s.Runtime)
-		retry[i], _ = json.Marshal(s.Retry)
+		k, ok := retrySeen[s.Retry]
+		if !ok {
+			b, _ := json.Marshal(s.Retry)
+			retryVals = append(retryVals, b)
+			k = int32(len(retryVals))
+			retrySeen[s.Retry] = k
+		}
+		retryIdx[i] = k
 		tl[i], _ = json.Marshal(orEmpty(s.Timeline))
 		start[i], fin[i] = s.Start, s.End
 		ev[i], sig[i] = s.Event, s.Signals
 		live[i] = in[op]
 		afterStart = afterStart || live[i]
 	}
-	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retry, tl, start, fin, ev, sig}
+	tlVals, tlIdx := distinctJSON(tl)
+	args = []any{kind, wf, iid, rid, grp, gen, step, att, status, seq, params, outputs, rt, retryVals, tlVals, start, fin, ev, sig}
 	if insert {
 		args = append(args, uuids, types)
 	} else {
 		args = append(args, patch)
 	}
+	args = append(args, retryIdx, tlIdx)
 	if afterStart {
 		args = append(args, live)
 	}
@@ -292,6 +306,34 @@ func stepArgs(kind event.Kind, ops []*Op, insert bool, in map[*Op]bool) (args []
 
 // jsonArray is a column of JSON values.
 type jsonArray = pgtype.FlatArray[[]byte]
+
+// distinctJSON is column col as its distinct values, each once in the
+// order of its first row, and each row's 1-based index into them: what a
+// statement parses once per value rather than once per row (stepSource).
+// Values are compared byte for byte; a nil value (NULL) is a value too.
+func distinctJSON(col jsonArray) (vals jsonArray, idx []int32) {
+	idx = make([]int32, len(col))
+	seen := make(map[string]int32, 4)
+	nullAt := int32(0)
+	for i, v := range col {
+		if v == nil {
+			if nullAt == 0 {
+				vals = append(vals, nil)
+				nullAt = int32(len(vals))
+			}
+			idx[i] = nullAt
+			continue
+		}
+		k, ok := seen[string(v)]
+		if !ok {
+			vals = append(vals, v)
+			k = int32(len(vals))
+			seen[string(v)] = k
+		}
+		idx[i] = k
+	}
+	return vals, idx
+}
 
 func instanceArgs(ops []*Op) []any {
 	n := len(ops)
@@ -307,7 +349,8 @@ func instanceArgs(ops []*Op) []any {
 		from[i], status[i], params[i], fin[i], ev[i] = string(u.From), string(u.Status), u.Params, u.End, u.Event
 		tl[i], _ = json.Marshal(orEmpty(u.Timeline))
 	}
-	args := []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tl, fin, ev}
+	tlVals, tlIdx := distinctJSON(tl)
+	args := []any{run.InstanceStatusKind, wf, iid, rid, grp, gen, from, status, params, tlVals, fin, ev, tlIdx}
 	pgparam.Sized[event.Kind](args)
 	return args
 }

@@ -29,19 +29,24 @@ import (
 // the event kind; $19 the output signals a row announces, NULL for none);
 // an insert adds its uuids and step types ($20, $21), an update the
 // patches of its params ($20: with params NULL, the keys to set on the
-// stored ones), and a statement with startedFence the live flags (the
-// next parameter). Each row carries
+// stored ones), then both the 1-based indexes of each row's retry and
+// timeline in $14 and $15, which hold each distinct value once (the next
+// two parameters: the steps of a foreach's iterations share one retry
+// policy, and those written in the same millisecond one timeline, parsed
+// once each instead of once per row), and a statement with startedFence
+// the live flags (the parameter after them). Each row carries
 // its place in the arrays (ord): a statement may write several writes of
 // one run (a chain of steps each written once, SUCCEEDED), given in the
 // run's order, and records their events in that order.
 func stepSource(insert, live bool) string {
 	cols := `u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.step_id,
-        u.attempt_id, u.status, u.seq, u.params, u.outputs, u.runtime_state, u.retry, u.timeline, u.start, u.fin, u.ev, u.sig`
+        u.attempt_id, u.status, u.seq, u.params, u.outputs, u.runtime_state,
+        ($14::jsonb[])[u.retry_i] AS retry, ($15::jsonb[])[u.timeline_i] AS timeline, u.start, u.fin, u.ev, u.sig`
 	arrays := `$2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::bigint[],
-        $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], $13::jsonb[], $14::jsonb[], $15::jsonb[],
+        $9::text[], $10::bigint[], $11::jsonb[], $12::jsonb[], $13::jsonb[],
         $16::boolean[], $17::boolean[], $18::json[], $19::jsonb[]`
 	names := `workflow_id, instance_id, run_id, group_id, gen, step_id, attempt_id, status, seq, params, outputs,
-        runtime_state, retry, timeline, start, fin, ev, sig`
+        runtime_state, start, fin, ev, sig`
 	next := 20
 	if insert {
 		cols, arrays, names = cols+", u.uuid, u.step_type", arrays+", $20::uuid[], $21::text[]", names+", uuid, step_type"
@@ -50,6 +55,9 @@ func stepSource(insert, live bool) string {
 		cols, arrays, names = cols+", u.patch", arrays+", $20::jsonb[]", names+", patch"
 		next = 21
 	}
+	arrays += fmt.Sprintf(", $%d::integer[], $%d::integer[]", next, next+1)
+	names += ", retry_i, timeline_i"
+	next += 2
 	if live {
 		cols, arrays, names = cols+", u.live", arrays+fmt.Sprintf(", $%d::boolean[]", next), names+", live"
 	}
@@ -167,13 +175,16 @@ var (
 // reported) twice. The event is completed with the run's new seq. A run
 // started from CREATED (StartOp) takes the writer's generation and its
 // start time; one queued under its run strategy is never started here.
+// The timelines appended are $10's distinct values, each run's named by
+// its 1-based index ($13): runs ending in the same millisecond append the
+// same events, parsed once.
 const updateInstancesSQL = `
 WITH u AS (
     SELECT u.workflow_id COLLATE "C" AS workflow_id, u.instance_id, u.run_id, u.group_id, u.gen, u.from_status,
-        u.status, u.params, u.timeline, u.fin, u.ev
+        u.status, u.params, ($10::jsonb[])[u.timeline_i] AS timeline, u.fin, u.ev
     FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::integer[], $6::bigint[], $7::text[], $8::text[],
-        $9::jsonb[], $10::jsonb[], $11::boolean[], $12::json[])
-      AS u(workflow_id, instance_id, run_id, group_id, gen, from_status, status, params, timeline, fin, ev)),
+        $9::jsonb[], $13::integer[], $11::boolean[], $12::json[])
+      AS u(workflow_id, instance_id, run_id, group_id, gen, from_status, status, params, timeline_i, fin, ev)),
 w AS (
     UPDATE workflow_instance i SET
         status = u.status, seq = i.seq + 1, generation = u.gen,
