@@ -149,7 +149,7 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 	size := budget{used: sc.used, limit: MaxBytes}
 	// Maestro's default programs are remembered by their inputs
 	// (defaultmemo.go) where nothing but the defs is visible to them.
-	memo := sc.Base == nil && sc.Steps == nil
+	memo := sc.Base == nil && sc.Values == nil && sc.Steps == nil
 	for _, name := range order {
 		def := defs[name]
 		var v any
