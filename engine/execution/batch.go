@@ -117,7 +117,7 @@ JOIN workflow_version v ON v.workflow_id = k.id AND v.version = k.version`
 //
 // Its statements: the versions' read, one statement that locks the
 // workflows and allocates an instance id for every start
-// (run.LockAllocate), and the lookup of stored runs with the starts'
+// (run.QueueLockAllocate), and the lookup of stored runs with the starts'
 // request ids (run.FindStarted, only when a start has one), the three
 // sent together in one round trip (a pipeline: each runs once the one
 // before it has finished, so the lookup still runs with the locks held,

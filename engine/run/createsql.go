@@ -337,7 +337,7 @@ FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
 WHERE w.workflow_id = c.id AND c.id IN (SELECT workflow_id FROM locked)
 RETURNING w.workflow_id, w.properties, w.latest_instance_id, w.owner, w.properties->'access_control'->'operators'`
 
-// BatchLock is what LockAllocate read of one workflow.
+// BatchLock is what ReadLockAllocate read of one workflow.
 type BatchLock struct {
 	// Props are its properties, as locked.
 	Props []byte
@@ -350,31 +350,21 @@ type BatchLock struct {
 	Operators []byte
 }
 
-// LockAllocate locks the workflows ids (sorted, distinct) in id order and
-// allocates counts[i] instance ids to ids[i], in one statement. A workflow
-// that does not exist is absent from the answer. The caller passes the
-// runs to Create with their instance ids and Options.Props.
-func LockAllocate(ctx context.Context, tx Tx, ids []string, counts []int64) (map[string]BatchLock, error) {
-	rows, err := tx.Query(ctx, lockAllocateManySQL, ids, counts)
-	return readLocks(rows, err, len(ids))
-}
-
-// QueueLockAllocate queues LockAllocate's statement on b, for a caller
-// that sends it in one round trip with other statements; ReadLockAllocate
-// reads its answer from the batch's results, in queue order.
+// QueueLockAllocate queues on b the statement that locks the workflows
+// ids (sorted, distinct) in id order and allocates counts[i] instance ids
+// to ids[i], for a caller that sends it in one round trip with other
+// statements (execution.StartBatchTx); ReadLockAllocate reads its answer
+// from the batch's results, in queue order. A workflow that does not
+// exist is absent from the answer. The caller passes the runs to Create
+// with their instance ids and Options.Props.
 func QueueLockAllocate(b *pgx.Batch, ids []string, counts []int64) {
 	b.Queue(lockAllocateManySQL, ids, counts)
 }
 
 // ReadLockAllocate reads the answer of the statement QueueLockAllocate
-// queued for n workflows: LockAllocate's.
+// queued for n workflows.
 func ReadLockAllocate(br pgx.BatchResults, n int) (map[string]BatchLock, error) {
 	rows, err := br.Query()
-	return readLocks(rows, err, n)
-}
-
-// readLocks reads lockAllocateManySQL's rows for n workflows.
-func readLocks(rows pgx.Rows, err error, n int) (map[string]BatchLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %d workflows and allocate their instance ids: %w", n, err)
 	}
@@ -395,18 +385,19 @@ func readLocks(rows pgx.Rows, err error, n int) (map[string]BatchLock, error) {
 }
 
 // giveBackSQL returns the last $2 instance ids of each workflow $1 that
-// LockAllocate allocated and no run took (a start found a duplicate or
-// refused once the workflows were locked); the caller holds the locks.
+// QueueLockAllocate's statement allocated and no run took (a start found
+// a duplicate or refused once the workflows were locked); the caller
+// holds the locks.
 const giveBackSQL = `
 UPDATE workflow w SET latest_instance_id = w.latest_instance_id - c.n
 FROM unnest($1::text[], $2::bigint[]) AS c(id, n)
 WHERE w.workflow_id = c.id`
 
 // GiveBack returns the counts[i] highest instance ids of ids[i], which
-// LockAllocate allocated in tx and no run took: a caller that allocates
-// for every start it may create before it knows which it will (the
-// duplicates of stored runs, the refusals are known only under the lock)
-// gives the rest back, so that the workflow's ids stay dense. The runs
+// QueueLockAllocate's statement allocated in tx and no run took: a caller
+// that allocates for every start it may create before it knows which it
+// will (the duplicates of stored runs, the refusals are known only under
+// the lock) gives the rest back, so that the workflow's ids stay dense. The runs
 // created took the lowest of the allocated ids, and the workflows are
 // still locked, so no other transaction allocated above them.
 func GiveBack(ctx context.Context, tx Tx, ids []string, counts []int64) error {

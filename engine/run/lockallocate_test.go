@@ -44,7 +44,13 @@ func TestLockAllocateUpdatesWorkflowsInPlace(t *testing.T) {
 			if err := tx.QueryRow(ctx, countsSQL).Scan(&updated0, &hot0); err != nil {
 				return err
 			}
-			locks, err := run.LockAllocate(ctx, tx, ids, counts)
+			b := &pgx.Batch{}
+			run.QueueLockAllocate(b, ids, counts)
+			br := tx.SendBatch(ctx, b)
+			locks, err := run.ReadLockAllocate(br, len(ids))
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
 			if err != nil {
 				return err
 			}
