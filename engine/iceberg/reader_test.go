@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3tables"
+	s3tablestypes "github.com/aws/aws-sdk-go-v2/service/s3tables/types"
 
 	"github.com/maestro-aws/maestro/engine/tablechange"
 	"github.com/maestro-aws/maestro/engine/trigger/signalmsg"
@@ -42,11 +43,7 @@ func newTestTable(t *testing.T) *testTable {
 	ctx := context.Background()
 	cfg := localstack.Config(t)
 	bucket := fmt.Sprintf("ince-%d", time.Now().UnixNano())
-	out, err := s3tables.NewFromConfig(cfg).CreateTableBucket(ctx, &s3tables.CreateTableBucketInput{Name: aws.String(bucket)})
-	if err != nil {
-		t.Fatalf("create table bucket: %v", err)
-	}
-	arn := aws.ToString(out.Arn)
+	arn := createTableBucket(ctx, t, s3tables.NewFromConfig(cfg), bucket)
 	r, err := NewReader(Config{CatalogURI: localstack.Endpoint(t) + "/iceberg", Warehouse: arn}, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +63,33 @@ func newTestTable(t *testing.T) *testTable {
 		t.Fatalf("create table: %v", err)
 	}
 	return &testTable{reader: r, bucket: bucket, ref: tablechange.TableRef{Namespace: "sales", Table: "orders"}, tbl: tbl}
+}
+
+// createTableBucket creates a table bucket and returns its ARN. On a
+// loaded machine the SDK may retry a create whose first attempt the
+// emulator did carry out (its answer came late): the retry's conflict on
+// this test's own unique name is then the bucket the first one made.
+func createTableBucket(ctx context.Context, t *testing.T, client *s3tables.Client, name string) string {
+	t.Helper()
+	out, err := client.CreateTableBucket(ctx, &s3tables.CreateTableBucketInput{Name: aws.String(name)})
+	if err == nil {
+		return aws.ToString(out.Arn)
+	}
+	var conflict *s3tablestypes.ConflictException
+	if !errors.As(err, &conflict) {
+		t.Fatalf("create table bucket: %v", err)
+	}
+	list, lerr := client.ListTableBuckets(ctx, &s3tables.ListTableBucketsInput{Prefix: aws.String(name)})
+	if lerr != nil {
+		t.Fatalf("create table bucket: %v; list it: %v", err, lerr)
+	}
+	for _, b := range list.TableBuckets {
+		if aws.ToString(b.Name) == name {
+			return aws.ToString(b.Arn)
+		}
+	}
+	t.Fatalf("create table bucket: %v, and no bucket %s is listed", err, name)
+	return ""
 }
 
 // rows builds an Arrow table of n rows with ids from first.
