@@ -181,7 +181,7 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 		}
 		env.vals[name] = typed
 		if def.Validator != "" && !sc.member {
-			if err := validate(ctx, def.Validator, typed, env, funcs); err != nil {
+			if err := validate(ctx, def.Validator, typed, env, funcs, shared); err != nil {
 				return nil, &Error{Param: name, Err: err}
 			}
 		}
@@ -196,8 +196,8 @@ var ErrValidator = errors.New("param value failed its validator")
 // validate runs a validator (validator.go) on the value v: a SEL
 // expression that sees the params and `param`, the value under check, and
 // must return true, or Bean Validation annotations.
-func validate(ctx context.Context, src string, v any, env sel.Env, funcs map[string]sel.Func) error {
-	c, err := compileValidator(src, funcs)
+func validate(ctx context.Context, src string, v any, env sel.Env, funcs map[string]sel.Func, shared bool) error {
+	c, err := compileValidator(src, funcs, shared)
 	if err != nil {
 		return fmt.Errorf("validator: %w", err)
 	}

@@ -427,3 +427,26 @@ func TestScopeValuesReadInPlace(t *testing.T) {
 		t.Error("a value of the scope was returned as evaluated")
 	}
 }
+
+// A validator that reads an upstream step checks each evaluation against
+// that evaluation's upstream, not the first one's: a program compiled with
+// functions bound to one attempt's upstream must not serve another.
+func TestValidatorReadsEachEvaluationsUpstream(t *testing.T) {
+	t.Parallel()
+	def := lit(workflow.ParamTypeLong, json.Number("5"))
+	def.Validator = "param < params.getFromStep('up', 'limit')"
+	defs := workflow.Params{"n": def}
+	for _, tc := range []struct {
+		limit int64
+		ok    bool
+	}{{10, true}, {3, false}, {10, true}, {4, false}} {
+		steps := upstream(map[string]map[string]any{"up": {"limit": tc.limit}})
+		_, err := params.EvaluateIn(context.Background(), defs, params.Scope{Steps: steps})
+		if tc.ok && err != nil {
+			t.Fatalf("limit %d: %v", tc.limit, err)
+		}
+		if !tc.ok && !errors.Is(err, params.ErrValidator) {
+			t.Fatalf("limit %d: got %v, want ErrValidator", tc.limit, err)
+		}
+	}
+}

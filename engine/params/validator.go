@@ -42,7 +42,11 @@ type annotation struct {
 }
 
 // validatorCache holds compiled validators by source (and whether extra
-// functions were given, which changes what compiles).
+// functions were given, which changes what compiles). A SEL program binds
+// the functions it was compiled with, so only programs compiled with none
+// or with the shared workflowFuncs are kept: one compiled with a step's
+// params.getFromStep reads that attempt's upstream, and served to another
+// evaluation it would check a value against the wrong run.
 var validatorCache sync.Map // validatorKey -> *compiledValidator
 
 type validatorKey struct {
@@ -50,14 +54,19 @@ type validatorKey struct {
 	funcs bool
 }
 
-// compileValidator compiles a validator in either form.
-func compileValidator(src string, funcs map[string]sel.Func) (*compiledValidator, error) {
+// compileValidator compiles a validator in either form; shared says funcs
+// is workflowFuncs (or nil), whose programs may be kept.
+func compileValidator(src string, funcs map[string]sel.Func, shared bool) (*compiledValidator, error) {
+	annotations := strings.HasPrefix(strings.TrimSpace(src), "@")
+	keep := annotations || shared || len(funcs) == 0
 	key := validatorKey{src, len(funcs) > 0}
-	if c, ok := validatorCache.Load(key); ok {
-		return c.(*compiledValidator), nil
+	if keep {
+		if c, ok := validatorCache.Load(key); ok {
+			return c.(*compiledValidator), nil
+		}
 	}
 	c := &compiledValidator{src: src}
-	if strings.HasPrefix(strings.TrimSpace(src), "@") {
+	if annotations {
 		checks, err := parseAnnotations(src)
 		if err != nil {
 			return nil, err
@@ -74,7 +83,9 @@ func compileValidator(src string, funcs map[string]sel.Func) (*compiledValidator
 		}
 		c.prog = prog
 	}
-	validatorCache.Store(key, c)
+	if keep {
+		validatorCache.Store(key, c)
+	}
 	return c, nil
 }
 
