@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -29,13 +30,19 @@ import (
 )
 
 // BenchmarkHttpSteps1000: 1,000 runs of a one-step workflow started at once
-// (64 clients), in two sub-benchmarks measured the same way in one sitting:
+// (64 clients), in two sub-benchmarks measured the same way in one sitting,
+// and a third for where an Http step's CPU goes:
 //
 //   - Http: the step calls a server that answers each request after 100
 //     ms. The server runs in a process of its own (this test binary, run
 //     again), so that this process's CPU is the engine's (and the API's and
 //     the clients') alone.
 //   - NoOp: the step is a NoOp, the floor an Http step is compared with.
+//   - Exchange: no engine, only the Http step's client sending 1,000
+//     requests at once to the same server (benchExchange): what net/http
+//     costs this process per exchange (cpu-ms/request), and its share of
+//     what an Http step costs beyond a NoOp
+//     (exchange-share-of-http-added).
 //
 // The engine's added latency per Http step is the step's time from
 // STARTING to SUCCEEDED (the transitions' times, reported once durable)
@@ -66,7 +73,7 @@ import (
 // commit measured just before (dbtest.CommitFloor): the intent waits for
 // at least one.
 func BenchmarkHttpSteps1000(b *testing.B) {
-	var noopCPU float64
+	var noopCPU, httpCPU float64
 	b.Run("NoOp", func(b *testing.B) {
 		noopCPU = benchSteps(b, `{"step":{"id":"call","type":"NoOp"}}`, nil)
 	})
@@ -77,7 +84,67 @@ func BenchmarkHttpSteps1000(b *testing.B) {
 		if noopCPU > 0 {
 			b.ReportMetric(cpu/noopCPU, "http-noop-cpu-ratio")
 		}
+		httpCPU = cpu
 	})
+	b.Run("Exchange", func(b *testing.B) {
+		cpu := benchExchange(b, startBenchServer(b))
+		if added := httpCPU - noopCPU; noopCPU > 0 && added > 0 {
+			b.ReportMetric(cpu/added, "exchange-share-of-http-added")
+		}
+	})
+}
+
+// benchExchange sends 1,000 requests at once through the Http step's
+// client (httpstep.NewClient: its dialer, its guarded connections, its
+// limits) to the same server, with the headers a step sends, reads each
+// body and returns this process's CPU per request in milliseconds: what
+// net/http alone costs for an exchange of the Http sub-benchmark's kind,
+// on a new connection each, without the engine. It is the floor under
+// what an Http step costs beyond a NoOp (docs/performance.md).
+func benchExchange(b *testing.B, srv *benchServer) float64 {
+	const requests = 1000
+	client := httpstep.NewClient()
+	var cpu time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		cpu0 := cpuTime()
+		var wg sync.WaitGroup
+		errs := make(chan error, requests)
+		for i := range requests {
+			wg.Go(func() {
+				req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/%d", srv.url, i), nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json")
+				req.Header.Set("User-Agent", "maestro-aws")
+				req.Header.Set(httpstep.IdempotencyHeader, strconv.Itoa(i))
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, err = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		cpu += cpuTime() - cpu0
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		// A new client's burst, as each Http sub-benchmark round is.
+		client.CloseIdleConnections()
+	}
+	cpuMS := cpu.Seconds() / float64(b.N*requests) * 1000
+	b.ReportMetric(cpuMS, "cpu-ms/request")
+	return cpuMS
 }
 
 // benchSteps runs the benchmark's loop for one step definition and
