@@ -1,9 +1,13 @@
 package flow_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/maestro-aws/maestro/engine/dbtest"
 	"github.com/maestro-aws/maestro/engine/definition"
@@ -59,4 +63,93 @@ func TestForeachLaunchesSlicesAtOnce(t *testing.T) {
 		t.Errorf("%d insert statements for %d progress records: no batches were created at once", inserts, records)
 	}
 	t.Logf("%d insert statements, %d progress records, at most %d at once", inserts, records, g.most.Load())
+}
+
+// TestForeachRecordsOnlyCommittedProgress: a foreach creating several
+// slices at once records its progress without a transaction of its own
+// (the next call's first slice records where it starts from), yet the
+// durable record never runs ahead of the iterations committed: read in
+// one snapshot while the loop runs, every iteration before the recorded
+// next exists, the record only moves forward, and it ends at the total.
+func TestForeachRecordsOnlyCommittedProgress(t *testing.T) {
+	t.Parallel()
+	const total, conc = 1500, 400
+	pool, stmts := dbtest.CountingPoolOf(t, 8)
+	defs := definition.NewStore(pool)
+	ft := &flowtest.Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, flowtest.GroupCount)}
+	e := &env{Env: ft, t: t, pool: pool, defs: defs, runs: ft.Runs}
+	e.push(foreachDef("fe-record", fmt.Sprintf(`{"a":{"type":"LONG_ARRAY","expression":"Util.intsBetween(0, %d, 1)"}}`, total),
+		fmt.Sprintf(`"concurrency":%d`, conc), `{"step":{"id":"body","type":"Gauge"}}`))
+	g := &gauge{hold: 30 * time.Millisecond}
+	rts := testRuntimes()
+	rts["Gauge"] = g
+	e.engine(flow.Config{Runtimes: rts})
+	stmts.Reset()
+	parent := e.start("fe-record", nil)
+	feID := instance.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, "loop")
+
+	stop := make(chan struct{})
+	type seen struct{ next, present int64 }
+	var watched []seen
+	var watchErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			var s seen
+			err := pool.QueryRow(context.Background(), `
+SELECT r.next, (SELECT count(*) FROM workflow_instance WHERE workflow_id = $4 AND run_id = 1 AND instance_id <= r.next)
+FROM (SELECT coalesce((runtime_state->'data'->>'foreach_next')::bigint, 0) AS next FROM step_instance
+      WHERE workflow_id = $1 AND instance_id = $2 AND run_id = $3 AND step_id = 'loop'
+      ORDER BY attempt_id DESC LIMIT 1) r`, parent.WorkflowID, parent.InstanceID, parent.RunID, feID).Scan(&s.next, &s.present)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue // the step is not written yet
+			}
+			if err != nil {
+				watchErr = err
+				return
+			}
+			watched = append(watched, s)
+		}
+	}()
+	got := e.wait(parent, 3*time.Minute)
+	close(stop)
+	<-done
+	if got.Status != instance.WorkflowSucceeded {
+		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
+	}
+	if watchErr != nil {
+		t.Fatal(watchErr)
+	}
+	var last int64
+	distinct := 0
+	for _, s := range watched {
+		if s.present != s.next {
+			t.Fatalf("progress recorded at %d while %d iterations before it exist", s.next, s.present)
+		}
+		if s.next < last {
+			t.Fatalf("progress record moved back from %d to %d", last, s.next)
+		}
+		if s.next > last {
+			distinct++
+		}
+		last = s.next
+	}
+	if last != total {
+		t.Errorf("last progress record seen %d, want %d", last, total)
+	}
+	if distinct < 3 {
+		t.Errorf("saw the progress record at only %d values: the loop was not watched while it ran", distinct)
+	}
+	if n := len(e.iterations(parent, "loop")); n != total {
+		t.Fatalf("%d iteration runs, want %d", n, total)
+	}
+	inserts, _ := stmts.Count("WITH owned AS")
+	records, _ := stmts.Count("UPDATE step_instance SET runtime_state = jsonb_set(runtime_state, '{data}'")
+	t.Logf("watched %d times (%d values), %d insert statements, %d progress records", len(watched), distinct, inserts, records)
 }

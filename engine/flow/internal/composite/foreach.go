@@ -455,11 +455,17 @@ const iterationTimeout = int64(10 * 24 * time.Hour / time.Second)
 //
 // Up to foreachBatchLimit iterations are created in one transaction with
 // the progress record, fenced by the parent's generation. More are split
-// into slices of foreachBatchLimit created by concurrent transactions
-// (each fenced on its own), and the progress is recorded once all have
-// committed: a crash or a failed slice in between leaves iterations past
-// the durable record, which the next Execute skips (their primary key
-// makes the insert a no-op) while the progress query counts them live.
+// into slices of at most foreachBatchLimit (as even as they go) created by
+// concurrent transactions, each fenced on its own. Their progress is
+// recorded once all have committed, but not on its own while iterations
+// are left to create: the first slice of the next call records the
+// progress it starts from (everything before st.next has committed), so
+// no transaction of its own stands between one call's slices and the
+// next's; the call that reaches the last iteration records its progress
+// itself. A crash, a failed slice or a call that creates nothing in
+// between leaves iterations past the durable record, which the next
+// Execute skips (their primary key makes the insert a no-op) while the
+// progress query counts them live.
 func (h *host) createIterations(ctx context.Context, node string, a *stepruntime.Attempt, st foreachState, n int64) (int64, int64, error) {
 	dims, _, err := loopDims(a)
 	if err != nil {
@@ -494,21 +500,27 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 		h.startLocal(ctx, made.started)
 		return next, made.created, nil
 	}
-	parts := slices.Collect(slices.Chunk(iters, foreachBatchLimit))
+	parts := evenSlices(iters, foreachBatchLimit)
 	made := make([]sliceMade, len(parts))
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
 	for i, part := range parts {
+		var record *foreachState
+		if i == 0 {
+			record = &st // what this call starts from, committed
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			made[i], errs[i] = h.createSlice(ctx, node, a, spec, part, nil)
+			made[i], errs[i] = h.createSlice(ctx, node, a, spec, part, record)
+			// Committed: its iterations start now, whatever the other
+			// slices do, rather than wait for the slowest.
+			h.startLocal(ctx, made[i].started)
 		}()
 	}
 	wg.Wait()
 	var created int64
 	for _, m := range made {
-		h.startLocal(ctx, m.started) // committed, whatever the other slices did
 		created += m.created
 	}
 	for _, err := range errs {
@@ -520,10 +532,24 @@ func (h *host) createIterations(ctx context.Context, node string, a *stepruntime
 	if err := errors.Join(errs...); err != nil {
 		return 0, 0, err
 	}
+	if next < st.total {
+		return next, created, nil // recorded by the next call's first slice
+	}
 	if err := h.recordProgress(ctx, node, parent, progress); err != nil {
 		return 0, 0, err
 	}
 	return next, created, nil
+}
+
+// evenSlices splits iters into the fewest slices of at most limit, their
+// sizes differing by at most one: concurrent slices take about as long.
+func evenSlices(iters []int64, limit int) [][]int64 {
+	k := (len(iters) + limit - 1) / limit
+	out := make([][]int64, 0, k)
+	for i := range k {
+		out = append(out, iters[i*len(iters)/k:(i+1)*len(iters)/k])
+	}
+	return out
 }
 
 // sliceMade is what one transaction of createIterations created.
