@@ -26,17 +26,7 @@ import (
 func TestForeachLaunchesSlicesAtOnce(t *testing.T) {
 	t.Parallel()
 	const total, conc = 700, 300
-	pool, stmts := dbtest.CountingPoolOf(t, 8) // 4 creating transactions at once
-	defs := definition.NewStore(pool)
-	ft := &flowtest.Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, flowtest.GroupCount)}
-	e := &env{Env: ft, t: t, pool: pool, defs: defs, runs: ft.Runs}
-	e.push(foreachDef("fe-slices", fmt.Sprintf(`{"a":{"type":"LONG_ARRAY","expression":"Util.intsBetween(0, %d, 1)"}}`, total),
-		fmt.Sprintf(`"concurrency":%d`, conc), `{"step":{"id":"body","type":"Gauge"}}`))
-	g := &gauge{hold: 200 * time.Millisecond}
-	rts := testRuntimes()
-	rts["Gauge"] = g
-	e.engine(flow.Config{Runtimes: rts})
-	stmts.Reset()
+	e, stmts, g := gaugedForeach(t, "fe-slices", total, conc, 200*time.Millisecond)
 	parent := e.start("fe-slices", nil)
 	if got := e.wait(parent, 3*time.Minute); got.Status != instance.WorkflowSucceeded {
 		t.Fatalf("parent %s: %s", got.Status, got.Timeline)
@@ -74,17 +64,8 @@ func TestForeachLaunchesSlicesAtOnce(t *testing.T) {
 func TestForeachRecordsOnlyCommittedProgress(t *testing.T) {
 	t.Parallel()
 	const total, conc = 1500, 400
-	pool, stmts := dbtest.CountingPoolOf(t, 8)
-	defs := definition.NewStore(pool)
-	ft := &flowtest.Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, flowtest.GroupCount)}
-	e := &env{Env: ft, t: t, pool: pool, defs: defs, runs: ft.Runs}
-	e.push(foreachDef("fe-record", fmt.Sprintf(`{"a":{"type":"LONG_ARRAY","expression":"Util.intsBetween(0, %d, 1)"}}`, total),
-		fmt.Sprintf(`"concurrency":%d`, conc), `{"step":{"id":"body","type":"Gauge"}}`))
-	g := &gauge{hold: 30 * time.Millisecond}
-	rts := testRuntimes()
-	rts["Gauge"] = g
-	e.engine(flow.Config{Runtimes: rts})
-	stmts.Reset()
+	e, stmts, _ := gaugedForeach(t, "fe-record", total, conc, 30*time.Millisecond)
+	pool := e.pool
 	parent := e.start("fe-record", nil)
 	feID := instance.ForeachWorkflowID(parent.WorkflowID, parent.InstanceID, "loop")
 
@@ -152,4 +133,24 @@ FROM (SELECT coalesce((runtime_state->'data'->>'foreach_next')::bigint, 0) AS ne
 	inserts, _ := stmts.Count("WITH owned AS")
 	records, _ := stmts.Count("UPDATE step_instance SET runtime_state = jsonb_set(runtime_state, '{data}'")
 	t.Logf("watched %d times (%d values), %d insert statements, %d progress records", len(watched), distinct, inserts, records)
+}
+
+// gaugedForeach pushes workflow id, a foreach of total iterations at
+// concurrency conc whose body holds each call for hold (a gauge of how
+// many run at once), on an engine whose pool counts its statements (8
+// connections: 4 creating transactions at once); the counts start empty.
+func gaugedForeach(t *testing.T, id string, total, conc int, hold time.Duration) (*env, *dbtest.Statements, *gauge) {
+	t.Helper()
+	pool, stmts := dbtest.CountingPoolOf(t, 8)
+	defs := definition.NewStore(pool)
+	ft := &flowtest.Env{T: t, Pool: pool, Defs: defs, Runs: execution.New(pool, defs, flowtest.GroupCount)}
+	e := &env{Env: ft, t: t, pool: pool, defs: defs, runs: ft.Runs}
+	e.push(foreachDef(id, fmt.Sprintf(`{"a":{"type":"LONG_ARRAY","expression":"Util.intsBetween(0, %d, 1)"}}`, total),
+		fmt.Sprintf(`"concurrency":%d`, conc), `{"step":{"id":"body","type":"Gauge"}}`))
+	g := &gauge{hold: hold}
+	rts := testRuntimes()
+	rts["Gauge"] = g
+	e.engine(flow.Config{Runtimes: rts})
+	stmts.Reset()
+	return e, stmts, g
 }
