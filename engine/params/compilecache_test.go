@@ -2,18 +2,22 @@ package params
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/maestro-aws/maestro/sel"
 
 	"github.com/maestro-aws/maestro/engine/workflow"
 )
 
-// TestKeptProgramsServeOnlyTheirFunctions: a workflow's expression
+// TestKeptProgramsCallTheirEvaluationsFunctions: a workflow's expressions
 // compiled for its dry run at push (params.getFromSignal answering the
-// dry run's value) is kept, and the run that a signal starts later still
-// reads the signal: programs compiled with other functions than the
-// workflow params' are neither kept nor served from what was kept.
-func TestKeptProgramsServeOnlyTheirFunctions(t *testing.T) {
+// dry run's value) are kept, and the run that a signal starts later,
+// served the same programs, reads the signal: a kept program calls the
+// functions of the evaluation that runs it.
+func TestKeptProgramsCallTheirEvaluationsFunctions(t *testing.T) {
 	ctx := context.Background()
 	wf := &workflow.Workflow{ID: "wf", Params: workflow.Params{
 		"day":   workflow.ExpressionParam(workflow.ParamTypeLong, `params.getFromSignal("day")`),
@@ -27,8 +31,10 @@ func TestKeptProgramsServeOnlyTheirFunctions(t *testing.T) {
 	if got := dry["day"].Value; got != DryRunSignalValue {
 		t.Fatalf("dry run: day = %v, want %v", got, DryRunSignalValue)
 	}
+	names := newFuncSet(workflowFuncs).key
 	compiled.mu.RLock()
-	kept := compiled.progs[`"run-" + day`] != nil && compiled.progs[`params.getFromSignal("day")`] != nil
+	prog := compiled.progs[compiledKey{`params.getFromSignal("day")`, names}]
+	kept := prog != nil && compiled.progs[compiledKey{`"run-" + day`, names}] != nil
 	compiled.mu.RUnlock()
 	if !kept {
 		t.Fatal("the workflow params' programs were not kept")
@@ -43,5 +49,61 @@ func TestKeptProgramsServeOnlyTheirFunctions(t *testing.T) {
 	}
 	if got := signalled["label"].Value; got != "run-20260301" {
 		t.Fatalf("label = %v", got)
+	}
+	compiled.mu.RLock()
+	again := compiled.progs[compiledKey{`params.getFromSignal("day")`, newFuncSet(SignalFuncs).key}]
+	compiled.mu.RUnlock()
+	if newFuncSet(SignalFuncs).key == names && again != prog {
+		t.Error("the signalled run compiled the expression again")
+	}
+}
+
+// TestStepProgramsAreKeptAndReadTheirOwnUpstream: a step's expression that
+// reads an upstream step is compiled once, and every attempt that runs it
+// reads its own upstream.
+func TestStepProgramsAreKeptAndReadTheirOwnUpstream(t *testing.T) {
+	ctx := context.Background()
+	const src = `params.getFromStep("up", "n") * 2 + step_probe_7f3a`
+	defs := workflow.Params{
+		"step_probe_7f3a": workflow.LiteralParam(workflow.ParamTypeLong, int64(1)),
+		"doubled":         workflow.ExpressionParam(workflow.ParamTypeLong, src),
+	}
+	var progs []*sel.Program
+	for _, n := range []int64{5, 11, 5} {
+		steps := func(step, name string) (any, bool) {
+			if step == "up" && name == "n" {
+				return n, true
+			}
+			return nil, false
+		}
+		got, err := EvaluateIn(ctx, defs, Scope{Steps: steps})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 2*n + 1; got["doubled"].Value != want {
+			t.Fatalf("upstream n = %d: doubled = %v, want %d", n, got["doubled"].Value, want)
+		}
+		compiled.mu.RLock()
+		for k, p := range compiled.progs {
+			if k.expr == src {
+				progs = append(progs, p)
+			}
+		}
+		compiled.mu.RUnlock()
+	}
+	if len(progs) != 3 || progs[0] != progs[1] || progs[1] != progs[2] {
+		t.Fatalf("the step's expression was compiled %d times over 3 attempts, want once", len(slices.Compact(progs)))
+	}
+}
+
+// A program kept for an evaluation's functions, run where no functions
+// are given, reports the function missing rather than calling another's.
+func TestBoundFunctionWithoutItsEvaluation(t *testing.T) {
+	prog, err := compileExpression(`params.getFromStep("up", "n")`, newFuncSet(map[string]sel.Func{"params.getFromStep": nil}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prog.Eval(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "params.getFromStep is not available here") {
+		t.Fatalf("got %v, want the function reported missing", err)
 	}
 }

@@ -96,7 +96,7 @@ func checkValidators(ctx context.Context, at string, p workflow.Param) []error {
 	if err != nil {
 		return errs // the run reports it with the value's context
 	}
-	c, err := compileValidator(p.Validator, nil, false)
+	c, err := compileValidator(p.Validator, funcSet{})
 	if err != nil {
 		return errs
 	}

@@ -219,14 +219,13 @@ func EvaluateWorkflow(ctx context.Context, in WorkflowInput) (Values, error) {
 	if err != nil {
 		return nil, err
 	}
-	funcs := workflowFuncs
+	set := workflowSet()
 	ctx = context.WithValue(ctx, instanceKey{}, &in)
 	if in.Signals != nil {
-		funcs = maps.Clone(workflowFuncs)
-		maps.Copy(funcs, SignalFuncs)
+		set = signalledSet()
 		ctx = WithSignals(ctx, in.Signals)
 	}
-	return EvaluateIn(ctx, defs, Scope{Funcs: funcs, workflowFuncs: in.Signals == nil})
+	return EvaluateIn(ctx, defs, Scope{Funcs: set.funcs, set: &set})
 }
 
 // StepInput is what evaluating a step attempt's params needs.
@@ -481,7 +480,7 @@ func Check(ps workflow.Params) error {
 		}
 		compiles[name] = p
 	}
-	_, _, err := plan(compiles, nil, false)
+	_, _, err := plan(compiles, funcSet{})
 	return err
 }
 

@@ -113,9 +113,9 @@ type Scope struct {
 	// used is the encoded size of params evaluated before, which count
 	// towards MaxBytes with these (Batch).
 	used int
-	// workflowFuncs: Funcs is workflowFuncs, so the programs compiled
-	// may be shared (compileExpression).
-	workflowFuncs bool
+	// set is the funcSet of Funcs, where the caller has it built once
+	// (workflowSet, signalledSet).
+	set *funcSet
 }
 
 // Evaluate evaluates defs. Expressions see base (already known values, such
@@ -131,16 +131,23 @@ func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, fu
 // expressions are SEL, and a def with a validator must satisfy it. The
 // values together must stay within MaxBytes (ErrTooLarge).
 func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, error) {
-	funcs, shared := sc.Funcs, sc.workflowFuncs
-	if sc.Steps != nil || isStep(defs) {
-		shared = false
+	funcs := sc.Funcs
+	var fs funcSet
+	switch {
+	case sc.Steps != nil || isStep(defs):
 		funcs = maps.Clone(funcs)
 		if funcs == nil {
 			funcs = map[string]sel.Func{}
 		}
 		funcs["params.getFromStep"] = getFromStep(sc.Steps, defs)
+		fs = newFuncSet(funcs)
+	case sc.set != nil:
+		fs = *sc.set
+	default:
+		fs = newFuncSet(funcs)
 	}
-	order, programs, err := plan(defs, funcs, shared)
+	ctx = withFuncs(ctx, fs)
+	order, programs, err := plan(defs, fs)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +188,7 @@ func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, er
 		}
 		env.vals[name] = typed
 		if def.Validator != "" && !sc.member {
-			if err := validate(ctx, def.Validator, typed, env, funcs, shared); err != nil {
+			if err := validate(ctx, def.Validator, typed, env, fs); err != nil {
 				return nil, &Error{Param: name, Err: err}
 			}
 		}
@@ -196,8 +203,8 @@ var ErrValidator = errors.New("param value failed its validator")
 // validate runs a validator (validator.go) on the value v: a SEL
 // expression that sees the params and `param`, the value under check, and
 // must return true, or Bean Validation annotations.
-func validate(ctx context.Context, src string, v any, env sel.Env, funcs map[string]sel.Func, shared bool) error {
-	c, err := compileValidator(src, funcs, shared)
+func validate(ctx context.Context, src string, v any, env sel.Env, fs funcSet) error {
+	c, err := compileValidator(src, fs)
 	if err != nil {
 		return fmt.Errorf("validator: %w", err)
 	}
@@ -322,13 +329,13 @@ func getFromStep(steps StepLookup, self workflow.Params) sel.Func {
 // plan compiles the expressions and orders the defs by dependency: an
 // expression depends on the defs it names, a literal on the defs its
 // strings interpolate.
-func plan(defs workflow.Params, funcs map[string]sel.Func, shared bool) ([]string, map[string]*sel.Program, error) {
-	order, programs, _, err := planDeps(defs, funcs, shared)
+func plan(defs workflow.Params, fs funcSet) ([]string, map[string]*sel.Program, error) {
+	order, programs, _, err := planDeps(defs, fs)
 	return order, programs, err
 }
 
 // planDeps is plan, with the defs each def depends on.
-func planDeps(defs workflow.Params, funcs map[string]sel.Func, shared bool) ([]string, map[string]*sel.Program, map[string][]string, error) {
+func planDeps(defs workflow.Params, fs funcSet) ([]string, map[string]*sel.Program, map[string][]string, error) {
 	names := slices.Sorted(maps.Keys(defs))
 	programs := make(map[string]*sel.Program, len(defs))
 	deps := make(map[string][]string, len(defs))
@@ -349,7 +356,7 @@ func planDeps(defs workflow.Params, funcs map[string]sel.Func, shared bool) ([]s
 		prog := precompiled(name, def)
 		if prog == nil {
 			var err error
-			if prog, err = compileExpression(*def.Expression, funcs, shared); err != nil {
+			if prog, err = compileExpression(*def.Expression, fs); err != nil {
 				return nil, nil, nil, &Error{Param: name, Err: err}
 			}
 		}

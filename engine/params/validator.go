@@ -41,29 +41,26 @@ type annotation struct {
 	check func(v any) error
 }
 
-// validatorCache holds compiled validators by source (and whether extra
-// functions were given, which changes what compiles). A SEL program binds
-// the functions it was compiled with, so only programs compiled with none
-// or with the shared workflowFuncs are kept: one compiled with a step's
-// params.getFromStep reads that attempt's upstream, and served to another
-// evaluation it would check a value against the wrong run.
+// validatorCache holds compiled validators by source and the names of the
+// functions a SEL validator is compiled against (funcSet.key: its program
+// calls its evaluation's functions, compilecache.go).
 var validatorCache sync.Map // validatorKey -> *compiledValidator
 
 type validatorKey struct {
 	src   string
-	funcs bool
+	funcs string
 }
 
-// compileValidator compiles a validator in either form; shared says funcs
-// is workflowFuncs (or nil), whose programs may be kept.
-func compileValidator(src string, funcs map[string]sel.Func, shared bool) (*compiledValidator, error) {
+// compileValidator compiles a validator in either form against the
+// functions of fs, or returns the one kept.
+func compileValidator(src string, fs funcSet) (*compiledValidator, error) {
 	annotations := strings.HasPrefix(strings.TrimSpace(src), "@")
-	keep := annotations || shared || len(funcs) == 0
-	key := validatorKey{src, len(funcs) > 0}
-	if keep {
-		if c, ok := validatorCache.Load(key); ok {
-			return c.(*compiledValidator), nil
-		}
+	key := validatorKey{src: src}
+	if !annotations {
+		key.funcs = fs.key
+	}
+	if c, ok := validatorCache.Load(key); ok {
+		return c.(*compiledValidator), nil
 	}
 	c := &compiledValidator{src: src}
 	if annotations {
@@ -73,19 +70,13 @@ func compileValidator(src string, funcs map[string]sel.Func, shared bool) (*comp
 		}
 		c.checks = checks
 	} else {
-		var opts []sel.Option
-		if len(funcs) > 0 {
-			opts = append(opts, sel.WithFunctions(funcs))
-		}
-		prog, err := sel.Compile(src, opts...)
+		prog, err := sel.Compile(src, compileOptions(fs)...)
 		if err != nil {
 			return nil, err
 		}
 		c.prog = prog
 	}
-	if keep {
-		validatorCache.Store(key, c)
-	}
+	validatorCache.Store(key, c)
 	return c, nil
 }
 
