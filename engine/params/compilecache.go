@@ -138,3 +138,11 @@ func compileExpression(expr string, fs funcSet) (*sel.Program, error) {
 	compiled.mu.Unlock()
 	return prog, nil
 }
+
+// Compile compiles an expression that calls no functions of an
+// evaluation (a while step's condition, an Http step's state
+// expression), or returns the program kept for its text: each iteration
+// and attempt that evaluates it again shares one program.
+func Compile(expr string) (*sel.Program, error) {
+	return compileExpression(expr, funcSet{})
+}

@@ -107,3 +107,23 @@ func TestBoundFunctionWithoutItsEvaluation(t *testing.T) {
 		t.Fatalf("got %v, want the function reported missing", err)
 	}
 }
+
+// Compile keeps a program that calls no evaluation's functions by its
+// text: a while step's condition is compiled once, not per iteration.
+func TestCompileKeepsProgramsByText(t *testing.T) {
+	const cond = `loop_index < 3 && compile_probe_91c2`
+	first, err := Compile(cond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Compile(cond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != again {
+		t.Fatal("the condition was compiled again")
+	}
+	if _, err := Compile(`loop_index <`); err == nil {
+		t.Fatal("a malformed expression compiled")
+	}
+}

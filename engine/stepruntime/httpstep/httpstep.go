@@ -259,7 +259,7 @@ func (j *job) request(a *stepruntime.Attempt) (*request, error) {
 	if e, ok := a.Params[ParamStateExpr]; ok {
 		src, _ := e.(string)
 		if strings.TrimSpace(src) != "" {
-			p, err := sel.Compile(src)
+			p, err := params.Compile(src)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %v", ParamStateExpr, err)
 			}

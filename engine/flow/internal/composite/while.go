@@ -206,7 +206,7 @@ func (r *whileRuntime) condition(ctx context.Context, a *stepruntime.Attempt, wf
 		maps.Copy(env, vals.Plain())
 	}
 	env[workflow.ParamLoopIndex] = next
-	prog, err := sel.Compile(cond)
+	prog, err := params.Compile(cond)
 	if err != nil {
 		return false, fmt.Errorf("while condition: %w", err)
 	}
