@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/maestro-aws/maestro/engine/instance"
 )
@@ -53,6 +54,47 @@ func TestReadOutputDataAnswersEachGatheredRead(t *testing.T) {
 	}
 	if got, err := s.ReadOutputData(ctx, with); err != nil || got == nil {
 		t.Errorf("read after it: %s, %v", got, err)
+	}
+}
+
+// Reads that follow one another within the reader's linger are answered
+// by the same reader goroutine; once none has come for the linger it
+// ends, and the next read starts another.
+func TestOutputReaderServesReadsThatFollowOneAnother(t *testing.T) {
+	_, s, _, _ := writerFixture(t)
+	ctx := context.Background()
+	readers := func() (int, bool) {
+		s.outputs.mu.Lock()
+		defer s.outputs.mu.Unlock()
+		return s.outputs.readers, s.outputs.inflight
+	}
+	const reads = 20
+	for i := range reads {
+		if got, err := s.ReadOutputData(ctx, fmt.Sprintf("00000000-0000-0000-0002-%012d", i)); err != nil || got != nil {
+			t.Fatalf("read %d: %s, %v", i, got, err)
+		}
+	}
+	// One goroutine for them all on a quiet machine; a loaded one may
+	// pause past the linger now and then.
+	if n, _ := readers(); n > reads/4 {
+		t.Fatalf("%d reads one after another started %d readers", reads, n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, running := readers(); !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reader did not end after its linger")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before, _ := readers()
+	if _, err := s.ReadOutputData(ctx, "00000000-0000-0000-0002-000000000099"); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := readers(); after != before+1 {
+		t.Fatalf("a read after the reader ended started %d readers, want 1", after-before)
 	}
 }
 
