@@ -30,7 +30,6 @@ type Batch struct {
 	in     WorkflowInput
 	defs   workflow.Params
 	funcs  map[string]sel.Func
-	set    funcSet // of funcs
 	vary   map[string]bool
 	own    workflow.Params // the defs evaluated per run, varying run params aside
 	shared Values
@@ -52,7 +51,7 @@ func NewBatch(ctx context.Context, in WorkflowInput, varying []string) (*Batch, 
 	if in.Now.IsZero() {
 		in.Now = time.Now()
 	}
-	b := &Batch{in: in, funcs: workflowFuncs, set: workflowSet(), vary: map[string]bool{WorkflowInstanceID: true}}
+	b := &Batch{in: in, funcs: workflowFuncs, vary: map[string]bool{WorkflowInstanceID: true}}
 	for _, name := range varying {
 		b.vary[name] = true
 	}
@@ -77,7 +76,7 @@ func NewBatch(ctx context.Context, in WorkflowInput, varying []string) (*Batch, 
 	}
 	defs := maps.Clone(b.defs)
 	override(defs, first)
-	_, _, deps, err := planDeps(defs, workflowSet())
+	_, _, deps, err := planDeps(defs, *workflowSet())
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +153,7 @@ func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams w
 	in := b.in
 	in.InstanceID = instanceID
 	ctx = context.WithValue(ctx, instanceKey{}, &in)
-	evaluated, err := EvaluateIn(ctx, defs, Scope{Base: b.base, Funcs: b.funcs, used: b.used, set: &b.set})
+	evaluated, err := EvaluateIn(ctx, defs, Scope{Base: b.base, Funcs: b.funcs, used: b.used, set: workflowSet()})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -175,5 +174,5 @@ func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams w
 func evaluateWorkflowDefs(ctx context.Context, in *WorkflowInput, defs workflow.Params) (Values, error) {
 	ctx = context.WithValue(ctx, instanceKey{}, in)
 	set := workflowSet()
-	return EvaluateIn(ctx, defs, Scope{Funcs: set.funcs, set: &set})
+	return EvaluateIn(ctx, defs, Scope{Funcs: set.funcs, set: set})
 }

@@ -3,6 +3,7 @@ package params
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -45,43 +46,95 @@ type funcSet struct {
 	// for none.
 	key string
 	// bound are the stand-ins by name (boundFunc), shared by every set
-	// of the same names.
+	// of the same names; for a static set (staticFuncSet), the functions
+	// themselves.
+	bound  map[string]sel.Func
+	static bool
+}
+
+// namedSet is what every funcSet of the same names shares: its key and
+// stand-ins.
+type namedSet struct {
+	key   string
 	bound map[string]sel.Func
 }
 
-// boundSets holds the stand-ins of each set of names. The names are the
+// namedSets holds a namedSet for each set of names, by the sum of its
+// names' hashes (namesHash): found without building the key, which an
+// attempt's evaluation would otherwise allocate. The names are the
 // engine's own (params.getFromStep, the signal functions, ...), so the
 // sets are few.
-var boundSets sync.Map // key -> map[string]sel.Func
+var namedSets sync.Map // uint64 -> *namedSet
+
+var namesSeed = maphash.MakeSeed()
+
+// namesHash hashes the names of funcs, whatever their order.
+func namesHash(funcs map[string]sel.Func) uint64 {
+	var h uint64
+	for n := range funcs {
+		h += maphash.String(namesSeed, n)
+	}
+	return h
+}
 
 func newFuncSet(funcs map[string]sel.Func) funcSet {
 	if len(funcs) == 0 {
 		return funcSet{}
 	}
-	names := slices.Sorted(maps.Keys(funcs))
-	key := strings.Join(names, "\x00")
-	bound, ok := boundSets.Load(key)
-	if !ok {
-		b := make(map[string]sel.Func, len(names))
-		for _, n := range names {
-			b[n] = boundFunc(n)
+	h := namesHash(funcs)
+	if v, ok := namedSets.Load(h); ok {
+		if ns := v.(*namedSet); ns.sameNames(funcs) {
+			return funcSet{funcs: funcs, key: ns.key, bound: ns.bound}
 		}
-		bound, _ = boundSets.LoadOrStore(key, b)
 	}
-	return funcSet{funcs: funcs, key: key, bound: bound.(map[string]sel.Func)}
+	names := slices.Sorted(maps.Keys(funcs))
+	ns := &namedSet{key: strings.Join(names, "\x00"), bound: make(map[string]sel.Func, len(names))}
+	for _, n := range names {
+		ns.bound[n] = boundFunc(n)
+	}
+	// Another set of names with the same hash keeps its place (the
+	// slow path above serves this one).
+	if v, loaded := namedSets.LoadOrStore(h, ns); loaded && v.(*namedSet).sameNames(funcs) {
+		ns = v.(*namedSet)
+	}
+	return funcSet{funcs: funcs, key: ns.key, bound: ns.bound}
+}
+
+// sameNames reports whether funcs has exactly the set's names.
+func (ns *namedSet) sameNames(funcs map[string]sel.Func) bool {
+	if len(ns.bound) != len(funcs) {
+		return false
+	}
+	for n := range funcs {
+		if _, ok := ns.bound[n]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // workflowSet is the funcSet of a run's workflow params (workflowFuncs),
 // signalledSet that of a run a signal starts (with SignalFuncs), each
-// built once.
+// built once. Their functions are the package's own and read the run
+// from the context already: programs are compiled with them bound, and
+// kept apart from those compiled against stand-ins of the same names
+// (the key's "static" prefix), so an evaluation with them needs nothing
+// more in its context.
 var (
-	workflowSet  = sync.OnceValue(func() funcSet { return newFuncSet(workflowFuncs) })
-	signalledSet = sync.OnceValue(func() funcSet {
+	workflowSet  = sync.OnceValue(func() *funcSet { return staticFuncSet(workflowFuncs) })
+	signalledSet = sync.OnceValue(func() *funcSet {
 		funcs := maps.Clone(workflowFuncs)
 		maps.Copy(funcs, SignalFuncs)
-		return newFuncSet(funcs)
+		return staticFuncSet(funcs)
 	})
 )
+
+// staticFuncSet is the funcSet of functions that are the same for every
+// evaluation, compiled in as they are.
+func staticFuncSet(funcs map[string]sel.Func) *funcSet {
+	names := slices.Sorted(maps.Keys(funcs))
+	return &funcSet{funcs: funcs, key: "static\x00" + strings.Join(names, "\x00"), bound: funcs, static: true}
+}
 
 // funcsKey carries an evaluation's functions (funcSet.funcs) in its
 // context.
@@ -89,7 +142,7 @@ type funcsKey struct{}
 
 // withFuncs is ctx carrying the functions of fs for the programs it runs.
 func withFuncs(ctx context.Context, fs funcSet) context.Context {
-	if fs.key == "" {
+	if fs.key == "" || fs.static {
 		return ctx
 	}
 	return context.WithValue(ctx, funcsKey{}, fs.funcs)
