@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/maestro-aws/maestro/engine/workflow"
-	"github.com/maestro-aws/maestro/sel"
 )
 
 // Batch evaluates the workflow params of many runs of one definition that
@@ -29,7 +28,6 @@ import (
 type Batch struct {
 	in     WorkflowInput
 	defs   workflow.Params
-	funcs  map[string]sel.Func
 	vary   map[string]bool
 	own    workflow.Params // the defs evaluated per run, varying run params aside
 	shared Values
@@ -51,7 +49,7 @@ func NewBatch(ctx context.Context, in WorkflowInput, varying []string) (*Batch, 
 	if in.Now.IsZero() {
 		in.Now = time.Now()
 	}
-	b := &Batch{in: in, funcs: workflowFuncs, vary: map[string]bool{WorkflowInstanceID: true}}
+	b := &Batch{in: in, vary: map[string]bool{WorkflowInstanceID: true}}
 	for _, name := range varying {
 		b.vary[name] = true
 	}
@@ -153,7 +151,7 @@ func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams w
 	in := b.in
 	in.InstanceID = instanceID
 	ctx = context.WithValue(ctx, instanceKey{}, &in)
-	evaluated, err := EvaluateIn(ctx, defs, Scope{Base: b.base, Funcs: b.funcs, used: b.used, set: workflowSet()})
+	evaluated, err := EvaluateIn(ctx, defs, Scope{Base: b.base, used: b.used, set: workflowSet()})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -173,6 +171,5 @@ func (b *Batch) EvaluateSplit(ctx context.Context, instanceID int64, runParams w
 // EvaluateWorkflow does.
 func evaluateWorkflowDefs(ctx context.Context, in *WorkflowInput, defs workflow.Params) (Values, error) {
 	ctx = context.WithValue(ctx, instanceKey{}, in)
-	set := workflowSet()
-	return EvaluateIn(ctx, defs, Scope{Funcs: set.funcs, set: set})
+	return EvaluateIn(ctx, defs, Scope{set: workflowSet()})
 }

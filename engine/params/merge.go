@@ -225,7 +225,7 @@ func EvaluateWorkflow(ctx context.Context, in WorkflowInput) (Values, error) {
 		set = signalledSet()
 		ctx = WithSignals(ctx, in.Signals)
 	}
-	return EvaluateIn(ctx, defs, Scope{Funcs: set.funcs, set: set})
+	return EvaluateIn(ctx, defs, Scope{set: set})
 }
 
 // StepInput is what evaluating a step attempt's params needs.

@@ -113,8 +113,8 @@ type Scope struct {
 	// used is the encoded size of params evaluated before, which count
 	// towards MaxBytes with these (Batch).
 	used int
-	// set is the funcSet of Funcs, where the caller has it built once
-	// (workflowSet, signalledSet).
+	// set, when given, stands for Funcs: functions whose funcSet is built
+	// once (workflowSet, signalledSet).
 	set *funcSet
 }
 
@@ -132,6 +132,9 @@ func Evaluate(ctx context.Context, defs workflow.Params, base map[string]any, fu
 // values together must stay within MaxBytes (ErrTooLarge).
 func EvaluateIn(ctx context.Context, defs workflow.Params, sc Scope) (Values, error) {
 	funcs := sc.Funcs
+	if sc.set != nil {
+		funcs = sc.set.funcs
+	}
 	var fs funcSet
 	switch {
 	case sc.Steps != nil || isStep(defs):
