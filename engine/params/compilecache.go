@@ -24,18 +24,13 @@ import (
 // evaluation whose functions have the same names, and is kept by its text
 // and those names (funcSet.key).
 
-// compiledLimit bounds the programs kept; past it the cache starts again.
-const compiledLimit = 2048
-
 type compiledKey struct {
 	expr  string
 	funcs string // funcSet.key
 }
 
-var compiled = struct {
-	mu    sync.RWMutex
-	progs map[compiledKey]*sel.Program
-}{progs: map[compiledKey]*sel.Program{}}
+// compiled holds the programs kept (keptLimit bounds them).
+var compiled keptMap[compiledKey, *sel.Program]
 
 // funcSet is the functions of one evaluation: the functions themselves,
 // carried in its context, and the stand-ins its programs are compiled
@@ -173,22 +168,14 @@ func compileOptions(fs funcSet) []sel.Option {
 // the program kept for the same text and function names.
 func compileExpression(expr string, fs funcSet) (*sel.Program, error) {
 	k := compiledKey{expr, fs.key}
-	compiled.mu.RLock()
-	prog := compiled.progs[k]
-	compiled.mu.RUnlock()
-	if prog != nil {
+	if prog, ok := compiled.get(k); ok {
 		return prog, nil
 	}
 	prog, err := sel.Compile(expr, compileOptions(fs)...)
 	if err != nil {
 		return nil, err
 	}
-	compiled.mu.Lock()
-	if len(compiled.progs) >= compiledLimit {
-		clear(compiled.progs)
-	}
-	compiled.progs[k] = prog
-	compiled.mu.Unlock()
+	compiled.put(k, prog)
 	return prog, nil
 }
 

@@ -2,6 +2,7 @@ package params
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -33,8 +34,8 @@ func TestKeptProgramsCallTheirEvaluationsFunctions(t *testing.T) {
 	}
 	names := workflowSet().key
 	compiled.mu.RLock()
-	prog := compiled.progs[compiledKey{`params.getFromSignal("day")`, names}]
-	kept := prog != nil && compiled.progs[compiledKey{`"run-" + day`, names}] != nil
+	prog := compiled.m[compiledKey{`params.getFromSignal("day")`, names}]
+	kept := prog != nil && compiled.m[compiledKey{`"run-" + day`, names}] != nil
 	compiled.mu.RUnlock()
 	if !kept {
 		t.Fatal("the workflow params' programs were not kept")
@@ -51,7 +52,7 @@ func TestKeptProgramsCallTheirEvaluationsFunctions(t *testing.T) {
 		t.Fatalf("label = %v", got)
 	}
 	compiled.mu.RLock()
-	keptSignalled := compiled.progs[compiledKey{`params.getFromSignal("day")`, signalledSet().key}]
+	keptSignalled := compiled.m[compiledKey{`params.getFromSignal("day")`, signalledSet().key}]
 	compiled.mu.RUnlock()
 	if keptSignalled == nil || keptSignalled == prog {
 		t.Error("the signalled run's program was not kept apart from the dry run's")
@@ -84,7 +85,7 @@ func TestStepProgramsAreKeptAndReadTheirOwnUpstream(t *testing.T) {
 			t.Fatalf("upstream n = %d: doubled = %v, want %d", n, got["doubled"].Value, want)
 		}
 		compiled.mu.RLock()
-		for k, p := range compiled.progs {
+		for k, p := range compiled.m {
 			if k.expr == src {
 				progs = append(progs, p)
 			}
@@ -125,5 +126,30 @@ func TestCompileKeepsProgramsByText(t *testing.T) {
 	}
 	if _, err := Compile(`loop_index <`); err == nil {
 		t.Fatal("a malformed expression compiled")
+	}
+}
+
+// TestKeptValidatorsAreBounded: validators of ever new texts (pushes over
+// an engine's life) do not grow the kept map past keptLimit, and a
+// validator compiled after it started again is kept and checks values.
+func TestKeptValidatorsAreBounded(t *testing.T) {
+	for i := range keptLimit + 10 {
+		if _, err := compileValidator(fmt.Sprintf("param > %d", i), funcSet{}); err != nil {
+			t.Fatal(err)
+		}
+		if n := validatorCache.len(); n > keptLimit {
+			t.Fatalf("%d validators kept after %d compiled, want at most %d", n, i+1, keptLimit)
+		}
+	}
+	last := fmt.Sprintf("param > %d", keptLimit+9)
+	c, ok := validatorCache.get(validatorKey{src: last})
+	if !ok {
+		t.Fatal("the last validator compiled was not kept")
+	}
+	if err := c.check(context.Background(), int64(keptLimit), nil); err == nil {
+		t.Errorf("%s passed %d", last, keptLimit)
+	}
+	if err := c.check(context.Background(), int64(keptLimit+10), nil); err != nil {
+		t.Errorf("%s refused %d: %v", last, keptLimit+10, err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -43,8 +42,9 @@ type annotation struct {
 
 // validatorCache holds compiled validators by source and the names of the
 // functions a SEL validator is compiled against (funcSet.key: its program
-// calls its evaluation's functions, compilecache.go).
-var validatorCache sync.Map // validatorKey -> *compiledValidator
+// calls its evaluation's functions, compilecache.go); keptLimit bounds
+// them.
+var validatorCache keptMap[validatorKey, *compiledValidator]
 
 type validatorKey struct {
 	src   string
@@ -59,8 +59,8 @@ func compileValidator(src string, fs funcSet) (*compiledValidator, error) {
 	if !annotations {
 		key.funcs = fs.key
 	}
-	if c, ok := validatorCache.Load(key); ok {
-		return c.(*compiledValidator), nil
+	if c, ok := validatorCache.get(key); ok {
+		return c, nil
 	}
 	c := &compiledValidator{src: src}
 	if annotations {
@@ -76,7 +76,7 @@ func compileValidator(src string, fs funcSet) (*compiledValidator, error) {
 		}
 		c.prog = prog
 	}
-	validatorCache.Store(key, c)
+	validatorCache.put(key, c)
 	return c, nil
 }
 
