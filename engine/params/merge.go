@@ -134,11 +134,12 @@ func sameDefinition(def, o workflow.Param) bool {
 }
 
 // override merges overrides into defs: an override keeps the def's mode
-// unless it sets one, and cannot loosen a stricter one.
+// and validator unless it sets them (workflow.Param.Inherit), and cannot
+// loosen a stricter mode.
 func override(defs, overrides workflow.Params) {
 	for name, o := range overrides {
-		if def, ok := defs[name]; ok && o.Mode == "" {
-			o.Mode = def.Mode
+		if def, ok := defs[name]; ok {
+			o = o.Inherit(def)
 		}
 		defs[name] = o
 	}

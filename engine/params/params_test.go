@@ -450,3 +450,45 @@ func TestValidatorReadsEachEvaluationsUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestRunParamsKeepTheDefinitionsValidator: a run param (or a step's run
+// param) that only gives a value is still checked by the validator of the
+// param it overrides, as Maestro merges them; one that brings its own
+// validator is checked by that instead.
+func TestRunParamsKeepTheDefinitionsValidator(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	guarded := long(3)
+	guarded.Validator = "param > 0"
+	wf := &workflow.Workflow{ID: "wf", Params: workflow.Params{"n": guarded}}
+	start := func(n workflow.Param) (params.Values, error) {
+		return params.EvaluateWorkflow(ctx, params.WorkflowInput{Workflow: wf, Now: time.Now(), RunParams: workflow.Params{"n": n}})
+	}
+	if _, err := start(long(-1)); !errors.Is(err, params.ErrValidator) {
+		t.Fatalf("run param n = -1 over a validator param > 0: got %v, want ErrValidator", err)
+	}
+	got, err := start(long(5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["n"].Value != int64(5) {
+		t.Fatalf("n = %v, want 5", got["n"].Value)
+	}
+	own := long(-1)
+	own.Validator = "param < 0"
+	if _, err := start(own); err != nil {
+		t.Fatalf("a run param with its own validator: %v", err)
+	}
+
+	step := func(n workflow.Param) error {
+		_, err := params.EvaluateStep(ctx, params.StepInput{WorkflowID: "wf", InstanceID: 1, RunID: 1, StepID: "s", StepType: "NoOp",
+			AttemptID: 1, UUID: "u", Defs: workflow.Params{"n": guarded}, RunParams: workflow.Params{"n": n}})
+		return err
+	}
+	if err := step(long(-1)); !errors.Is(err, params.ErrValidator) {
+		t.Fatalf("step run param n = -1 over a validator param > 0: got %v, want ErrValidator", err)
+	}
+	if err := step(long(7)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,6 +1,9 @@
 package workflow
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // Param is a parameter definition: a typed literal value or a SEL expression evaluated at run
 // time. Exactly one of Value and Expression is set.
@@ -70,9 +73,10 @@ var _ json.Unmarshaler = (*Param)(nil)
 
 // MergeParams returns base with over merged in as Maestro merges params
 // (ParamsMergeHelper.mergeParams): a param of over replaces base's of the
-// same name, except that a literal MAP merges its members into base's
-// literal MAP (recursively) and a literal STRING_MAP its entries into
-// base's, over's winning. Neither argument is changed.
+// same name (keeping what Inherit keeps of it), except that a literal MAP
+// merges its members into base's literal MAP (recursively) and a literal
+// STRING_MAP its entries into base's, over's winning. Neither argument is
+// changed.
 func MergeParams(base, over Params) Params {
 	out := make(Params, len(base)+len(over))
 	for k, p := range base {
@@ -101,12 +105,37 @@ func MergeParams(base, over Params) Params {
 				p.Value = m
 			}
 		}
-		if ok && p.Mode == "" {
-			p.Mode = b.Mode
+		if ok {
+			p = p.Inherit(b)
 		}
 		out[name] = p
 	}
 	return out
+}
+
+// Inherit returns p, a param given over base of the same name (a run
+// param over the definition's, a step's over its template's), as Maestro
+// merges one definition onto another: the mode and the validator p leaves
+// unset are base's, and base's tags stay beside p's (p's win on a name).
+// A run param that only sets a value is then still checked by the
+// definition's validator.
+func (p Param) Inherit(base Param) Param {
+	if p.Mode == "" {
+		p.Mode = base.Mode
+	}
+	if p.Validator == "" {
+		p.Validator = base.Validator
+	}
+	if len(base.Tags) > 0 {
+		tags := make(Tags, 0, len(base.Tags)+len(p.Tags))
+		for _, t := range base.Tags {
+			if !slices.ContainsFunc(p.Tags, func(o Tag) bool { return o.Name == t.Name }) {
+				tags = append(tags, t)
+			}
+		}
+		p.Tags = append(tags, p.Tags...)
+	}
+	return p
 }
 
 // stringMapValue reads a literal STRING_MAP value in either decoded form.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -536,5 +537,32 @@ func TestMergeParams(t *testing.T) {
 	}
 	if bm, _ := base["m"].MapValue(); len(bm) != 2 || bm["b"].Value != "base" {
 		t.Fatalf("base changed: %+v", base["m"])
+	}
+}
+
+// TestMergeParamsKeepsValidatorsAndTags: a param merged over another keeps
+// the other's validator unless it brings one, and their tags join (its own
+// winning on a name), as Maestro's merge does.
+func TestMergeParamsKeepsValidatorsAndTags(t *testing.T) {
+	guarded := LiteralParam(ParamTypeLong, json.Number("3"))
+	guarded.Validator = "param > 0"
+	guarded.Tags = Tags{NewTag("pii"), NewTag("owner")}
+	own := LiteralParam(ParamTypeLong, json.Number("1"))
+	own.Validator = "param < 10"
+	tagged := LiteralParam(ParamTypeLong, json.Number("2"))
+	tagged.Tags = Tags{{Name: "owner", Namespace: "PLATFORM"}, NewTag("new")}
+	got := MergeParams(Params{"a": guarded, "b": guarded, "c": guarded},
+		Params{"a": LiteralParam(ParamTypeLong, json.Number("-1")), "b": own, "c": tagged})
+	if got["a"].Validator != "param > 0" || got["a"].Value != json.Number("-1") {
+		t.Errorf("a value given alone: %+v, want the base's validator kept", got["a"])
+	}
+	if got["b"].Validator != "param < 10" {
+		t.Errorf("b with its own validator: %q", got["b"].Validator)
+	}
+	if names := got["c"].Tags.Names(); !slices.Equal(names, []string{"pii", "owner", "new"}) || got["c"].Tags[1].Namespace != "PLATFORM" {
+		t.Errorf("c's tags = %+v, want pii, then its own owner (PLATFORM) and new", got["c"].Tags)
+	}
+	if len(guarded.Tags) != 2 {
+		t.Errorf("the base's tags changed: %+v", guarded.Tags)
 	}
 }
