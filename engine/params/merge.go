@@ -133,13 +133,14 @@ func sameDefinition(def, o workflow.Param) bool {
 	return errA == nil && errB == nil && string(a) == string(b)
 }
 
-// override merges overrides into defs: an override keeps the def's mode
-// and validator unless it sets them (workflow.Param.Inherit), and cannot
-// loosen a stricter mode.
+// override merges overrides into defs as Maestro merges run params
+// (workflow.MergeParam): a literal MAP or STRING_MAP merges member by
+// member, and an override keeps the def's mode and validator unless it
+// sets them (CheckOverrides has checked that the def's mode allows it).
 func override(defs, overrides workflow.Params) {
 	for name, o := range overrides {
 		if def, ok := defs[name]; ok {
-			o = o.Inherit(def)
+			o = workflow.MergeParam(def, o)
 		}
 		defs[name] = o
 	}

@@ -492,3 +492,27 @@ func TestRunParamsKeepTheDefinitionsValidator(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunParamsMergeIntoMaps: a run param of a literal MAP or STRING_MAP
+// merges into the defined one member by member, its own members winning,
+// as Maestro merges run params; the definition's other members stay.
+func TestRunParamsMergeIntoMaps(t *testing.T) {
+	t.Parallel()
+	wf := &workflow.Workflow{ID: "wf", Params: workflow.Params{
+		"limits": {Type: workflow.ParamTypeMap, Value: map[string]workflow.Param{"max": long(3), "min": long(1)}},
+		"labels": {Type: workflow.ParamTypeStringMap, Value: map[string]any{"team": "data", "tier": "gold"}},
+	}}
+	got, err := params.EvaluateWorkflow(context.Background(), params.WorkflowInput{Workflow: wf, Now: time.Now(), RunParams: workflow.Params{
+		"limits": {Type: workflow.ParamTypeMap, Value: map[string]workflow.Param{"max": long(5)}},
+		"labels": {Type: workflow.ParamTypeStringMap, Value: map[string]any{"tier": "silver"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limits, _ := got["limits"].Value.(map[string]any); limits["max"] != int64(5) || limits["min"] != int64(1) {
+		t.Errorf("limits = %v, want max 5 (the run's) and min 1 (the definition's)", got["limits"].Value)
+	}
+	if labels, _ := got["labels"].Value.(map[string]string); labels["tier"] != "silver" || labels["team"] != "data" {
+		t.Errorf("labels = %#v, want tier silver (the run's) and team data (the definition's)", got["labels"].Value)
+	}
+}

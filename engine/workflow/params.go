@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 )
 
@@ -72,70 +73,69 @@ func (p *Param) postBind(b *binder, n *node, path string) {
 var _ json.Unmarshaler = (*Param)(nil)
 
 // MergeParams returns base with over merged in as Maestro merges params
-// (ParamsMergeHelper.mergeParams): a param of over replaces base's of the
-// same name (keeping what Inherit keeps of it), except that a literal MAP
-// merges its members into base's literal MAP (recursively) and a literal
-// STRING_MAP its entries into base's, over's winning. Neither argument is
-// changed.
+// (ParamsMergeHelper.mergeParams): each param of over is merged onto
+// base's of the same name (MergeParam). Neither argument is changed.
 func MergeParams(base, over Params) Params {
 	out := make(Params, len(base)+len(over))
 	for k, p := range base {
 		out[k] = p
 	}
 	for name, p := range over {
-		b, ok := out[name]
-		switch {
-		case ok && p.Type == ParamTypeMap && b.Type == ParamTypeMap:
-			bm, bLit := b.MapValue()
-			pm, pLit := p.MapValue()
-			if bLit && pLit {
-				p.Value = MergeParams(bm, pm)
-			}
-		case ok && p.Type == ParamTypeStringMap && b.Type == ParamTypeStringMap:
-			bm, bLit := stringMapValue(b.Value)
-			pm, pLit := stringMapValue(p.Value)
-			if bLit && pLit {
-				m := make(map[string]any, len(bm)+len(pm))
-				for k, v := range bm {
-					m[k] = v
-				}
-				for k, v := range pm {
-					m[k] = v
-				}
-				p.Value = m
-			}
-		}
-		if ok {
-			p = p.Inherit(b)
+		if b, ok := out[name]; ok {
+			p = MergeParam(b, p)
 		}
 		out[name] = p
 	}
 	return out
 }
 
-// Inherit returns p, a param given over base of the same name (a run
+// MergeParam returns over, a param given over base of the same name (a run
 // param over the definition's, a step's over its template's), as Maestro
-// merges one definition onto another: the mode and the validator p leaves
-// unset are base's, and base's tags stay beside p's (p's win on a name).
-// A run param that only sets a value is then still checked by the
-// definition's validator.
-func (p Param) Inherit(base Param) Param {
-	if p.Mode == "" {
-		p.Mode = base.Mode
+// merges one definition onto another (buildMergedParamDefinition):
+//
+//   - over's value replaces base's, except that a literal MAP merges its
+//     members into base's literal MAP (recursively) and a literal
+//     STRING_MAP its entries into base's, over's winning;
+//   - the mode and the validator over leaves unset are base's, so that a
+//     run param that only gives a value is still checked by the
+//     definition's validator;
+//   - base's tags stay beside over's (over's win on a name).
+//
+// Neither argument is changed.
+func MergeParam(base, over Param) Param {
+	switch {
+	case over.Type == ParamTypeMap && base.Type == ParamTypeMap:
+		bm, bLit := base.MapValue()
+		pm, pLit := over.MapValue()
+		if bLit && pLit {
+			over.Value = MergeParams(bm, pm)
+		}
+	case over.Type == ParamTypeStringMap && base.Type == ParamTypeStringMap:
+		bm, bLit := stringMapValue(base.Value)
+		pm, pLit := stringMapValue(over.Value)
+		if bLit && pLit {
+			m := make(map[string]any, len(bm)+len(pm))
+			maps.Copy(m, bm)
+			maps.Copy(m, pm)
+			over.Value = m
+		}
 	}
-	if p.Validator == "" {
-		p.Validator = base.Validator
+	if over.Mode == "" {
+		over.Mode = base.Mode
+	}
+	if over.Validator == "" {
+		over.Validator = base.Validator
 	}
 	if len(base.Tags) > 0 {
-		tags := make(Tags, 0, len(base.Tags)+len(p.Tags))
+		tags := make(Tags, 0, len(base.Tags)+len(over.Tags))
 		for _, t := range base.Tags {
-			if !slices.ContainsFunc(p.Tags, func(o Tag) bool { return o.Name == t.Name }) {
+			if !slices.ContainsFunc(over.Tags, func(o Tag) bool { return o.Name == t.Name }) {
 				tags = append(tags, t)
 			}
 		}
-		p.Tags = append(tags, p.Tags...)
+		over.Tags = append(tags, over.Tags...)
 	}
-	return p
+	return over
 }
 
 // stringMapValue reads a literal STRING_MAP value in either decoded form.
