@@ -243,9 +243,10 @@ type StepInput struct {
 	Injected workflow.Params
 	// Template are the params the step inherits from the job template its
 	// sub_type names (jobtemplate.Store.Params), merged after Injected:
-	// Maestro's runtimes inject them. The step's own literal MAP and
-	// STRING_MAP params merge into a template's of the same name member
-	// by member (workflow.MergeParams); other params replace it.
+	// Maestro's runtimes inject them. A step's own param merges onto the
+	// template's of the same name (workflow.MergeParam): a literal MAP or
+	// STRING_MAP member by member, any other replacing its value but
+	// keeping the mode and validator it leaves unset.
 	Template workflow.Params
 	// Typed are the default params of the step's type (a foreach's
 	// loop_params and loop_index, ...).
@@ -309,7 +310,7 @@ func StepDefs(in StepInput) (workflow.Params, error) {
 		}
 		if t, ok := defs[name]; ok {
 			if _, inherited := in.Template[name]; inherited {
-				p = workflow.MergeParams(workflow.Params{name: t}, workflow.Params{name: p})[name]
+				p = workflow.MergeParam(t, p)
 			}
 		}
 		defs[name] = p
